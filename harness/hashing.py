@@ -1,0 +1,92 @@
+"""Content hashes used for cache keys and fingerprints (stdlib only)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# Files that never change what a model computes (docs, VCS metadata) stay out of its fingerprint.
+_IGNORED_NAMES = {"README.md", ".gitattributes", ".gitignore"}
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal values give equal text, hence equal hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def key_hash(key: Mapping[str, Any], length: int = 32) -> str:
+    """Short hex id of a cache key. ``key_hash({"a": 1}) == key_hash({"a": 1})``; any field change differs."""
+    return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()[:length]
+
+
+def text_digest(text: str) -> bytes:
+    """Raw 32-byte sha256 of a sentence's exact UTF-8 text: the row key of the vector cache."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def file_sha256(path: Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _model_files(folder: Path) -> list[Path]:
+    files = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and path.name not in _IGNORED_NAMES and not any(p.startswith(".") for p in rel.parts):
+            files.append(path)
+    return files
+
+
+def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
+    """sha256 over every file of a model folder (path, size, content).
+
+    Hashing a BERT-base folder reads ~440 MB, so the result is memoised in ``memo_file`` against
+    each file's (size, mtime_ns): a warm run re-hashes nothing unless a file changed.
+    """
+    folder = folder.resolve()
+    files = _model_files(folder)
+    stamp = [[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    memo: dict[str, Any] = {}
+    if memo_file is not None and memo_file.is_file():
+        try:
+            memo = json.loads(memo_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            memo = {}  # a damaged memo only costs a re-hash
+        entry = memo.get(str(folder))
+        if isinstance(entry, dict) and entry.get("stamp") == stamp:
+            return str(entry["sha256"])
+    digest = hashlib.sha256()
+    for path, (rel, size, _) in zip(files, stamp, strict=False):
+        digest.update(f"{rel}\0{size}\0{file_sha256(path)}\n".encode())
+    result = digest.hexdigest()
+    if memo_file is not None:
+        memo[str(folder)] = {"stamp": stamp, "sha256": result}
+        atomic_write_text(memo_file, json.dumps(memo, indent=1))
+    return result
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` then rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{os.urandom(4).hex()}-{path.name}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,50 @@
+"""PNG figures (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
+    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
+    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
+    groups are in the markdown tables."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from harness.leaderboard import GROUP_KEYS, TASK_ORDER
+
+    first_group = long.groupby(list(GROUP_KEYS), sort=True).ngroup() == 0
+    data = long[first_group].copy()
+    data["row"] = data["method"] + " · " + data["backbone"] + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
+    tasks = [t for t in TASK_ORDER if t in set(data["task"])]
+    rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
+                             sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=False):
+        part = data[data["task"] == task].set_index("row").reindex(rows)
+        values = part["spearman"].to_numpy(dtype=float)
+        low = values - part["ci_low"].to_numpy(dtype=float)
+        high = part["ci_high"].to_numpy(dtype=float) - values
+        err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
+        ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
+        for y, value in enumerate(values):
+            if np.isfinite(value):
+                ax.text(max(value, 0) + 1, y, f"{value:.1f}", va="center", fontsize=8)
+        ax.set_title(task)
+        ax.set_xlim(min(0, np.nanmin(values) - 5), 100)
+        ax.set_xlabel("Spearman ×100")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,51 @@
+"""Assemble the result record of one (method, task) evaluation (the schema of :mod:`harness.results`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.results import RESULT_SCHEMA_VERSION, environment, git_sha, now_iso
+
+if TYPE_CHECKING:
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+    from harness.scoring import TaskScores
+    from harness.tasks import LoadedTask
+    from methods.base import Method
+
+
+def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
+    if method.spec.backbone == "none":
+        return None
+    ref = ctx.backbone(method.spec.backbone, method.spec.revision)
+    return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
+            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size}
+
+
+def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
+                 timings: dict[str, float]) -> dict[str, Any]:
+    from harness import __version__
+
+    split = task.eval
+    protocol = cfg.protocol()
+    protocol["fit_set"] = cfg.fit_set if method.uses_fit_set else None
+    devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "harness": {"name": "sts-bench", "version": __version__, "git_sha": git_sha()},
+        "created": now_iso(),
+        "method": {"name": method.name, "label": method.label(), "kind": method.kind,
+                   "summary": method.summary, "spec": method.spec.to_dict()},
+        "backbone": backbone_record(method, ctx),
+        "task": {"name": task.spec.name, "title": task.spec.title, "source": task.source,
+                 "split": task.spec.eval_split, "origin": split.origin, "fingerprint": split.fingerprint,
+                 "n_pairs": len(split), "subsets": split.subset_sizes()},
+        "protocol": protocol,
+        "fit": method.fit_info if method.uses_fit_set else None,
+        "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
+                   "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
+                   "bootstrap_rounds": cfg.bootstrap, "n_zero_vectors": scores.n_zero_vectors},
+        "subset_scores": scores.subsets,
+        "env": environment(devices, cfg.dtype),
+        "timings": timings,
+    }

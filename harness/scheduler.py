@@ -1,0 +1,160 @@
+"""Plan a run, then execute it: encode once, fit, score, write results and leaderboards.
+
+The plan groups methods by the backbone view provider they read from and takes, per provider,
+the union of every view any of its methods needs and every sentence any task or fit set holds
+(deduplicated). The encode stage then runs ONE forward pass per unique sentence per backbone;
+everything after it (pooling variants, whitening, scoring) reads the cache.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.config import BenchConfig
+from harness.context import RunContext
+from harness.fitsets import FitSet, build_fit_set, splits_needed
+from harness.tasks import LoadedTask, get_task, load_task, unique
+
+if TYPE_CHECKING:
+    from harness.views import View, ViewProvider
+    from methods.base import Method
+
+
+def say(message: str) -> None:
+    """Progress and notes go to stderr; stdout carries the leaderboard table only."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class EncodeJob:
+    provider: ViewProvider
+    views: set[View] = field(default_factory=set)
+    sentences: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    methods: list[Method]
+    tasks: list[LoadedTask]
+    fit_sets: dict[str, FitSet]
+    encode_jobs: list[EncodeJob]
+    own_model_sentences: list[str]
+
+
+@dataclass
+class RunOutcome:
+    records: list[dict[str, Any]]
+    result_paths: list[Path]
+    leaderboard_paths: list[Path]
+    table: str
+    regressions: Any = None  # pandas DataFrame of drops vs --baseline, or None
+    exit_code: int = 0
+    sentences_forwarded: int = 0
+
+
+def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
+    from methods import get_method
+
+    classes = [get_method(name) for name in unique(cfg.methods)]
+    specs = [get_task(name) for name in unique(cfg.tasks)]
+    fitting = any(cls.uses_fit_set for cls in classes)
+    tasks = []
+    for spec in specs:
+        extra = splits_needed(cfg.fit_set, spec) if fitting else ()
+        splits = unique([spec.eval_split, *extra])
+        tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root))
+    fit_sets = {task.spec.name: build_fit_set(cfg.fit_set, task) for task in tasks} if fitting else {}
+    methods = [cls(cls.make_spec(cfg, ctx), ctx) for cls in classes]
+
+    eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
+    fit_sentences = unique(s for fit in fit_sets.values() for s in fit.sentences)
+    jobs: dict[int, EncodeJob] = {}
+    own_model: list[str] = []
+    for method in methods:
+        needed = eval_sentences + (fit_sentences if method.uses_fit_set else [])
+        views = method.backbone_views()
+        if not views:
+            own_model = unique(own_model + needed)
+            continue
+        provider = ctx.views(method.spec)
+        job = jobs.setdefault(id(provider), EncodeJob(provider))
+        job.views.update(views)
+        job.sentences = unique(job.sentences + needed)
+    return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model)
+
+
+def encode_stage(plan: Plan, ctx: RunContext) -> float:
+    started = time.perf_counter()
+    for job in plan.encode_jobs:
+        say(f"encode: {job.provider.ref.name} — {len(job.sentences)} unique sentences, views "
+            f"{', '.join(str(v) for v in sorted(job.views))}")
+        job.provider.ensure(job.sentences, sorted(job.views))
+    for method in plan.methods:
+        if not method.backbone_views():
+            method.prepare(plan.own_model_sentences)
+    return time.perf_counter() - started
+
+
+def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig,
+             ctx: RunContext) -> dict[str, Any]:
+    """Fit (if the method fits), encode both sides, score; return the result record."""
+    from harness.records import build_record
+    from harness.scoring import cosine_rows, score_split
+
+    t0 = time.perf_counter()
+    if method.uses_fit_set and fit_set is not None:
+        method.fit(fit_set)
+    t1 = time.perf_counter()
+    split = task.eval
+    left, right = method.encode(split.s1), method.encode(split.s2)
+    t2 = time.perf_counter()
+    cos, n_zero = cosine_rows(left, right)
+    if n_zero:
+        say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
+            "their cosine is set to 0")
+    scores = score_split(cos, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
+    t3 = time.perf_counter()
+    timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
+    return build_record(method, task, scores, cfg, ctx, timings)
+
+
+def run(cfg: BenchConfig) -> RunOutcome:
+    from harness.leaderboard import compare_baseline, long_frame, markdown, wide_frame, write_leaderboard
+    from harness.results import load_results, write_result
+
+    ctx = RunContext(cfg)
+    plan = make_plan(cfg, ctx)
+    encode_s = encode_stage(plan, ctx)
+    records, paths = [], []
+    runs_dir = Path(cfg.output_dir) / "runs"
+    for task in plan.tasks:
+        for method in plan.methods:
+            record = evaluate(method, task, plan.fit_sets.get(task.spec.name), cfg, ctx)
+            record["timings"]["encode_stage_s"] = round(encode_s, 4)
+            records.append(record)
+            paths.append(write_result(runs_dir, record))
+            say(f"{record['method']['label']:>16} · {task.spec.title:<7} Spearman {record['scores']['spearman']:6.2f}")
+    needed = len(unique([s for job in plan.encode_jobs for s in job.sentences] + plan.own_model_sentences))
+    say(f"encode stage {encode_s:.1f} s: {needed} unique sentence(s) needed, {ctx.sentences_forwarded} "
+        "sentence encodings computed, the rest served from the cache")
+
+    this_run = wide_frame(long_frame(records))
+    table = markdown(this_run)
+    board = write_leaderboard(long_frame(load_results(runs_dir)), Path(cfg.output_dir), plots=cfg.plots)
+    outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded)
+    if cfg.baseline:
+        baseline = Path(cfg.baseline)
+        if not baseline.is_file():
+            from harness.errors import UserError
+
+            raise UserError(f"--baseline {cfg.baseline}: no such file (results were written to {runs_dir})")
+        drops, compared = compare_baseline(this_run, baseline, cfg.tolerance)
+        outcome.regressions = drops
+        if compared == 0:
+            say(f"warning: --baseline {baseline}: no (method, task) of this run is in it; nothing compared")
+        outcome.exit_code = 1 if len(drops) else 0
+    return outcome

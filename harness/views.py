@@ -1,0 +1,101 @@
+"""Pooled views of a backbone and the cached provider that serves them.
+
+A *view* is one pooling of one hidden layer: ``mean@12`` is the masked mean of ``hidden_states[12]``.
+Methods that differ only after the backbone (cls, avg, first-last, whitening, flow) ask for views;
+the provider encodes each sentence once for all views that are missing, stores every view in its
+own cache store, and serves arrays from the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from harness.backbone import BackboneRef
+from harness.cache import VectorStore
+
+if TYPE_CHECKING:
+    from harness.forward import EncodeSettings, ForwardPass
+
+POOLINGS = ("cls", "mean", "pooler")
+log = logging.getLogger("sts_bench.views")
+
+
+@dataclass(frozen=True, order=True)
+class View:
+    """``pooling`` of ``hidden_states[layer]`` (layer already made non-negative; see
+    ``BackboneRef.layer_index``). ``pooler`` is BERT's pooler output and ignores the layer."""
+
+    pooling: str
+    layer: int
+
+    def __str__(self) -> str:
+        return f"{self.pooling}@{self.layer}"
+
+
+@dataclass
+class EncodeStats:
+    """What a provider did: sentences run through the model, time spent, devices used."""
+
+    forwarded: int = 0
+    seconds: float = 0.0
+    devices: set[str] = field(default_factory=set)
+
+
+class ViewProvider:
+    """Serves views of one backbone from the cache, running the forward pass only for what is missing."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, cache_dir: Path) -> None:
+        self.ref = ref
+        self.settings = settings
+        self.cache_dir = Path(cache_dir)
+        self.stats = EncodeStats()
+        self._stores: dict[View, VectorStore] = {}
+        self._forward: ForwardPass | None = None
+
+    def cache_key(self, view: View) -> dict:
+        """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype."""
+        return {"kind": "view", **self.ref.key(), "pooling": view.pooling, "layer": view.layer,
+                "max_length": self.settings.max_length, "dtype": self.settings.dtype}
+
+    def store(self, view: View) -> VectorStore:
+        if view not in self._stores:
+            self._stores[view] = VectorStore(self.cache_dir, self.cache_key(view))
+        return self._stores[view]
+
+    @property
+    def forward(self) -> ForwardPass:
+        if self._forward is None:
+            from harness.forward import ForwardPass
+
+            self._forward = ForwardPass(self.ref, self.settings)
+        return self._forward
+
+    def ensure(self, sentences: Sequence[str], views: Sequence[View]) -> None:
+        """Encode, in one forward pass per sentence, every (sentence, view) not yet cached."""
+        import time
+
+        views = sorted(set(views))
+        missing_by_view = {view: set(self.store(view).missing(sentences)) for view in views}
+        todo = [s for s in dict.fromkeys(sentences) if any(s in m for m in missing_by_view.values())]
+        if not todo:
+            return
+        wanted = [v for v in views if missing_by_view[v]]
+        started = time.perf_counter()
+        for texts, arrays in self.forward.run(todo, wanted):
+            for view in wanted:
+                self.store(view).add(texts, arrays[view])
+        self.stats.forwarded += len(todo)
+        self.stats.seconds += time.perf_counter() - started
+        if self.forward.device:
+            self.stats.devices.add(self.forward.device)
+
+    def get(self, sentences: Sequence[str], view: View) -> np.ndarray:
+        """Float32 (n, d) vectors of ``sentences`` for ``view``, encoding what is missing first."""
+        self.ensure(sentences, [view])
+        return self.store(view).get(sentences)

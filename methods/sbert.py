@@ -1,0 +1,113 @@
+"""SBERT: a sentence-transformers checkpoint used as its authors intend — its own modules
+(pooling, optional Dense/Normalize) and its own ``max_seq_length`` — through
+``SentenceTransformer.encode``. Vectors are cached like every other method's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from harness.errors import UserError
+from methods.base import Method, MethodSpec, Option
+
+if TYPE_CHECKING:
+    from harness.backbone import BackboneRef
+    from harness.cache import VectorStore
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+
+PUBLISHED_DEFAULT = "sentence-transformers/bert-base-nli-mean-tokens"
+
+
+def st_max_seq_length(folder: Path) -> int | None:
+    """The checkpoint's own truncation length, read from its files without loading it: older
+    sentence-transformers write it to sentence_bert_config.json, 6.x to the tokenizer config."""
+    for name, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json", "model_max_length")):
+        path = folder / name
+        if path.is_file():
+            value = json.loads(path.read_text(encoding="utf-8")).get(key)
+            if isinstance(value, int) and value < 1_000_000:  # HF writes 1e30 for "no limit"
+                return value
+    return None
+
+
+class SBert(Method):
+    name = "sbert"
+    summary = "a sentence-transformers checkpoint with its own pooling/normalisation (Reimers & Gurevych 2019)"
+    options = (Option("model", "auto", "checkpoint (HF id or folder); auto = the backbone when it is a "
+                      f"sentence-transformers model (the packaged MiniLM is), else {PUBLISHED_DEFAULT}"),)
+
+    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+        super().__init__(spec, ctx)
+        self._vectors: VectorStore | None = None
+
+    @classmethod
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        spec = super().make_spec(cfg, ctx)
+        model = spec.params["model"]
+        if model == "auto":
+            model = cfg.backbone if ctx.backbone(cfg.backbone, cfg.revision).is_sentence_transformer \
+                else PUBLISHED_DEFAULT
+        revision = cfg.revision if model == cfg.backbone else None
+        ref = ctx.backbone(model, revision)
+        return replace(spec, backbone=model, revision=revision, pooling="sentence-transformers", layers=(),
+                       max_length=st_max_seq_length(Path(ref.path)) or spec.max_length)
+
+    def _ref(self) -> BackboneRef:
+        return self.ctx.backbone(self.spec.backbone, self.spec.revision)
+
+    def _store(self) -> VectorStore:
+        if self._vectors is None:
+            from harness.cache import VectorStore
+
+            key = {"kind": "sentence-transformers", **self._ref().key(), "dtype": self.ctx.cfg.dtype}
+            self._vectors = VectorStore(self.ctx.cache_dir, key)
+        return self._vectors
+
+    def prepare(self, sentences: Sequence[str]) -> None:
+        store = self._store()
+        todo = store.missing(sentences)
+        if not todo:
+            return
+        import torch
+        from tqdm.auto import tqdm
+
+        from harness.forward import resolve_device, torch_dtype
+
+        model = self._load(resolve_device(self.ctx.cfg.device))
+        autocast_dtype = torch_dtype(self.ctx.cfg.dtype)
+        chunk = 2048
+        with tqdm(total=len(todo), desc=f"encode {self.spec.backbone} (sentence-transformers)", unit="sent",
+                  disable=None if self.ctx.cfg.progress else True, leave=False) as bar:
+            for start in range(0, len(todo), chunk):
+                texts = todo[start:start + chunk]
+                with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
+                                    enabled=autocast_dtype is not None):
+                    vectors = model.encode(texts, batch_size=self.ctx.cfg.batch_size, convert_to_numpy=True,
+                                           show_progress_bar=False)
+                store.add(texts, np.asarray(vectors, dtype=np.float32))
+                self.ctx.count_forwarded(len(texts), str(model.device))
+                bar.update(len(texts))
+
+    def _load(self, device: str):
+        from sentence_transformers import SentenceTransformer
+
+        from harness.forward import quiet_transformers
+
+        quiet_transformers()
+        ref = self._ref()
+        try:
+            return SentenceTransformer(ref.path, device=device, local_files_only=True,
+                                       trust_remote_code=self.ctx.cfg.trust_remote_code)
+        except (OSError, ValueError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise UserError(f"sbert: could not load {ref.name} from {ref.path}: {first}") from None
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        self.prepare(sentences)
+        return self._store().get(sentences)

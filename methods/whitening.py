@@ -1,0 +1,90 @@
+"""BERT-whitening (Su et al. 2021): map pooled vectors to zero mean and identity covariance.
+
+Fit on unlabeled sentences (the run's ``--fit-set``) and applied to a pooled view (default
+first-last, the paper's setting). With ``k`` set, only the top-k principal directions are kept
+(the paper's whitening-256), which also reduces the dimension.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from methods.base import MethodSpec, Option
+from methods.pooling import BASE_VIEWS, ViewMethod, base_view
+
+if TYPE_CHECKING:
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+    from harness.fitsets import FitSet
+
+log = logging.getLogger("sts_bench.whitening")
+
+
+def _optional_int(text: str) -> int | None:
+    return None if text.lower() in ("", "none", "all") else int(text)
+
+
+def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return ``(mu, W, rank)`` such that ``(x - mu) @ W`` has zero mean and identity covariance.
+
+    ``cov = U diag(S) U^T`` (SVD of the symmetric covariance), ``W = U diag(1/sqrt(S))``, so
+    ``W^T cov W = diag(1/sqrt(S)) U^T U diag(S) U^T U diag(1/sqrt(S)) = I``.
+
+    Worked example: x with columns of variance 4 and 1 and no correlation → S = (4, 1),
+    U = I, W = diag(1/2, 1): each column divided by its standard deviation.
+
+    Directions with (numerically) zero variance cannot be whitened — 1/sqrt(0) — and are dropped:
+    with fewer sentences than dimensions only ``rank`` columns survive (a warning says so).
+    """
+    x64 = np.asarray(x, dtype=np.float64)
+    mu = x64.mean(axis=0, keepdims=True)
+    cov = np.cov((x64 - mu).T)
+    u, s, _ = np.linalg.svd(cov)
+    rank = int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0
+    if rank == 0:
+        raise ValueError("the fit set's vectors are all identical; nothing to whiten")
+    keep = rank if k is None else min(k, rank)
+    if keep < (k or x64.shape[1]):
+        log.warning("whitening: covariance has rank %d of %d (fit set has %d sentences); keeping %d "
+                    "components", rank, x64.shape[1], len(x64), keep)
+    w = u[:, :keep] / np.sqrt(s[:keep])
+    return mu.astype(np.float32), w.astype(np.float32), rank
+
+
+class Whitening(ViewMethod):
+    name = "whitening"
+    summary = "BERT-whitening: (x - mu) U diag(1/sqrt(S)) fit on --fit-set, on a pooled view (Su et al. 2021)"
+    post = "whitening"
+    uses_fit_set = True
+    options = (
+        Option("k", None, "keep the top-k whitened dimensions (default: all)", type=_optional_int),
+        Option("view", "first-last", "pooled view to whiten", choices=BASE_VIEWS),
+    )
+
+    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+        super().__init__(spec, ctx)
+        self._mu: np.ndarray | None = None
+        self._w: np.ndarray | None = None
+
+    @classmethod
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        spec = super().make_spec(cfg, ctx)
+        pooling, layers = base_view(spec.params["view"], cfg)
+        return replace(spec, pooling=pooling, layers=layers)
+
+    def fit(self, fit_set: FitSet) -> None:
+        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
+            return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
+        x = self.pooled(fit_set.sentences)
+        self._mu, self._w, rank = whitening_transform(x, self.spec.params["k"])
+        self.fit_info = {"fit_set": fit_set.describe(), "rank": rank, "dims_kept": int(self._w.shape[1])}
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        if self._w is None:
+            raise RuntimeError("whitening: fit() must run before encode()")
+        return (self.pooled(sentences) - self._mu) @ self._w

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""sts-bench command line: parse flags into a BenchConfig, run it, map the outcome to an exit code.
+
+    python run_bench.py                                  # every default method, STS-B, packaged MiniLM
+    python run_bench.py --methods whitening avg --tasks stsb --backbone bert-base-uncased
+    python run_bench.py --list
+
+Exit codes: 0 ok · 1 a score dropped below --baseline by more than --tolerance · 2 bad input ·
+130 interrupted (everything encoded so far stays cached; the next run resumes from it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+
+def print_listing() -> None:
+    from harness.tasks import TASKS
+    from methods import all_methods
+
+    print("Methods:")
+    for method in all_methods():
+        flags = " ".join(f"--{method.name}-{o.name}" for o in method.options)
+        print(f"  {method.name:<12} {method.summary}" + (f"  [{flags}]" if flags else ""))
+    print("\nTasks (--tasks; sources: packaged = STS-B only, senteval, hub):")
+    for spec in TASKS.values():
+        print(f"  {spec.name:<12} {spec.description}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The hub is optional: a folder or an already-cached snapshot must load without network calls.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    import harness
+    from harness.config import from_cli
+
+    try:
+        cfg, list_only = from_cli(argv)
+        if list_only:
+            print_listing()
+            return 0
+        outcome = harness.run(cfg)
+    except harness.UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: vectors encoded so far are cached and result files written so far are kept; "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
+    print(outcome.table)
+    print(f"wrote {len(outcome.result_paths)} result file(s) under {cfg.output_dir}/runs and "
+          f"{', '.join(str(p) for p in outcome.leaderboard_paths)}", file=sys.stderr)
+    if outcome.regressions is not None:
+        if outcome.exit_code:
+            from tabulate import tabulate
+
+            print(f"\nREGRESSION vs {cfg.baseline} (tolerance {cfg.tolerance} points):")
+            print(tabulate(outcome.regressions, headers="keys", tablefmt="pipe", showindex=False, floatfmt=".2f"))
+        else:
+            print(f"no drop larger than {cfg.tolerance} points vs {cfg.baseline}", file=sys.stderr)
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Shared fixtures. Nothing here touches the network: every model and data folder is built here."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Belt and braces: a test that would reach the hub fails fast instead of hanging on a network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from fixtures import write_hub, write_sentence_transformer, write_senteval, write_tiny_bert  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_st(tiny_bert, tmp_path_factory) -> Path:
+    return write_sentence_transformer(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-st")
+
+
+@pytest.fixture(scope="session")
+def senteval_root(tmp_path_factory) -> Path:
+    return write_senteval(tmp_path_factory.mktemp("senteval") / "data" / "downstream")
+
+
+@pytest.fixture(scope="session")
+def hub_root(tmp_path_factory) -> Path:
+    return write_hub(tmp_path_factory.mktemp("hub"))
+
+
+@pytest.fixture
+def bench(tmp_path, capsys):
+    """Run the real CLI entry point; returns (exit code, stdout, stderr). Cache and outputs go to
+    ``tmp_path`` unless the caller passes its own --cache-dir / --output-dir."""
+    import run_bench
+
+    def call(*args: str) -> tuple[int, str, str]:
+        argv = list(args)
+        if "--cache-dir" not in argv:
+            argv += ["--cache-dir", str(tmp_path / "cache")]
+        if "--output-dir" not in argv:
+            argv += ["--output-dir", str(tmp_path / "out")]
+        code = run_bench.main([*argv, "--no-progress"])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return call

@@ -1,0 +1,107 @@
+"""Builders for the offline fixtures the tests use: a tiny BERT (real HF files, made here), a
+SentEval-layout data folder, and a local stand-in for MTEB's hub datasets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from harness.tasks import TASKS
+
+WORDS = (
+    "a man woman dog cat child is are was playing eating riding running sleeping guitar piano horse bike ball "
+    "food grass street park house on in the with and red blue big small two three people car water tree sun"
+).split()
+
+
+def sentence(rng: np.random.Generator, base: list[str] | None = None, keep: int = 0) -> list[str]:
+    """A random sentence from WORDS; with ``base``, its first ``keep`` words are reused."""
+    words = list(base[:keep]) if base else []
+    words += [str(w) for w in rng.choice(WORDS, size=int(rng.integers(3, 7)))]
+    return words
+
+
+def pairs(rng: np.random.Generator, n: int) -> list[tuple[str, str, float]]:
+    """Pairs whose gold score (0-5) grows with the number of shared leading words."""
+    out = []
+    for _ in range(n):
+        first = sentence(rng)
+        keep = int(rng.integers(0, 6))
+        second = sentence(rng, first, keep)
+        out.append((" ".join(first), " ".join(second), float(min(keep, 5))))
+    return out
+
+
+def write_tiny_bert(folder: Path, seed: int = 0, with_pooler: bool = True) -> Path:
+    """A 2-layer, 32-dim BERT with a word-level vocab, saved with save_pretrained."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "fox", "jumps", "quick", "brown"]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(str(folder))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64)
+    BertModel(config, add_pooling_layer=with_pooler).save_pretrained(str(folder))
+    return folder
+
+
+def write_sentence_transformer(bert_dir: Path, folder: Path) -> Path:
+    """Wrap a tiny BERT as a sentence-transformers model (mean pooling + normalise)."""
+    from sentence_transformers import SentenceTransformer, models
+
+    modules = [models.Transformer(str(bert_dir), max_seq_length=32), models.Pooling(32, "mean"),
+               models.Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    return folder
+
+
+def write_senteval(root: Path, seed: int = 0, per_subset: int = 6) -> Path:
+    """SentEval's data/downstream layout with every STS year, STS-B and SICK; returns ``root``.
+
+    STS15 gets one unscored pair (empty gold line) per subset, which loaders must drop.
+    """
+    rng = np.random.default_rng(seed)
+    for spec in TASKS.values():
+        folder = root / spec.senteval_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        if spec.senteval_subsets:
+            for subset in spec.senteval_subsets:
+                rows = pairs(rng, per_subset)
+                inputs = [f"{a}\t{b}" for a, b, _ in rows]
+                golds = [f"{g:.2f}" for _, _, g in rows]
+                if spec.name == "sts15":
+                    inputs.append("an unscored pair\tthat must be dropped")
+                    golds.append("")
+                (folder / f"STS.input.{subset}.txt").write_text("\n".join(inputs) + "\n", encoding="utf-8")
+                (folder / f"STS.gs.{subset}.txt").write_text("\n".join(golds) + "\n", encoding="utf-8")
+        elif spec.name == "stsb":
+            for split in ("train", "dev", "test"):
+                lines = [f"main-captions\tMSRvid\t{split}\t{i:04d}\t{g:.3f}\t{a}\t{b}"
+                         for i, (a, b, g) in enumerate(pairs(rng, per_subset * 2))]
+                (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        elif spec.name == "sickr":
+            for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+                lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
+                lines += [f"{i}\t{a}\t{b}\t{1 + g * 0.8:.1f}\tNEUTRAL"
+                          for i, (a, b, g) in enumerate(pairs(rng, per_subset * 2))]
+                (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def write_hub(root: Path, seed: int = 1, n: int = 10) -> Path:
+    """Local stand-ins for MTEB's datasets: ``<root>/<name>/<split>.jsonl`` with MTEB's columns."""
+    rng = np.random.default_rng(seed)
+    for spec in TASKS.values():
+        folder = root / spec.hub_path.split("/")[-1]
+        folder.mkdir(parents=True, exist_ok=True)
+        for split in spec.hub_splits:
+            hub_split = {"dev": "validation"}.get(split, split)
+            rows = [{"sentence1": a, "sentence2": b, "score": g} for a, b, g in pairs(rng, n)]
+            (folder / f"{hub_split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n",
+                                                       encoding="utf-8")
+    return root

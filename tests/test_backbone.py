@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backbone import resolve_backbone
+from harness.errors import UserError
+from harness.forward import EncodeSettings
+from harness.views import View, ViewProvider
+
+SENTENCES = ["a man is playing guitar", "the dog", "two people are riding a horse in the park",
+             "a cat is sleeping", "the dog"]
+
+
+def hf_reference(folder, sentence: str, layer: int, pooling: str) -> np.ndarray:
+    """The vector computed the plain way: one sentence, no padding, straight from transformers."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        out = model(**tok(sentence, return_tensors="pt"), output_hidden_states=True)
+    hidden = out.hidden_states[layer][0]
+    return (hidden[0] if pooling == "cls" else hidden.mean(0)).numpy()
+
+
+def test_resolution_reads_the_config_and_fingerprints_the_folder(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert), cache_dir=tmp_path)
+    assert (ref.origin, ref.num_layers, ref.hidden_size) == ("local", 2, 32)
+    assert len(ref.fingerprint) == 64 and not ref.is_sentence_transformer
+    assert ref.layer_index(-1) == 2 and ref.layer_index(1) == 1 and ref.layer_index(0) == 0
+    with pytest.raises(UserError, match="layer 5 is out of range"):
+        ref.layer_index(5)
+
+
+def test_missing_folder_and_unreachable_hub_are_one_line_errors(tmp_path):
+    with pytest.raises(UserError, match="no such directory"):
+        resolve_backbone(str(tmp_path / "missing-model"))
+    with pytest.raises(UserError, match=r"could not be fetched from the HuggingFace hub.*--backbone /path/to/model"):
+        resolve_backbone("sts-bench-tests/no-such-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"has no config\.json"):
+        resolve_backbone(str(tmp_path / "empty"))
+
+
+def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_path, monkeypatch):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--tiny"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for path in tiny_bert.iterdir():
+        (snapshot / path.name).write_bytes(path.read_bytes())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    ref = resolve_backbone("org/tiny")
+    assert (ref.origin, ref.fingerprint, ref.revision) == ("hub", commit, "main")
+
+
+def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert))
+    provider = ViewProvider(ref, EncodeSettings(batch_size=2, progress=False), tmp_path)
+    views = [View("cls", 2), View("mean", 2), View("mean", 1), View("mean", 0)]
+    provider.ensure(SENTENCES, views)
+    assert provider.forward.sentences_forwarded == 4  # unique sentences, each once, for all views
+    for view in views:
+        got = provider.get(SENTENCES, view)
+        assert got.dtype == np.float32 and got.shape == (5, 32)
+        for i, sentence in enumerate(SENTENCES):
+            # batched with padding, yet equal to the unpadded single-sentence computation
+            np.testing.assert_allclose(got[i], hf_reference(tiny_bert, sentence, view.layer, view.pooling),
+                                       atol=1e-5)
+    warm = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
+    warm.ensure(SENTENCES, views)
+    assert warm.stats.forwarded == 0 and warm._forward is None  # warm: the model is never even loaded
+
+
+def test_a_new_view_for_cached_sentences_runs_only_what_is_missing(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert))
+    provider = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
+    provider.ensure(SENTENCES[:2], [View("mean", 2)])
+    provider.ensure(SENTENCES, [View("mean", 2)])
+    assert provider.forward.sentences_forwarded == 4
+
+
+def test_interrupted_encoding_keeps_finished_chunks(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert))
+    many = [f"a man {w} the dog {i}" for i, w in enumerate(["is", "was", "are"] * 10)]
+    provider = ViewProvider(ref, EncodeSettings(batch_size=4, chunk_size=8, progress=False), tmp_path)
+    original = provider.forward.run
+
+    def interrupted(texts, views):
+        for number, chunk in enumerate(original(texts, views)):
+            if number == 2:
+                raise KeyboardInterrupt
+            yield chunk
+
+    provider.forward.run = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        provider.ensure(many, [View("mean", 2)])
+    resumed = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
+    assert len(resumed.store(View("mean", 2)).missing(many)) == len(many) - 16
+    resumed.ensure(many, [View("mean", 2)])
+    assert resumed.forward.sentences_forwarded == len(many) - 16
+
+
+def test_bf16_autocast_stays_close_to_fp32(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert))
+    fp32 = ViewProvider(ref, EncodeSettings(progress=False), tmp_path).get(SENTENCES, View("mean", 2))
+    bf16 = ViewProvider(ref, EncodeSettings(dtype="bf16", progress=False), tmp_path).get(SENTENCES, View("mean", 2))
+    cos = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cos.min() > 0.99 and not np.array_equal(fp32, bf16)

@@ -1,0 +1,40 @@
+"""The embedded default for real: the packaged all-MiniLM-L6-v2 on the packaged STS-B test split.
+
+These take ~1 minute on 2 CPU cores (the default run encodes every STS-B sentence for whitening's
+target fit set); CI runs them (``make test`` runs every marker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import harness
+from harness.config import BenchConfig
+
+pytestmark = pytest.mark.real
+BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "embedded-default.csv"
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("real-cache")
+
+
+def test_minilm_avg_reproduces_the_mteb_leaderboard_figure(shared_cache, tmp_path):
+    cfg = BenchConfig(methods=("avg", "random"), cache_dir=str(shared_cache), output_dir=str(tmp_path),
+                      progress=False, plots=False)
+    scores = {r["method"]["name"]: r["scores"]["spearman"] for r in harness.run(cfg).records}
+    assert scores["avg"] == pytest.approx(82.03, abs=0.05)  # MTEB STSBenchmark, all-MiniLM-L6-v2
+    assert abs(scores["random"]) < 10
+
+
+def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tmp_path):
+    code, out, err = bench("--cache-dir", str(shared_cache), "--baseline", str(BASELINE))
+    assert code == 0, out + err
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv").set_index("method")
+    assert set(board.index) == {"cls", "avg", "first-last", "whitening", "sbert", "random"}
+    assert board.loc["sbert", "STS-B"] == pytest.approx(82.03, abs=0.05)
+    assert board.loc["avg", "STS-B"] > board.loc["random", "STS-B"] + 60
