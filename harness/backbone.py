@@ -37,6 +37,7 @@ class BackboneRef:
     num_layers: int
     hidden_size: int
     is_sentence_transformer: bool
+    native_ok: bool = False  # harness.native_bert can run it (plain BERT with tokenizer.json)
 
     def key(self) -> dict[str, str]:
         """The part of every cache key that identifies the weights."""
@@ -52,6 +53,17 @@ class BackboneRef:
             raise UserError(f"layer {layer} is out of range for {self.name} ({self.num_layers} layers: "
                             f"hidden_states 0..{self.num_layers}, or -1..-{count})")
         return layer % count
+
+
+NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
+
+
+def native_supported(folder: Path, config: dict) -> bool:
+    """True when ``folder`` is a plain BERT that :mod:`harness.native_bert` reproduces exactly."""
+    return (config.get("model_type") == "bert" and (folder / "tokenizer.json").is_file()
+            and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
+            and config.get("position_embedding_type", "absolute") == "absolute"
+            and not config.get("is_decoder", False))
 
 
 def packaged_dir(module: str) -> Path:
@@ -117,4 +129,5 @@ def resolve_backbone(name: str, revision: str | None = None, cache_dir: Path | N
                         "sts-bench supports BERT-like encoders")
     return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
                        num_layers=num_layers, hidden_size=hidden,
-                       is_sentence_transformer=(folder / "modules.json").is_file())
+                       is_sentence_transformer=(folder / "modules.json").is_file(),
+                       native_ok=native_supported(folder, config))

@@ -36,7 +36,7 @@ class BenchConfig:
     first_last_layers: tuple[int, ...] = (1, -1)
     dtype: str = "fp32"
     device: str = "auto"
-    batch_size: int = 64
+    batch_size: int = 128
     max_length: int = 128
     cache_dir: str = field(default_factory=default_cache_dir)
     output_dir: str = "results"
@@ -45,6 +45,7 @@ class BenchConfig:
     seed: int = 1234
     bootstrap: int = 1000
     trust_remote_code: bool = False
+    encoder_impl: str = "auto"
     progress: bool = True
     plots: bool = True
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -57,12 +58,13 @@ class BenchConfig:
 
     def validate(self) -> BenchConfig:
         from harness.fitsets import check_fit_set_name
-        from harness.forward import DTYPES
+        from harness.forward import DTYPES, IMPLS
         from harness.scoring import AGGREGATIONS
         from harness.tasks import SOURCES
 
         for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
-                                     ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES)):
+                                     ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES),
+                                     ("--encoder-impl", self.encoder_impl, IMPLS)):
             if value not in choices:
                 raise UserError(f"{name} {value}: expected one of {', '.join(choices)}"
                                 f"{did_you_mean(value, choices)}")
@@ -128,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int)
     p.add_argument("--bootstrap", type=int, help="bootstrap rounds for the 95%% CI (0 = off; default 1000)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
+    p.add_argument("--encoder-impl", help="auto | native | transformers: auto runs plain BERT checkpoints "
+                   "with the built-in torch encoder (same function, no transformers import)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
     for method in all_methods():

@@ -41,7 +41,7 @@ class RunContext:
             cfg = self.cfg
             settings = EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size,
                                       max_length=spec.max_length, trust_remote_code=cfg.trust_remote_code,
-                                      progress=cfg.progress)
+                                      progress=cfg.progress, impl=cfg.encoder_impl)
             self._providers[key] = ViewProvider(self.backbone(spec.backbone, spec.revision), settings,
                                                 self.cache_dir)
         return self._providers[key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,11 +34,27 @@ class EncodeSettings:
 
     device: str = "auto"
     dtype: str = "fp32"
-    batch_size: int = 64
+    batch_size: int = 128
     max_length: int = 128
     chunk_size: int = 2048
     trust_remote_code: bool = False
     progress: bool = True
+    impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
+
+
+IMPLS = ("auto", "native", "transformers")
+
+
+def resolve_impl(ref: BackboneRef, requested: str) -> str:
+    """Which encoder implementation runs ``ref``: see :mod:`harness.native_bert`."""
+    if requested not in IMPLS:
+        raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
+    if requested == "native" and not ref.native_ok:
+        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT with model.safetensors and "
+                        "tokenizer.json; use --encoder-impl transformers")
+    if requested == "auto":
+        return "native" if ref.native_ok else "transformers"
+    return requested
 
 
 def resolve_device(requested: str) -> str:
@@ -99,27 +116,75 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
     return tokenizer, model.eval()
 
 
+class TransformersEngine:
+    """Tokenizer and encoder through transformers' Auto classes (any BERT-like checkpoint)."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        self.tokenizer, model = load_hf(ref, settings.trust_remote_code)
+        self.model = model.to(device)
+        self.max_length = settings.max_length
+
+    def tokenize(self, texts: list[str]) -> list[dict]:
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        return [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
+
+    @staticmethod
+    def length(item: dict) -> int:
+        return len(item["input_ids"])
+
+    def batch(self, items: list[dict]) -> dict:
+        return dict(self.tokenizer.pad(items, return_tensors="pt"))
+
+    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        output = self.model(**batch, output_hidden_states=True, return_dict=True)
+        return output.hidden_states, getattr(output, "pooler_output", None)
+
+
+class NativeEngine:
+    """:mod:`harness.native_bert`: the same BERT function without importing transformers."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        from harness.native_bert import NativeTokenizer, load_native_bert
+
+        folder = Path(ref.path)
+        self.tokenizer = NativeTokenizer(folder, settings.max_length)
+        self.model = load_native_bert(folder).to(device)
+
+    def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
+        return self.tokenizer.encode(texts)
+
+    @staticmethod
+    def length(item: tuple[list[int], list[int]]) -> int:
+        return len(item[0])
+
+    def batch(self, items: list) -> dict:
+        return self.tokenizer.pad(items)
+
+    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        return self.model(**batch)
+
+
 class ForwardPass:
     """Runs one backbone. The model is loaded on first use, so fully cached runs never load it."""
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings) -> None:
         self.ref = ref
         self.settings = settings
+        self.impl = resolve_impl(ref, settings.impl)
         self.device: str | None = None
         self.sentences_forwarded = 0  # the counter tests use to prove a warm run encodes nothing
-        self._tokenizer = None
-        self._model = None
+        self._engine: TransformersEngine | NativeEngine | None = None
 
-    def _ensure_loaded(self) -> None:
-        if self._model is not None:
-            return
-        import torch
+    def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
+        if self._engine is None:
+            import torch
 
-        self.device = resolve_device(self.settings.device)
-        if self.device == "cpu":
-            torch.set_num_threads(available_cpus())
-        self._tokenizer, model = load_hf(self.ref, self.settings.trust_remote_code)
-        self._model = model.to(self.device)
+            self.device = resolve_device(self.settings.device)
+            if self.device == "cpu":
+                torch.set_num_threads(available_cpus())
+            engine_class = NativeEngine if self.impl == "native" else TransformersEngine
+            self._engine = engine_class(self.ref, self.settings, self.device)
+        return self._engine
 
     def run(self, texts: Sequence[str], views: Sequence[View]) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
         """Yield ``(chunk_texts, {view: float32 (n, d)})`` until every text is encoded once."""
@@ -128,10 +193,10 @@ class ForwardPass:
         import torch
         from tqdm.auto import tqdm
 
-        self._ensure_loaded()
-        settings, tokenizer = self.settings, self._tokenizer
-        encoded = tokenizer(list(texts), truncation=True, max_length=settings.max_length)
-        order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
+        engine = self._ensure_loaded()
+        settings = self.settings
+        items = engine.tokenize(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: -engine.length(items[i]))
         autocast_dtype = torch_dtype(settings.dtype)
         device_type = self.device.split(":")[0]
         bar = tqdm(total=len(texts), desc=f"encode {self.ref.name}", unit="sent",
@@ -141,13 +206,12 @@ class ForwardPass:
         try:
             for start in range(0, len(order), settings.batch_size):
                 batch_ids = order[start:start + settings.batch_size]
-                features = [{k: encoded[k][i] for k in encoded} for i in batch_ids]
-                batch = tokenizer.pad(features, return_tensors="pt").to(self.device)
+                batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in batch_ids]).items()}
                 with torch.inference_mode(), torch.autocast(device_type, dtype=autocast_dtype or torch.float32,
                                                             enabled=autocast_dtype is not None):
-                    output = self._model(**batch, output_hidden_states=True, return_dict=True)
-                for view in views:
-                    chunk_vecs[view].append(pool(output, batch["attention_mask"], view, self.ref.name))
+                    states, pooled = engine.forward(batch)
+                    for view in views:
+                        chunk_vecs[view].append(pool(states, pooled, batch["attention_mask"], view, self.ref.name))
                 chunk_ids.extend(batch_ids)
                 self.sentences_forwarded += len(batch_ids)
                 bar.update(len(batch_ids))
@@ -159,17 +223,18 @@ class ForwardPass:
             bar.close()
 
 
-def pool(output, attention_mask: torch.Tensor, view: View, name: str) -> np.ndarray:
+def pool(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, attention_mask: torch.Tensor, view: View,
+         name: str) -> np.ndarray:
     """One pooled view of a batch as float32 numpy.
 
     ``mean`` is the masked mean: padding positions are excluded, so a sentence's vector does not
     depend on the longest sentence in its batch.
     """
     if view.pooling == "pooler":
-        if getattr(output, "pooler_output", None) is None:
+        if pooled is None:
             raise UserError(f"backbone {name} has no pooler; use --simcse-pooler cls_before_pooler or avg")
-        return output.pooler_output.float().cpu().numpy()
-    hidden = output.hidden_states[view.layer].float()
+        return pooled.float().cpu().numpy()
+    hidden = states[view.layer].float()
     if view.pooling == "cls":
         return hidden[:, 0].cpu().numpy()
     if view.pooling == "mean":

@@ -18,8 +18,9 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     if method.spec.backbone == "none":
         return None
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
+    impl = ctx.views(method.spec).impl if method.backbone_views() else "sentence-transformers"
     return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
-            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size}
+            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl}
 
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,

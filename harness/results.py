@@ -25,6 +25,7 @@ log = logging.getLogger("sts_bench.results")
 _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
 
 
+@functools.lru_cache(maxsize=1)
 def package_versions() -> dict[str, str | None]:
     """Installed versions, read from package metadata (importing torch just to ask is too slow)."""
     out: dict[str, str | None] = {}
@@ -51,7 +52,7 @@ def git_sha() -> str | None:
 
 
 def environment(devices: list[str], dtype: str) -> dict[str, Any]:
-    return {"python": platform.python_version(), "platform": platform.platform(), "packages": package_versions(),
+    return {"python": platform.python_version(), "platform": platform.platform(), "packages": dict(package_versions()),
             "devices": devices or ["none (all vectors from cache)"], "dtype": dtype}
 
 

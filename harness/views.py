@@ -57,11 +57,15 @@ class ViewProvider:
         self.stats = EncodeStats()
         self._stores: dict[View, VectorStore] = {}
         self._forward: ForwardPass | None = None
+        from harness.forward import resolve_impl  # torch-free: it reads the resolved backbone only
+
+        self.impl = resolve_impl(ref, settings.impl)
 
     def cache_key(self, view: View) -> dict:
-        """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype."""
+        """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype, and
+        the implementation (native and transformers agree to ~1e-6, not bit for bit)."""
         return {"kind": "view", **self.ref.key(), "pooling": view.pooling, "layer": view.layer,
-                "max_length": self.settings.max_length, "dtype": self.settings.dtype}
+                "max_length": self.settings.max_length, "dtype": self.settings.dtype, "impl": self.impl}
 
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:

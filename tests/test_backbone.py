@@ -20,6 +20,8 @@ def hf_reference(folder, sentence: str, layer: int, pooling: str) -> np.ndarray:
     tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
     with torch.no_grad():
         out = model(**tok(sentence, return_tensors="pt"), output_hidden_states=True)
+    if pooling == "pooler":
+        return out.pooler_output[0].numpy()
     hidden = out.hidden_states[layer][0]
     return (hidden[0] if pooling == "cls" else hidden.mean(0)).numpy()
 
@@ -60,10 +62,12 @@ def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_pat
     assert (ref.origin, ref.fingerprint, ref.revision) == ("hub", commit, "main")
 
 
-def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_bert, tmp_path):
+@pytest.mark.parametrize("impl", ["native", "transformers"])
+def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_bert, tmp_path, impl):
     ref = resolve_backbone(str(tiny_bert))
-    provider = ViewProvider(ref, EncodeSettings(batch_size=2, progress=False), tmp_path)
-    views = [View("cls", 2), View("mean", 2), View("mean", 1), View("mean", 0)]
+    assert ref.native_ok
+    provider = ViewProvider(ref, EncodeSettings(batch_size=2, progress=False, impl=impl), tmp_path)
+    views = [View("cls", 2), View("mean", 2), View("mean", 1), View("mean", 0), View("pooler", 2)]
     provider.ensure(SENTENCES, views)
     assert provider.forward.sentences_forwarded == 4  # unique sentences, each once, for all views
     for view in views:
@@ -73,7 +77,7 @@ def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_
             # batched with padding, yet equal to the unpadded single-sentence computation
             np.testing.assert_allclose(got[i], hf_reference(tiny_bert, sentence, view.layer, view.pooling),
                                        atol=1e-5)
-    warm = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
+    warm = ViewProvider(ref, EncodeSettings(progress=False, impl=impl), tmp_path)
     warm.ensure(SENTENCES, views)
     assert warm.stats.forwarded == 0 and warm._forward is None  # warm: the model is never even loaded
 
@@ -113,3 +117,27 @@ def test_bf16_autocast_stays_close_to_fp32(tiny_bert, tmp_path):
     bf16 = ViewProvider(ref, EncodeSettings(dtype="bf16", progress=False), tmp_path).get(SENTENCES, View("mean", 2))
     cos = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
     assert cos.min() > 0.99 and not np.array_equal(fp32, bf16)
+
+
+def test_native_tokenizer_matches_transformers_token_ids(tiny_bert):
+    from transformers import AutoTokenizer
+
+    from harness.native_bert import NativeTokenizer
+
+    texts = [*SENTENCES, "Unknown WORDS, punctuation!  and   spaces", "a " * 100]
+    ours = [ids for ids, _ in NativeTokenizer(tiny_bert, 16).encode(texts)]
+    assert ours == AutoTokenizer.from_pretrained(tiny_bert)(texts, truncation=True, max_length=16)["input_ids"]
+
+
+def test_native_impl_is_refused_for_checkpoints_it_does_not_implement(tiny_bert, tmp_path):
+    folder = tmp_path / "roberta-like"
+    folder.mkdir()
+    for path in tiny_bert.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    config = (folder / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "roberta"')
+    (folder / "config.json").write_text(config)
+    ref = resolve_backbone(str(folder))
+    assert not ref.native_ok
+    assert ViewProvider(ref, EncodeSettings(), tmp_path).impl == "transformers"
+    with pytest.raises(UserError, match=r"--encoder-impl native: .* is not a plain BERT"):
+        ViewProvider(ref, EncodeSettings(impl="native"), tmp_path)

@@ -38,3 +38,19 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     assert set(board.index) == {"cls", "avg", "first-last", "whitening", "sbert", "random"}
     assert board.loc["sbert", "STS-B"] == pytest.approx(82.03, abs=0.05)
     assert board.loc["avg", "STS-B"] > board.loc["random", "STS-B"] + 60
+
+
+def test_native_encoder_matches_transformers_on_minilm(shared_cache):
+    import numpy as np
+
+    from harness.backbone import resolve_backbone
+    from harness.forward import EncodeSettings
+    from harness.views import View, ViewProvider
+
+    ref = resolve_backbone("minilm")
+    texts = ["A man is playing a guitar.", "Three dogs run through deep snow in a field near the woods."]
+    views = [View("mean", 6), View("cls", 6), View("mean", 1), View("pooler", 6)]
+    native = ViewProvider(ref, EncodeSettings(impl="native", progress=False), shared_cache)
+    hf = ViewProvider(ref, EncodeSettings(impl="transformers", progress=False), shared_cache)
+    for view in views:
+        np.testing.assert_allclose(native.get(texts, view), hf.get(texts, view), atol=2e-5)
