@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.hashing import atomic_write_text
 from harness.tasks import TASKS
 
 if TYPE_CHECKING:
@@ -98,9 +99,10 @@ def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True) -> 
     out_dir.mkdir(parents=True, exist_ok=True)
     wide = wide_frame(long)
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
-    wide.to_csv(paths[0], index=False, float_format="%.4f")
-    paths[1].write_text(markdown(wide) + "\n", encoding="utf-8")
-    long.drop(columns=["created"]).to_csv(paths[2], index=False, float_format="%.4f")
+    # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
+    atomic_write_text(paths[0], wide.to_csv(index=False, float_format="%.4f"))
+    atomic_write_text(paths[1], markdown(wide) + "\n")
+    atomic_write_text(paths[2], long.drop(columns=["created"]).to_csv(index=False, float_format="%.4f"))
     if plots and not long.empty:
         from harness.plots import leaderboard_png
 

@@ -35,11 +35,11 @@ def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
         high = part["ci_high"].to_numpy(dtype=float) - values
         err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
         ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
-        for y, value in enumerate(values):
-            if np.isfinite(value):
-                ax.text(max(value, 0) + 1, y, f"{value:.1f}", va="center", fontsize=8)
+        for y, (value, right) in enumerate(zip(values, np.nan_to_num(values + high, nan=0.0))):
+            if np.isfinite(value):  # right of the whisker, so the label never sits on it
+                ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)
         ax.set_title(task)
-        ax.set_xlim(min(0, np.nanmin(values) - 5), 100)
+        ax.set_xlim(min(0, np.nanmin(values) - 5), 108)
         ax.set_xlabel("Spearman ×100")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
