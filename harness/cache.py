@@ -114,7 +114,7 @@ class VectorStore:
         if self.dim is None:
             raise KeyError("the store is empty")
         locations = [index.get(text_digest(text)) for text in texts]
-        for text, location in zip(texts, locations, strict=False):
+        for text, location in zip(texts, locations):
             if location is None:
                 raise KeyError(f"not cached: {text[:60]!r}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -64,7 +64,7 @@ def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
         if isinstance(entry, dict) and entry.get("stamp") == stamp:
             return str(entry["sha256"])
     digest = hashlib.sha256()
-    for path, (rel, size, _) in zip(files, stamp, strict=False):
+    for path, (rel, size, _) in zip(files, stamp):
         digest.update(f"{rel}\0{size}\0{file_sha256(path)}\n".encode())
     result = digest.hexdigest()
     if memo_file is not None:

@@ -84,7 +84,7 @@ def markdown(wide: pd.DataFrame) -> str:
              "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
              ""]
     for group_values, group in wide.groupby(list(GROUP_KEYS), sort=True):
-        group_dict = dict(zip(GROUP_KEYS, group_values, strict=False))
+        group_dict = dict(zip(GROUP_KEYS, group_values))
         columns = [c for c in group.columns if c not in GROUP_KEYS and not group[c].isna().all()]
         if set(group["kind"]) == {"embedding"}:
             columns.remove("kind")  # only informative once pair scorers are in the table

@@ -28,7 +28,7 @@ def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
     rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
                              sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=False):
+    for ax, task in zip(axes[0], tasks):
         part = data[data["task"] == task].set_index("row").reindex(rows)
         values = part["spearman"].to_numpy(dtype=float)
         low = values - part["ci_low"].to_numpy(dtype=float)

@@ -152,7 +152,7 @@ def fingerprint_pairs(
     """sha256 of the pairs' content in order; any changed sentence, score or label changes it."""
     digest = hashlib.sha256()
     labels = subsets if subsets is not None else [""] * len(s1)
-    for a, b, g, label in zip(s1, s2, gold, labels, strict=False):
+    for a, b, g, label in zip(s1, s2, gold, labels):
         digest.update(json.dumps([a, b, repr(float(g)), label], ensure_ascii=False).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()

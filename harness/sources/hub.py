@@ -50,7 +50,7 @@ def load(spec: TaskSpec, splits: Sequence[str], hub_root: str | None) -> dict[st
             raise UserError(f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; "
                             f"expected {', '.join(COLUMNS)}")
         s1, s2, gold = [], [], []
-        for i, (a, b, score) in enumerate(zip(rows["sentence1"], rows["sentence2"], rows["score"], strict=False)):
+        for i, (a, b, score) in enumerate(zip(rows["sentence1"], rows["sentence2"], rows["score"])):
             where = f"{location} [{hub_split}] row {i}"
             s1.append(check_sentence(str(a or ""), where, "sentence1"))
             s2.append(check_sentence(str(b or ""), where, "sentence2"))

@@ -77,7 +77,7 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
         if len(pairs) != len(scores):
             raise UserError(f"{input_path} has {len(pairs)} lines but {gold_path.name} has {len(scores)}; "
                             "each input line needs one gold line (empty for an unscored pair)")
-        for lineno, (line, score) in enumerate(zip(pairs, scores, strict=False), start=1):
+        for lineno, (line, score) in enumerate(zip(pairs, scores), start=1):
             if not score.strip():
                 continue  # unscored pair: SentEval drops it too
             where = f"{input_path}:{lineno}"
