@@ -159,3 +159,36 @@ class VectorStore:
         self._parts.append(part)
         for row, digest in enumerate(fresh):
             index[digest] = (number, row)
+
+
+class ArtifactDir:
+    """A folder of trained artifacts (flow weights, fine-tuned checkpoints) for one cache key.
+
+    ``<cache>/<kind>/<key hash>/`` holds the files plus ``meta.json``, written last: a folder
+    without a meta.json matching its key is an interrupted write and is never used as complete.
+    """
+
+    def __init__(self, root: Path, kind: str, key: Mapping[str, Any]) -> None:
+        self.key = {"schema": CACHE_SCHEMA, "kind": kind, **key}
+        self.dir = Path(root) / kind / key_hash(self.key)
+
+    def complete(self) -> bool:
+        meta = self.dir / "meta.json"
+        try:
+            stored = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return stored.get("key") == json.loads(json.dumps(self.key))
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.dir / "meta.json").read_text(encoding="utf-8"))
+
+    def commit(self, files: Mapping[str, bytes], info: Mapping[str, Any]) -> None:
+        """Write every file atomically, then meta.json (key + ``info``) to mark the folder complete."""
+        for name, data in files.items():
+            atomic_write_bytes(self.dir / name, data)
+        meta = {"key": self.key, "info": dict(info)}
+        atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True))

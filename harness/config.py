@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.errors import UserError, did_you_mean
 
-DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "sbert", "random")
+DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "flow", "sbert", "random")
 
 
 def default_cache_dir() -> str:
@@ -48,6 +48,7 @@ class BenchConfig:
     encoder_impl: str = "auto"
     progress: bool = True
     plots: bool = True
+    diagnostics: bool = False
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def protocol(self) -> dict[str, Any]:
@@ -113,9 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", help="hub revision (branch, tag or commit) of --backbone")
     p.add_argument("--source", help="where tasks are read from: packaged | senteval | hub")
     p.add_argument("--senteval-dir", help="SentEval's data/downstream folder (with --source senteval)")
-    p.add_argument("--hub-root", help="local folder standing in for the hub (with --source hub)")
+    p.add_argument("--hub-root", help="local folder standing in for the hub (--source hub, --fit-set nli)")
     p.add_argument("--aggregation", help="all | mean | wmean over a task's subsets")
-    p.add_argument("--fit-set", help="what whitening/flow fit on: target | test | train | corpus:FILE")
+    p.add_argument("--fit-set", help="what whitening/flow fit on: target | test | train | corpus:FILE | nli")
     p.add_argument("--fit-corpus", metavar="FILE", help="same as --fit-set corpus:FILE")
     p.add_argument("--first-last-layers", type=parse_layers,
                    help="hidden_states ids for first-last (default 1,-1; SimCSE's paper table used 0,-1)")
@@ -134,10 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "with the built-in torch encoder (same function, no transformers import)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
+    p.add_argument("--diagnostics", action="store_true",
+                   help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():
         for opt in method.options:
-            p.add_argument(f"--{method.name}-{opt.name}".replace("_", "-"), dest=f"{method.name}.{opt.name}",
-                           type=opt.type, choices=opt.choices, help=f"[{method.name}] {opt.help}")
+            flag, dest = f"--{method.name}-{opt.name}".replace("_", "-"), f"{method.name}.{opt.name}"
+            if isinstance(opt.default, bool):  # an on/off option is a bare flag
+                p.add_argument(flag, dest=dest, action="store_true", help=f"[{method.name}] {opt.help}")
+            else:
+                p.add_argument(flag, dest=dest, type=opt.type, choices=opt.choices, help=f"[{method.name}] {opt.help}")
     return p
 
 

@@ -25,6 +25,7 @@ class RunContext:
         self._providers: dict[tuple[str, str | None, int], ViewProvider] = {}
         self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
         self.devices: set[str] = set()  # devices those methods ran on
+        self.trained = 0  # models fitted by training in this run (flow, ...): 0 when all came from cache
 
     def backbone(self, name: str, revision: str | None = None) -> BackboneRef:
         key = (name, revision)
@@ -49,6 +50,9 @@ class RunContext:
     def providers(self) -> list[ViewProvider]:
         return list(self._providers.values())
 
+    def count_trained(self) -> None:
+        self.trained += 1
+
     def count_forwarded(self, n: int, device: str) -> None:
         self.other_forwarded += n
         self.devices.add(device)
@@ -56,4 +60,5 @@ class RunContext:
     @property
     def sentences_forwarded(self) -> int:
         """Sentences run through any model in this run: 0 on a fully warm re-run."""
-        return self.other_forwarded + sum(p.stats.forwarded for p in self._providers.values())
+        return self.other_forwarded + sum(p.forward.sentences_forwarded for p in self._providers.values()
+                                          if p.forward_started)

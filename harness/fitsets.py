@@ -8,10 +8,13 @@ in every score:
 * ``test``        — the evaluated split only
 * ``train``       — the task's train split (STS-B, SICK-R)
 * ``corpus:FILE`` — one sentence per line (blank lines skipped)
+* ``nli``         — premises and hypotheses of SNLI + MultiNLI train (BERT-flow's "NLI" setting),
+                    from the hub through ``datasets``, or from ``--hub-root``/{snli,multi_nli}/
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,8 @@ from harness.errors import UserError
 from harness.sources.rows import read_lines
 from harness.tasks import LoadedTask, TaskSpec, unique
 
-FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE")
+FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE", "nli")
+NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ def make_fit_set(name: str, sentences: list[str], origin: str) -> FitSet:
 
 
 def check_fit_set_name(name: str) -> None:
-    if name in ("target", "test", "train") or (name.startswith("corpus:") and len(name) > len("corpus:")):
+    if name in ("target", "test", "train", "nli") or (name.startswith("corpus:") and len(name) > len("corpus:")):
         return
     raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")
 
@@ -68,10 +72,36 @@ def read_corpus(path_text: str) -> FitSet:
     return make_fit_set(f"corpus:{path.name}", sentences, str(path.resolve()))
 
 
-def build_fit_set(name: str, task: LoadedTask) -> FitSet:
-    """The fit set ``name`` for ``task`` (corpus files do not depend on the task)."""
+@functools.lru_cache(maxsize=2)
+def read_nli(hub_root: str | None) -> FitSet:
+    """Unique premises and hypotheses of the SNLI and MultiNLI train splits (labels unused)."""
+    from datasets import load_dataset
+
+    sentences: list[str] = []
+    origins = []
+    for repo in NLI_DATASETS:
+        location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
+        try:
+            rows = load_dataset(location, split="train")
+        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise UserError(f"--fit-set nli: could not load {location}: {first}; offline, pass --hub-root DIR "
+                            "holding snli/ and multi_nli/ with premise and hypothesis columns") from None
+        missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
+        if missing:
+            raise UserError(f"--fit-set nli: {location} lacks column(s) {', '.join(missing)}")
+        sentences.extend(str(s).strip() for s in rows["premise"])
+        sentences.extend(str(s).strip() for s in rows["hypothesis"])
+        origins.append(location)
+    return make_fit_set("nli", unique(s for s in sentences if s), " + ".join(origins))
+
+
+def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
+    """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task)."""
     if name.startswith("corpus:"):
         return read_corpus(name.removeprefix("corpus:"))
+    if name == "nli":
+        return read_nli(hub_root)
     if name == "test":
         return make_fit_set("test", task.eval.sentences(), f"{task.spec.title} test")
     if name == "train":

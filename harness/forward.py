@@ -174,6 +174,7 @@ class ForwardPass:
         self.device: str | None = None
         self.sentences_forwarded = 0  # the counter tests use to prove a warm run encodes nothing
         self._engine: TransformersEngine | NativeEngine | None = None
+        self._dropout_engine: TransformersEngine | None = None
 
     def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
         if self._engine is None:
@@ -186,14 +187,27 @@ class ForwardPass:
             self._engine = engine_class(self.ref, self.settings, self.device)
         return self._engine
 
-    def run(self, texts: Sequence[str], views: Sequence[View]) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
-        """Yield ``(chunk_texts, {view: float32 (n, d)})`` until every text is encoded once."""
+    def _ensure_dropout_engine(self) -> TransformersEngine:
+        """A second copy of the backbone in train mode: dropout active, as BERT-flow fits."""
+        if self._dropout_engine is None:
+            self._ensure_loaded()
+            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)
+            self._dropout_engine.model.train()
+        return self._dropout_engine
+
+    def run(self, texts: Sequence[str], views: Sequence[View],
+            dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+        """Yield ``(chunk_texts, {view: float32 (n, d)})`` until every text is encoded once.
+
+        ``dropout=True`` runs the backbone in train mode (random dropout masks: seed torch first);
+        such vectors are never cached.
+        """
         if not texts:
             return
         import torch
         from tqdm.auto import tqdm
 
-        engine = self._ensure_loaded()
+        engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
         settings = self.settings
         items = engine.tokenize(list(texts))
         order = sorted(range(len(texts)), key=lambda i: -engine.length(items[i]))

@@ -9,21 +9,60 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
-    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
-    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
-    groups are in the markdown tables."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def diagnostics_png(records: list[dict], path: Path) -> Path:
+    """Left: covariance spectrum (singular values / the largest, log scale) per method.
+    Right: distribution of the cosine of random sentence pairs per method."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, (spectrum, histogram) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for record in records:
+        diag = record["diagnostics"]
+        label = record["method"]["label"]
+        values = np.asarray(diag["singular_values"])
+        spectrum.plot(np.arange(1, len(values) + 1), values / values[0], label=label, linewidth=1.4)
+        edges, counts = np.asarray(diag["cosine_histogram"]["edges"]), np.asarray(diag["cosine_histogram"]["counts"])
+        histogram.stairs(counts / counts.sum(), edges, label=label, linewidth=1.4)
+    # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it off
+    # so the shapes that matter stay readable.
+    spectrum.set(yscale="log", ylim=(1e-3, 1.5), xlabel="component", ylabel="singular value / largest",
+                 title=f"{records[0]['task']['title']}: spectrum of centred vectors")
+    histogram.set(xlabel="cosine of random sentence pairs", ylabel="share of pairs", xlim=(-1, 1),
+                  title="pairwise cosine (isotropic vectors centre on 0)")
+    for ax in (spectrum, histogram):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
+    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
+    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
+    groups are in the markdown tables."""
     import numpy as np
 
     from harness.leaderboard import GROUP_KEYS, TASK_ORDER
 
+    plt = _pyplot()
+
     first_group = long.groupby(list(GROUP_KEYS), sort=True).ngroup() == 0
     data = long[first_group].copy()
-    data["row"] = data["method"] + " · " + data["backbone"] + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
+    short = data["backbone"].map(lambda b: Path(b).name or b)  # a folder's name, not its whole path
+    data["row"] = (data["method"] + " · " + short + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
+                   ).map(lambda label: label if len(label) <= 60 else label[:57] + "...")
     tasks = [t for t in TASK_ORDER if t in set(data["task"])]
     rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),

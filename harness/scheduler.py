@@ -54,6 +54,7 @@ class RunOutcome:
     regressions: Any = None  # pandas DataFrame of drops vs --baseline, or None
     exit_code: int = 0
     sentences_forwarded: int = 0
+    models_trained: int = 0
 
 
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
@@ -67,7 +68,7 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         extra = splits_needed(cfg.fit_set, spec) if fitting else ()
         splits = unique([spec.eval_split, *extra])
         tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root))
-    fit_sets = {task.spec.name: build_fit_set(cfg.fit_set, task) for task in tasks} if fitting else {}
+    fit_sets = {task.spec.name: build_fit_set(cfg.fit_set, task, cfg.hub_root) for task in tasks} if fitting else {}
     methods = [cls(cls.make_spec(cfg, ctx), ctx) for cls in classes]
 
     eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
@@ -119,7 +120,12 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
     scores = score_split(cos, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
     t3 = time.perf_counter()
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
-    return build_record(method, task, scores, cfg, ctx, timings)
+    record = build_record(method, task, scores, cfg, ctx, timings)
+    if cfg.diagnostics:
+        from harness.diagnostics import anisotropy, unique_rows
+
+        record["diagnostics"] = anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
+    return record
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
@@ -145,7 +151,12 @@ def run(cfg: BenchConfig) -> RunOutcome:
     this_run = wide_frame(long_frame(records))
     table = markdown(this_run)
     board = write_leaderboard(long_frame(load_results(runs_dir)), Path(cfg.output_dir), plots=cfg.plots)
-    outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded)
+    if cfg.diagnostics:
+        from harness.diagnostics import write_diagnostics
+
+        board += write_diagnostics(records, Path(cfg.output_dir))
+    outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
+                         models_trained=ctx.trained)
     if cfg.baseline:
         baseline = Path(cfg.baseline)
         if not baseline.is_file():

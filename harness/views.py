@@ -73,6 +73,10 @@ class ViewProvider:
         return self._stores[view]
 
     @property
+    def forward_started(self) -> bool:
+        return self._forward is not None
+
+    @property
     def forward(self) -> ForwardPass:
         if self._forward is None:
             from harness.forward import ForwardPass
@@ -98,6 +102,22 @@ class ViewProvider:
         self.stats.seconds += time.perf_counter() - started
         if self.forward.device:
             self.stats.devices.add(self.forward.device)
+
+    def with_dropout(self, sentences: Sequence[str], views: Sequence[View], seed: int) -> dict[View, np.ndarray]:
+        """Vectors with the backbone's dropout active (BERT-flow's original fitting input): computed
+        afresh on every call, never cached, reproducible for a given ``seed``."""
+        import torch
+
+        torch.manual_seed(seed)
+        parts: dict[View, list[np.ndarray]] = {view: [] for view in views}
+        order: list[str] = []
+        for texts, arrays in self.forward.run(list(dict.fromkeys(sentences)), list(views), dropout=True):
+            order.extend(texts)
+            for view in views:
+                parts[view].append(arrays[view])
+        position = {text: i for i, text in enumerate(order)}
+        rows = [position[s] for s in sentences]
+        return {view: np.concatenate(parts[view])[rows] for view in views}
 
     def get(self, sentences: Sequence[str], view: View) -> np.ndarray:
         """Float32 (n, d) vectors of ``sentences`` for ``view``, encoding what is missing first."""

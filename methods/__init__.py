@@ -19,6 +19,7 @@ METHODS: dict[str, str] = {
     "avg": "methods.pooling:Avg",
     "first-last": "methods.pooling:FirstLast",
     "whitening": "methods.whitening:Whitening",
+    "flow": "methods.flow:BertFlow",
     "sbert": "methods.sbert:SBert",
     "random": "methods.random_baseline:RandomBaseline",
 }

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from methods.base import Method, Option
+from methods.base import Method, MethodSpec, Option
+
+if TYPE_CHECKING:
+    from harness.config import BenchConfig
+    from harness.context import RunContext
 
 
 class RandomBaseline(Method):
@@ -28,7 +34,6 @@ class RandomBaseline(Method):
         return out
 
     @classmethod
-    def make_spec(cls, cfg, ctx):
-        from dataclasses import replace
-
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        """No backbone: the vectors depend on the text and the seed only."""
         return replace(super().make_spec(cfg, ctx), backbone="none", revision=None, pooling="none", layers=())

@@ -35,9 +35,10 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     code, out, err = bench("--cache-dir", str(shared_cache), "--baseline", str(BASELINE))
     assert code == 0, out + err
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv").set_index("method")
-    assert set(board.index) == {"cls", "avg", "first-last", "whitening", "sbert", "random"}
+    assert set(board.index) == {"cls", "avg", "first-last", "whitening", "flow", "sbert", "random"}
     assert board.loc["sbert", "STS-B"] == pytest.approx(82.03, abs=0.05)
     assert board.loc["avg", "STS-B"] > board.loc["random", "STS-B"] + 60
+    assert board.loc["flow", "fit_set"] == "target" and board.loc["flow", "STS-B"] > 70
 
 
 def test_native_encoder_matches_transformers_on_minilm(shared_cache):

@@ -142,3 +142,25 @@ def test_fit_sets(senteval_root, tmp_path):
         build_fit_set("train", sts12)
     with pytest.raises(UserError, match="no such file"):
         build_fit_set(f"corpus:{tmp_path / 'missing.txt'}", task)
+
+
+def write_nli(root, rows_per_set=5):
+    for name in ("snli", "multi_nli"):
+        folder = root / name
+        folder.mkdir(parents=True)
+        rows = [{"premise": f"{name} premise {i}", "hypothesis": f"shared hypothesis {i % 2}", "label": 0}
+                for i in range(rows_per_set)]
+        (folder / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return root
+
+
+def test_nli_fit_set_reads_snli_and_multinli_premises_and_hypotheses(tmp_path, senteval_root):
+    from harness.fitsets import read_nli
+
+    read_nli.cache_clear()
+    task = load("stsb", "senteval", senteval_dir=str(senteval_root))
+    fit = build_fit_set("nli", task, str(write_nli(tmp_path / "hub")))
+    assert fit.name == "nli" and len(fit.sentences) == 5 + 5 + 2  # hypotheses repeat across the two sets
+    assert "snli premise 0" in fit.sentences and "multi_nli premise 4" in fit.sentences
+    with pytest.raises(UserError, match=r"--fit-set nli: could not load .*--hub-root DIR"):
+        build_fit_set("nli", task, str(tmp_path / "empty"))

@@ -1,0 +1,135 @@
+"""BERT-flow (Li et al. 2020): a Glow normalizing flow fit on pooled sentence vectors; the
+embedding is the flow's latent z, compared by cosine.
+
+Fitting runs on the *cached* (dropout-free) vectors of the fit set: cheap, and the flow sees
+exactly the vectors it will transform at test time. The original code kept BERT's dropout on
+while fitting; ``--flow-fit-dropout`` does that (it re-encodes the fit set every epoch).
+Trained weights are stored as safetensors in the cache, keyed on the view cache keys, the fit
+set's fingerprint, every flow setting and the seed, so a re-run loads instead of training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.errors import UserError
+from methods.base import MethodSpec, Option
+from methods.pooling import BASE_VIEWS, ViewMethod, base_view
+
+if TYPE_CHECKING:
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+    from harness.fitsets import FitSet
+
+FLOW_SCHEMA = 1
+
+
+def _flag(text: str) -> bool:
+    return str(text).lower() in ("1", "true", "yes", "on")
+
+
+class BertFlow(ViewMethod):
+    name = "flow"
+    summary = "BERT-flow: Glow flow fit on --fit-set, cosine on the latent z (Li et al. 2020)"
+    post = "flow"
+    uses_fit_set = True
+    options = (
+        Option("view", "first-last", "pooled view the flow transforms", choices=BASE_VIEWS),
+        Option("levels", 2, "multi-scale levels (paper Table 7: 2)", type=int),
+        Option("depth", 3, "flow steps per level (3)", type=int),
+        Option("width", 32, "hidden width of the coupling network (32)", type=int),
+        Option("coupling", "additive", "additive or affine coupling", choices=("additive", "affine")),
+        Option("mixing", "permute", "channel mixing: permute (BERT-flow) or conv1x1 (Glow)",
+               choices=("permute", "conv1x1")),
+        Option("lr", 1e-3, "constant learning rate (1e-3; BERT-flow's NLI setting used 2e-5)", type=float),
+        Option("batch_size", 32, "fit batch size (32)", type=int),
+        Option("epochs", 1.0, "epochs over the fit set; fractions allowed (NLI setting: 0.15)", type=float),
+        Option("fit_dropout", False, "fit on vectors encoded with the backbone's dropout on, re-encoded every "
+               "epoch (the original's behaviour; slow)", type=_flag),
+    )
+
+    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+        super().__init__(spec, ctx)
+        self._flow = None
+
+    @classmethod
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        spec = super().make_spec(cfg, ctx)
+        pooling, layers = base_view(spec.params["view"], cfg)
+        return replace(spec, pooling=pooling, layers=layers, params={**spec.params, "seed": cfg.seed})
+
+    def _config(self):
+        from methods.flow_train import FlowConfig
+
+        p = self.spec.params
+        return FlowConfig(levels=p["levels"], depth=p["depth"], width=p["width"], coupling=p["coupling"],
+                          mixing=p["mixing"], lr=p["lr"], batch_size=p["batch_size"], epochs=p["epochs"])
+
+    def _artifacts(self, fit_set: FitSet):
+        from harness.cache import ArtifactDir
+
+        provider = self.ctx.views(self.spec)
+        key = {"views": [provider.cache_key(v) for v in self.backbone_views()], "fit_set": fit_set.fingerprint,
+               "params": dict(self.spec.params), "flow_schema": FLOW_SCHEMA}
+        return ArtifactDir(self.ctx.cache_dir, "flows", key)
+
+    def fit(self, fit_set: FitSet) -> None:
+        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
+            return
+        from safetensors.torch import load, save
+
+        store = self._artifacts(fit_set)
+        config, seed = self._config(), int(self.spec.params["seed"])
+        if store.complete():
+            dim = int(store.meta()["info"]["dim"])
+            flow = config.build(dim, seed)
+            flow.load_state_dict(load(store.path("flow.safetensors").read_bytes()))
+            self._flow, info = flow.eval(), {**store.meta()["info"], "loaded_from_cache": True}
+        else:
+            self._flow, info = self._train(fit_set, config, seed)
+            buffer = {k: v.contiguous() for k, v in self._flow.state_dict().items()}
+            store.commit({"flow.safetensors": save(buffer)}, info)
+            info = {**info, "loaded_from_cache": False}
+        self.fit_info = {"fit_set": fit_set.describe(), "weights": str(store.dir), **info}
+
+    def _train(self, fit_set: FitSet, config, seed: int) -> tuple[Any, dict[str, Any]]:
+        from methods.flow_train import train_flow
+
+        sentences = list(fit_set.sentences)
+        if self.spec.params["fit_dropout"]:
+            provider, views = self.ctx.views(self.spec), self.backbone_views()
+
+            def epoch_vectors(epoch: int) -> np.ndarray:
+                arrays = provider.with_dropout(sentences, views, seed + epoch)
+                return np.mean([arrays[v] for v in views], axis=0)
+        else:
+            cached = self.pooled(sentences)
+
+            def epoch_vectors(epoch: int) -> np.ndarray:
+                return cached
+
+        dim = self.ctx.backbone(self.spec.backbone, self.spec.revision).hidden_size
+        flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.cfg.progress)
+        self.ctx.count_trained()
+        if not math.isfinite(stats.last_bits_per_dim) or stats.last_bits_per_dim > stats.first_bits_per_dim + 1.0:
+            # A diverged flow still yields latents, and a meaningless score; refuse it (and cache nothing).
+            raise UserError(f"flow: the fit on fit set '{fit_set.name}' diverged (bits/dim "
+                            f"{stats.first_bits_per_dim:.2f} -> {stats.last_bits_per_dim:.2f}); lower --flow-lr "
+                            f"(currently {config.lr:g}; --flow-mixing conv1x1 at {dim} dims needs about 1e-4)")
+        info = {"dim": dim, "steps": stats.steps, "first_bits_per_dim": stats.first_bits_per_dim,
+                "final_bits_per_dim": stats.last_bits_per_dim, "train_seconds": round(stats.seconds, 3),
+                "fit_dropout": bool(self.spec.params["fit_dropout"])}
+        return flow, info
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        if self._flow is None:
+            raise RuntimeError("flow: fit() must run before encode()")
+        from methods.flow_train import latents
+
+        return latents(self._flow, self.pooled(sentences))
+
