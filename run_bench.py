@@ -22,7 +22,7 @@ def print_listing() -> None:
 
     print("Methods:")
     for method in all_methods():
-        flags = " ".join(f"--{method.name}-{o.name}" for o in method.options)
+        flags = " ".join(f"--{method.name}-{o.name}".replace("_", "-") for o in method.options)
         print(f"  {method.name:<12} {method.summary}" + (f"  [{flags}]" if flags else ""))
     print("\nTasks (--tasks; sources: packaged = STS-B only, senteval, hub):")
     for spec in TASKS.values():

@@ -38,6 +38,7 @@ class BackboneRef:
     hidden_size: int
     is_sentence_transformer: bool
     native_ok: bool = False  # harness.native_bert can run it (plain BERT with tokenizer.json)
+    pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
 
     def key(self) -> dict[str, str]:
         """The part of every cache key that identifies the weights."""
@@ -64,6 +65,30 @@ def native_supported(folder: Path, config: dict) -> bool:
             and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
             and config.get("position_embedding_type", "absolute") == "absolute"
             and not config.get("is_decoder", False))
+
+
+def safetensors_keys(path: Path) -> list[str]:
+    """Tensor names of a .safetensors file, from its JSON header alone (8-byte length + header)."""
+    with open(path, "rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(length))
+    return [k for k in header if k != "__metadata__"]
+
+
+def has_pooler_weights(folder: Path) -> bool | None:
+    """Whether the checkpoint carries trained pooler weights (BERT's dense + tanh over [CLS]).
+
+    A model without them still *has* a pooler once loaded — randomly initialised — so this must be
+    known before the pooler output is used (supervised SimCSE reads it). None: .bin weights only.
+    """
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        keys = list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+    elif (folder / "model.safetensors").is_file():
+        keys = safetensors_keys(folder / "model.safetensors")
+    else:
+        return None
+    return any(k.endswith("pooler.dense.weight") for k in keys)
 
 
 def packaged_dir(module: str) -> Path:
@@ -130,4 +155,4 @@ def resolve_backbone(name: str, revision: str | None = None, cache_dir: Path | N
     return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
                        num_layers=num_layers, hidden_size=hidden,
                        is_sentence_transformer=(folder / "modules.json").is_file(),
-                       native_ok=native_supported(folder, config))
+                       native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder))

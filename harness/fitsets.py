@@ -7,7 +7,8 @@ in every score:
 * ``target``      — both sides of every pair of every split the source has for the task (labels unused)
 * ``test``        — the evaluated split only
 * ``train``       — the task's train split (STS-B, SICK-R)
-* ``corpus:FILE`` — one sentence per line (blank lines skipped)
+* ``corpus:FILE`` — one sentence per line (blank lines skipped); ``wiki1m:FILE`` is the same reader,
+                    named for SimCSE's 1M Wikipedia sentences (wiki1m_for_simcse.txt)
 * ``nli``         — premises and hypotheses of SNLI + MultiNLI train (BERT-flow's "NLI" setting),
                     from the hub through ``datasets``, or from ``--hub-root``/{snli,multi_nli}/
 """
@@ -23,7 +24,8 @@ from harness.errors import UserError
 from harness.sources.rows import read_lines
 from harness.tasks import LoadedTask, TaskSpec, unique
 
-FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE", "nli")
+FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
+FILE_KINDS = ("corpus:", "wiki1m:")
 NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
 
 
@@ -45,7 +47,9 @@ def make_fit_set(name: str, sentences: list[str], origin: str) -> FitSet:
 
 
 def check_fit_set_name(name: str) -> None:
-    if name in ("target", "test", "train", "nli") or (name.startswith("corpus:") and len(name) > len("corpus:")):
+    if name in ("target", "test", "train", "nli"):
+        return
+    if any(name.startswith(prefix) and len(name) > len(prefix) for prefix in FILE_KINDS):
         return
     raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")
 
@@ -62,14 +66,14 @@ def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
     return ()
 
 
-def read_corpus(path_text: str) -> FitSet:
+def read_corpus(path_text: str, kind: str = "corpus") -> FitSet:
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise UserError(f"--fit-set corpus:{path_text}: no such file (one sentence per line)")
+        raise UserError(f"--fit-set {kind}:{path_text}: no such file (one sentence per line)")
     sentences = unique(line.strip() for line in read_lines(path) if line.strip())
     if not sentences:
-        raise UserError(f"--fit-set corpus:{path_text}: the file has no non-blank line")
-    return make_fit_set(f"corpus:{path.name}", sentences, str(path.resolve()))
+        raise UserError(f"--fit-set {kind}:{path_text}: the file has no non-blank line")
+    return make_fit_set(f"{kind}:{path.name}", sentences, str(path.resolve()))
 
 
 @functools.lru_cache(maxsize=2)
@@ -98,8 +102,9 @@ def read_nli(hub_root: str | None) -> FitSet:
 
 def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
     """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task)."""
-    if name.startswith("corpus:"):
-        return read_corpus(name.removeprefix("corpus:"))
+    for prefix in FILE_KINDS:
+        if name.startswith(prefix):
+            return read_corpus(name.removeprefix(prefix), prefix.rstrip(":"))
     if name == "nli":
         return read_nli(hub_root)
     if name == "test":

@@ -94,14 +94,17 @@ def available_cpus() -> int:
 
 
 def quiet_transformers() -> None:
-    """Turn off transformers' per-tensor "Loading weights" bar: noise next to our encode bar."""
+    """Turn off transformers' per-tensor "Loading weights" bar and its load reports: the harness
+    checks what matters itself (a missing pooler) and reports it in one line."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
-    """Load tokenizer and encoder from the resolved local folder (never from the network)."""
+    """Load tokenizer and encoder from the resolved local folder (never from the network); also
+    returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
     from transformers import AutoModel, AutoTokenizer
 
     quiet_transformers()
@@ -109,20 +112,23 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
     try:
         tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
-        model = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code)
+        model, info = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code,
+                                                output_loading_info=True)
     except (OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
-    return tokenizer, model.eval()
+    return tokenizer, model.eval(), list(info.get("missing_keys", []))
 
 
 class TransformersEngine:
     """Tokenizer and encoder through transformers' Auto classes (any BERT-like checkpoint)."""
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        self.tokenizer, model = load_hf(ref, settings.trust_remote_code)
+        self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
         self.model = model.to(device)
         self.max_length = settings.max_length
+        # transformers fills absent pooler weights with random ones; never hand those out.
+        self.pooler_random = any("pooler" in key for key in missing)
 
     def tokenize(self, texts: list[str]) -> list[dict]:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -137,7 +143,8 @@ class TransformersEngine:
 
     def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
         output = self.model(**batch, output_hidden_states=True, return_dict=True)
-        return output.hidden_states, getattr(output, "pooler_output", None)
+        pooled = None if self.pooler_random else getattr(output, "pooler_output", None)
+        return output.hidden_states, pooled
 
 
 class NativeEngine:
@@ -246,7 +253,8 @@ def pool(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, attention_
     """
     if view.pooling == "pooler":
         if pooled is None:
-            raise UserError(f"backbone {name} has no pooler; use --simcse-pooler cls_before_pooler or avg")
+            raise UserError(f"backbone {name} has no trained pooler weights (pooler.dense.*); its pooler output "
+                            "would be random: use --simcse-pooler cls_before_pooler, or a checkpoint with a pooler")
         return pooled.float().cpu().numpy()
     hidden = states[view.layer].float()
     if view.pooling == "cls":

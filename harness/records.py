@@ -18,7 +18,7 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     if method.spec.backbone == "none":
         return None
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
-    impl = ctx.views(method.spec).impl if method.backbone_views() else "sentence-transformers"
+    impl = method.encoder_impl()
     return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
             "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl}
 
@@ -29,7 +29,7 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
 
     split = task.eval
     protocol = cfg.protocol()
-    protocol["fit_set"] = cfg.fit_set if method.uses_fit_set else None
+    protocol["fit_set"] = method.fit_set_name() if method.uses_fit_set else None
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
     return {
         "schema_version": RESULT_SCHEMA_VERSION,

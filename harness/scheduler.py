@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config import BenchConfig
 from harness.context import RunContext
-from harness.fitsets import FitSet, build_fit_set, splits_needed
+from harness.fitsets import FitSet, build_fit_set, check_fit_set_name, splits_needed
 from harness.tasks import LoadedTask, get_task, load_task, unique
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class EncodeJob:
 class Plan:
     methods: list[Method]
     tasks: list[LoadedTask]
-    fit_sets: dict[str, FitSet]
+    fit_sets: dict[tuple[str, str], FitSet]  # (task, fit-set name) → sentences
     encode_jobs: list[EncodeJob]
     own_model_sentences: list[str]
 
@@ -62,21 +62,24 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
 
     classes = [get_method(name) for name in unique(cfg.methods)]
     specs = [get_task(name) for name in unique(cfg.tasks)]
-    fitting = any(cls.uses_fit_set for cls in classes)
+    methods = [cls(cls.make_spec(cfg, ctx), ctx) for cls in classes]
+    fit_names = unique(m.fit_set_name() for m in methods if m.uses_fit_set)
+    for name in fit_names:
+        check_fit_set_name(name)
     tasks = []
     for spec in specs:
-        extra = splits_needed(cfg.fit_set, spec) if fitting else ()
+        extra = [split for name in fit_names for split in splits_needed(name, spec)]
         splits = unique([spec.eval_split, *extra])
         tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root))
-    fit_sets = {task.spec.name: build_fit_set(cfg.fit_set, task, cfg.hub_root) for task in tasks} if fitting else {}
-    methods = [cls(cls.make_spec(cfg, ctx), ctx) for cls in classes]
+    fit_sets = {(task.spec.name, name): build_fit_set(name, task, cfg.hub_root) for task in tasks for name in fit_names}
 
     eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
-    fit_sentences = unique(s for fit in fit_sets.values() for s in fit.sentences)
     jobs: dict[int, EncodeJob] = {}
     own_model: list[str] = []
     for method in methods:
-        needed = eval_sentences + (fit_sentences if method.uses_fit_set else [])
+        fit_sentences = [s for (_, name), fit in fit_sets.items() if method.uses_fit_set
+                         and name == method.fit_set_name() for s in fit.sentences]
+        needed = unique(eval_sentences + fit_sentences)
         views = method.backbone_views()
         if not views:
             own_model = unique(own_model + needed)
@@ -139,7 +142,8 @@ def run(cfg: BenchConfig) -> RunOutcome:
     runs_dir = Path(cfg.output_dir) / "runs"
     for task in plan.tasks:
         for method in plan.methods:
-            record = evaluate(method, task, plan.fit_sets.get(task.spec.name), cfg, ctx)
+            fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            record = evaluate(method, task, fit_set, cfg, ctx)
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
             records.append(record)
             paths.append(write_result(runs_dir, record))

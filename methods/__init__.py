@@ -21,6 +21,8 @@ METHODS: dict[str, str] = {
     "whitening": "methods.whitening:Whitening",
     "flow": "methods.flow:BertFlow",
     "sbert": "methods.sbert:SBert",
+    "simcse": "methods.simcse:SimCSE",
+    "simcse-train": "methods.simcse_train:SimCSETrain",
     "random": "methods.random_baseline:RandomBaseline",
 }
 

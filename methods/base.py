@@ -34,6 +34,7 @@ class Option:
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[Any, ...] | None = None
+    in_label: bool = True  # False when another leaderboard column already shows it (e.g. the fit set)
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,13 @@ class Method:
     def label(self) -> str:
         """Leaderboard row name: the method name plus any option that differs from its default."""
         changed = [f"{o.name}={self.spec.params[o.name]}" for o in self.options
-                   if self.spec.params.get(o.name) != o.default]
+                   if o.in_label and self.spec.params.get(o.name) != o.default]
         return f"{self.name}[{','.join(changed)}]" if changed else self.name
+
+    def encoder_impl(self) -> str | None:
+        """What computed the vectors, for the record: the view provider's implementation for
+        backbone-view methods, the method's own model otherwise (None: no model at all)."""
+        return self.ctx.views(self.spec).impl if self.backbone_views() else None
 
     def backbone_views(self) -> list[View]:
         """Pooled views this method reads from the shared backbone pass ([] if it has its own model)."""
@@ -103,6 +109,11 @@ class Method:
     def prepare(self, sentences: Sequence[str]) -> None:
         """Encode-ahead hook for methods with their own model: called once with every sentence
         (all tasks, all fit sets) so they can batch and cache in one go."""
+
+    def fit_set_name(self) -> str:
+        """Which fit set this method fits on (``uses_fit_set`` methods): the run's ``--fit-set``
+        unless the method has a setting of its own (simcse-train's corpus)."""
+        return self.ctx.cfg.fit_set
 
     def fit(self, fit_set: FitSet) -> None:
         """Fit on unlabeled sentences (only called when ``uses_fit_set``)."""

@@ -58,6 +58,9 @@ class SBert(Method):
         return replace(spec, backbone=model, revision=revision, pooling="sentence-transformers", layers=(),
                        max_length=st_max_seq_length(Path(ref.path)) or spec.max_length)
 
+    def encoder_impl(self) -> str:
+        return "sentence-transformers"
+
     def _ref(self) -> BackboneRef:
         return self.ctx.backbone(self.spec.backbone, self.spec.revision)
 

@@ -55,3 +55,27 @@ def test_native_encoder_matches_transformers_on_minilm(shared_cache):
     hf = ViewProvider(ref, EncodeSettings(impl="transformers", progress=False), shared_cache)
     for view in views:
         np.testing.assert_allclose(native.get(texts, view), hf.get(texts, view), atol=2e-5)
+
+
+def test_simcse_train_on_minilm_through_the_cli(bench, shared_cache, tmp_path):
+    import json
+
+    from harness.sources.packaged import stsb_dir
+    from harness.sources.rows import read_stsb_csv
+
+    train = read_stsb_csv(stsb_dir() / "sts-train.csv")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(train.sentences()[:256]) + "\n", encoding="utf-8")
+    code, out, err = bench("--methods", "simcse-train", "--simcse-train-corpus", f"corpus:{corpus}",
+                           "--cache-dir", str(shared_cache))
+    assert code == 0, out + err
+    record = json.loads(next((tmp_path / "out" / "runs").glob("simcse-train*.json")).read_text())
+    assert record["fit"]["steps"] == 4 and record["fit"]["fit_set"]["n_sentences"] == 256
+    assert 60 < record["scores"]["spearman"] < 90  # MiniLM's [CLS] starts at 73.5
+    checkpoint = Path(record["fit"]["checkpoint"])
+    assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "tokenizer.json").is_file()
+    code, out, err = bench("--methods", "simcse-train", "--simcse-train-corpus", f"corpus:{corpus}",
+                           "--cache-dir", str(shared_cache))
+    again = json.loads(next((tmp_path / "out" / "runs").glob("simcse-train*.json")).read_text())
+    assert code == 0 and again["fit"]["loaded_from_cache"] is True
+    assert again["scores"]["spearman"] == record["scores"]["spearman"]

@@ -1,0 +1,110 @@
+"""``simcse-train``: unsupervised SimCSE trained here, on any backbone, then evaluated like any
+checkpoint (``cls_before_pooler``). The training corpus comes from the fit-set mechanism, so the
+same sentences can feed whitening, flow and SimCSE for a like-for-like comparison.
+
+The fine-tuned checkpoint (safetensors + config + tokenizer) is stored in the cache under a key of
+the base backbone's fingerprint, the corpus fingerprint, every setting and the seed; a folder
+counts as complete only once its meta.json is written, and an interrupted training resumes from
+its last saved step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from methods.base import Method, MethodSpec, Option
+
+if TYPE_CHECKING:
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+    from harness.fitsets import FitSet
+
+SIMCSE_TRAIN_SCHEMA = 1
+
+
+class SimCSETrain(Method):
+    name = "simcse-train"
+    summary = "unsupervised SimCSE fine-tuned here on the fit-set sentences, then read as cls_before_pooler"
+    uses_fit_set = True
+    pooling = "cls"
+    post = "simcse-train"
+    options = (
+        Option("corpus", "", "training sentences: a fit set (target, train, corpus:FILE, nli, wiki1m:FILE); "
+               "default: the run's --fit-set", in_label=False),
+        Option("temperature", 0.05, "softmax temperature τ (0.05)", type=float),
+        Option("lr", 3e-5, "peak learning rate, linear decay to 0 (3e-5)", type=float),
+        Option("batch_size", 64, "sentences per batch (64)", type=int),
+        Option("max_length", 32, "training truncation in tokens (32)", type=int),
+        Option("epochs", 1.0, "epochs over the corpus (1)", type=float),
+        Option("precision", "auto", "auto (bf16 autocast where the hardware has it), fp32, bf16",
+               choices=("auto", "fp32", "bf16")),
+    )
+
+    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+        super().__init__(spec, ctx)
+        self._trained: MethodSpec | None = None
+
+    @classmethod
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        spec = super().make_spec(cfg, ctx)
+        return replace(spec, params={**spec.params, "seed": cfg.seed})
+
+    def fit_set_name(self) -> str:
+        return self.spec.params["corpus"] or self.ctx.cfg.fit_set
+
+    def _config(self):
+        from methods.simcse_loop import SimCSEConfig
+
+        p = self.spec.params
+        return SimCSEConfig(temperature=p["temperature"], lr=p["lr"], batch_size=p["batch_size"],
+                            max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"])
+
+    def fit(self, fit_set: FitSet) -> None:
+        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
+            return
+        from harness.cache import ArtifactDir
+
+        base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        key = {"base": base.key(), "corpus": fit_set.fingerprint, "params": dict(self.spec.params),
+               "schema": SIMCSE_TRAIN_SCHEMA}
+        store = ArtifactDir(self.ctx.cache_dir, "simcse-train", key)
+        if store.complete():
+            info: dict[str, Any] = {**store.meta()["info"], "loaded_from_cache": True}
+        else:
+            info = {**self._train(base.path, store, fit_set), "loaded_from_cache": False}
+        self._trained = replace(self.spec, backbone=str(store.path("model")), revision=None)
+        self.fit_info = {"fit_set": fit_set.describe(), "checkpoint": str(store.path("model")), **info}
+
+    def _train(self, base_path: str, store, fit_set: FitSet) -> dict[str, Any]:
+        from pathlib import Path
+
+        from harness.forward import resolve_device
+        from methods.simcse_loop import SimCSETrainer
+
+        trainer = SimCSETrainer(Path(base_path), store.dir, self._config(), int(self.spec.params["seed"]),
+                                device=resolve_device(self.ctx.cfg.device), progress=self.ctx.cfg.progress)
+        result = trainer.train(list(fit_set.sentences))
+        self.ctx.count_trained()
+        info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
+                "train_seconds": round(result.seconds, 2),
+                "sentences_per_second": round(result.sentences_per_second, 2),
+                "resumed_from_step": result.resumed_from_step, "precision": result.precision}
+        store.commit({}, info)  # the checkpoint files are in place: meta.json marks the folder complete
+        trainer.discard_partial_state()
+        return info
+
+    def encoder_impl(self) -> str | None:
+        return self.ctx.views(self._trained).impl if self._trained is not None else None
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        if self._trained is None:
+            raise RuntimeError("simcse-train: fit() must run before encode()")
+        from harness.views import View
+
+        provider = self.ctx.views(self._trained)
+        last = provider.ref.layer_index(-1)
+        return provider.get(sentences, View("cls", last))
