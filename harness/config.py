@@ -49,6 +49,7 @@ class BenchConfig:
     progress: bool = True
     plots: bool = True
     diagnostics: bool = False
+    cost: bool = False
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def protocol(self) -> dict[str, Any]:
@@ -135,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "with the built-in torch encoder (same function, no transformers import)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
+    p.add_argument("--cost", action="store_true",
+                   help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():

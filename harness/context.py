@@ -26,6 +26,7 @@ class RunContext:
         self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
         self.devices: set[str] = set()  # devices those methods ran on
         self.trained = 0  # models fitted by training in this run (flow, ...): 0 when all came from cache
+        self.pairs_scored = 0  # sentence pairs run through a pair scorer (cross-encoder) in this run
 
     def backbone(self, name: str, revision: str | None = None) -> BackboneRef:
         key = (name, revision)

@@ -202,6 +202,20 @@ class ForwardPass:
             self._dropout_engine.model.train()
         return self._dropout_engine
 
+    def encode_all(self, texts: Sequence[str], views: Sequence[View], dropout: bool = False) -> dict[View, np.ndarray]:
+        """Every text's vectors in input order (no cache involved): for callers that need fresh
+        vectors — dropout-encoded fit sets, timing a real forward pass."""
+        unique_texts = list(dict.fromkeys(texts))
+        parts: dict[View, list[np.ndarray]] = {view: [] for view in views}
+        order: list[str] = []
+        for chunk, arrays in self.run(unique_texts, views, dropout=dropout):
+            order.extend(chunk)
+            for view in views:
+                parts[view].append(arrays[view])
+        position = {text: i for i, text in enumerate(order)}
+        rows = [position[text] for text in texts]
+        return {view: np.concatenate(parts[view])[rows] for view in views}
+
     def run(self, texts: Sequence[str], views: Sequence[View],
             dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
         """Yield ``(chunk_texts, {view: float32 (n, d)})`` until every text is encoded once.
@@ -259,8 +273,11 @@ def pool(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, attention_
     hidden = states[view.layer].float()
     if view.pooling == "cls":
         return hidden[:, 0].cpu().numpy()
-    if view.pooling == "mean":
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        summed = (hidden * mask).sum(dim=1)
-        return (summed / mask.sum(dim=1).clamp(min=1.0)).cpu().numpy()
+    if view.pooling in ("mean", "mean_nocls"):
+        mask = attention_mask.clone()
+        if view.pooling == "mean_nocls":
+            mask[:, 0] = 0
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        summed = (hidden * weights).sum(dim=1)
+        return (summed / weights.sum(dim=1).clamp(min=1.0)).cpu().numpy()
     raise ValueError(f"unknown pooling {view.pooling!r}")

@@ -22,6 +22,7 @@ GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
+VS_TEACHER = "vs teacher (%)"
 
 
 def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -40,9 +41,10 @@ def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
             "task": rec["task"]["title"], "spearman": scores["spearman"], "pearson": scores["pearson"],
             "ci_low": ci[0], "ci_high": ci[1], "n_pairs": rec["task"]["n_pairs"], "created": rec["created"],
+            "vs_teacher_pct": (rec.get("teacher") or {}).get("degradation_pct", math.nan),
         })
     frame = pd.DataFrame(rows, columns=[*ROW_KEYS, *GROUP_KEYS, "task", "spearman", "pearson", "ci_low",
-                                        "ci_high", "n_pairs", "created"])
+                                        "ci_high", "n_pairs", "created", "vs_teacher_pct"])
     frame = frame.sort_values("created").drop_duplicates([*GROUP_KEYS, *ROW_KEYS, "task"], keep="last")
     return frame.reset_index(drop=True)
 
@@ -53,7 +55,7 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     if long.empty:
-        return pd.DataFrame(columns=[*ROW_KEYS, AVG, *GROUP_KEYS])
+        return pd.DataFrame(columns=[*ROW_KEYS, AVG, VS_TEACHER, *GROUP_KEYS])
     table = long.pivot_table(index=[*GROUP_KEYS, *ROW_KEYS], columns="task", values="spearman", aggfunc="last")
     tasks = [t for t in TASK_ORDER if t in table.columns]
     table = table[tasks]
@@ -66,8 +68,12 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
         values = [row[t] for t in wanted]
         averages.append(sum(values) / len(values) if values and not any(pd.isna(values)) else math.nan)
     table[AVG] = averages
+    # DSE's headline measure: relative degradation vs its teacher, averaged over the row's tasks.
+    degradation = long.groupby([*GROUP_KEYS, *ROW_KEYS])["vs_teacher_pct"].mean()
+    table[VS_TEACHER] = [degradation.get(tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS)), math.nan)
+                         for _, row in table.iterrows()]
     table = table.sort_values([*GROUP_KEYS, AVG], ascending=[True] * len(GROUP_KEYS) + [False])
-    return table[[*ROW_KEYS, *tasks, AVG, *GROUP_KEYS]].reset_index(drop=True)
+    return table[[*ROW_KEYS, *tasks, AVG, VS_TEACHER, *GROUP_KEYS]].reset_index(drop=True)
 
 
 def protocol_line(group: dict[str, Any]) -> str:

@@ -30,6 +30,8 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
     split = task.eval
     protocol = cfg.protocol()
     protocol["fit_set"] = method.fit_set_name() if method.uses_fit_set else None
+    if method.kind == "pair-scorer":
+        protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -42,7 +44,7 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
                  "split": task.spec.eval_split, "origin": split.origin, "fingerprint": split.fingerprint,
                  "n_pairs": len(split), "subsets": split.subset_sizes()},
         "protocol": protocol,
-        "fit": method.fit_info if method.uses_fit_set else None,
+        "fit": method.fit_info,
         "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
                    "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
                    "bootstrap_rounds": cfg.bootstrap, "n_zero_vectors": scores.n_zero_vectors},

@@ -55,6 +55,7 @@ class RunOutcome:
     exit_code: int = 0
     sentences_forwarded: int = 0
     models_trained: int = 0
+    pairs_scored: int = 0
 
 
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
@@ -114,17 +115,23 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
         method.fit(fit_set)
     t1 = time.perf_counter()
     split = task.eval
-    left, right = method.encode(split.s1), method.encode(split.s2)
+    left = right = None
+    n_zero = 0
+    if method.kind == "pair-scorer":
+        similarity = method.score_pairs(split.s1, split.s2)
+    else:
+        left, right = method.encode(split.s1), method.encode(split.s2)
+        similarity, n_zero = cosine_rows(left, right)
+        if n_zero:
+            say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
+                "their cosine is set to 0")
     t2 = time.perf_counter()
-    cos, n_zero = cosine_rows(left, right)
-    if n_zero:
-        say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
-            "their cosine is set to 0")
-    scores = score_split(cos, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
+    scores = score_split(similarity, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
     t3 = time.perf_counter()
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
     record = build_record(method, task, scores, cfg, ctx, timings)
-    if cfg.diagnostics:
+    record.update(method.annotate(split, similarity))
+    if cfg.diagnostics and left is not None:
         from harness.diagnostics import anisotropy, unique_rows
 
         record["diagnostics"] = anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
@@ -159,8 +166,15 @@ def run(cfg: BenchConfig) -> RunOutcome:
         from harness.diagnostics import write_diagnostics
 
         board += write_diagnostics(records, Path(cfg.output_dir))
+    if cfg.cost:
+        from harness.cost import cost_for_run
+
+        pool = unique([s for task in plan.tasks for s in task.eval.sentences()]
+                      + [s for fit in plan.fit_sets.values() for s in fit.sentences])
+        say("cost: timing cross-encoder vs dse on fresh compute (no caches)")
+        board += cost_for_run(plan.methods, pool, cfg, Path(cfg.output_dir))
     outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
-                         models_trained=ctx.trained)
+                         models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)
     if cfg.baseline:
         baseline = Path(cfg.baseline)
         if not baseline.is_file():

@@ -180,3 +180,11 @@ def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_di
     if spec.eval_split not in data:
         raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
     return LoadedTask(spec=spec, source=source, splits=data)
+
+
+def stsb_train_split(source: str, senteval_dir: str | None = None, hub_root: str | None = None) -> SplitData:
+    """STS-B train from the run's source: what the cross-encoder teacher and DSE student train on."""
+    task = load_task(TASKS["stsb"], source, ["train", "test"], senteval_dir=senteval_dir, hub_root=hub_root)
+    if "train" not in task.splits:
+        raise UserError(f"the {source} source has no STS-B train split to train on; use --source packaged")
+    return task.splits["train"]

@@ -22,14 +22,15 @@ from harness.cache import VectorStore
 if TYPE_CHECKING:
     from harness.forward import EncodeSettings, ForwardPass
 
-POOLINGS = ("cls", "mean", "pooler")
+POOLINGS = ("cls", "mean", "mean_nocls", "pooler")
 log = logging.getLogger("sts_bench.views")
 
 
 @dataclass(frozen=True, order=True)
 class View:
     """``pooling`` of ``hidden_states[layer]`` (layer already made non-negative; see
-    ``BackboneRef.layer_index``). ``pooler`` is BERT's pooler output and ignores the layer."""
+    ``BackboneRef.layer_index``). ``mean_nocls`` is the masked mean without position 0 ([CLS]),
+    DSE's pooling. ``pooler`` is BERT's pooler output and ignores the layer."""
 
     pooling: str
     layer: int
@@ -109,15 +110,7 @@ class ViewProvider:
         import torch
 
         torch.manual_seed(seed)
-        parts: dict[View, list[np.ndarray]] = {view: [] for view in views}
-        order: list[str] = []
-        for texts, arrays in self.forward.run(list(dict.fromkeys(sentences)), list(views), dropout=True):
-            order.extend(texts)
-            for view in views:
-                parts[view].append(arrays[view])
-        position = {text: i for i, text in enumerate(order)}
-        rows = [position[s] for s in sentences]
-        return {view: np.concatenate(parts[view])[rows] for view in views}
+        return self.forward.encode_all(sentences, views, dropout=True)
 
     def get(self, sentences: Sequence[str], view: View) -> np.ndarray:
         """Float32 (n, d) vectors of ``sentences`` for ``view``, encoding what is missing first."""

@@ -23,6 +23,8 @@ METHODS: dict[str, str] = {
     "sbert": "methods.sbert:SBert",
     "simcse": "methods.simcse:SimCSE",
     "simcse-train": "methods.simcse_train:SimCSETrain",
+    "cross-encoder": "methods.cross_encoder:CrossEncoder",
+    "dse": "methods.dse:DSE",
     "random": "methods.random_baseline:RandomBaseline",
 }
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from harness.config import BenchConfig
     from harness.context import RunContext
     from harness.fitsets import FitSet
+    from harness.tasks import SplitData
     from harness.views import View
 
 
@@ -119,5 +120,13 @@ class Method:
         """Fit on unlabeled sentences (only called when ``uses_fit_set``)."""
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        """Float32 (n, d) embeddings of ``sentences``, in order."""
+        """Float32 (n, d) embeddings of ``sentences``, in order (``kind == "embedding"``)."""
         raise NotImplementedError
+
+    def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+        """A similarity score per pair (``kind == "pair-scorer"``: cross-encoders, heads over pairs)."""
+        raise NotImplementedError
+
+    def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
+        """Extra fields for this (method, task) result record, given the similarities just scored."""
+        return {}

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from harness.context import RunContext
     from harness.fitsets import FitSet
 
-FLOW_SCHEMA = 1
+FLOW_SCHEMA = 1  # bump whenever the training code changes what it produces
 
 
 def _flag(text: str) -> bool:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from harness.context import RunContext
     from harness.fitsets import FitSet
 
-SIMCSE_TRAIN_SCHEMA = 1
+SIMCSE_TRAIN_SCHEMA = 2  # bump whenever the training code changes what it produces
 
 
 class SimCSETrain(Method):
@@ -91,10 +91,9 @@ class SimCSETrain(Method):
         self.ctx.count_trained()
         info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
                 "train_seconds": round(result.seconds, 2),
-                "sentences_per_second": round(result.sentences_per_second, 2),
+                "sentences_per_second": round(result.items_per_second, 2),
                 "resumed_from_step": result.resumed_from_step, "precision": result.precision}
         store.commit({}, info)  # the checkpoint files are in place: meta.json marks the folder complete
-        trainer.discard_partial_state()
         return info
 
     def encoder_impl(self) -> str | None:

@@ -136,7 +136,12 @@ def test_an_interrupted_training_resumes_from_its_last_saved_step(tiny_bert, tmp
     sentences = corpus()
     trainer(tiny_bert, tmp_path / "straight").train(sentences)
     stopped = trainer(tiny_bert, tmp_path / "resumed")
-    stopped.stop_after = 3
+
+    def interrupt(steps_done: int) -> None:
+        if steps_done == 3:
+            raise KeyboardInterrupt
+
+    stopped.on_step = interrupt
     with pytest.raises(KeyboardInterrupt):
         stopped.train(sentences)
     assert not (tmp_path / "resumed" / "model").exists()  # no checkpoint from a half-done run

@@ -1,0 +1,157 @@
+"""``cross-encoder``: the DSE teacher, a pair scorer, not an embedding method.
+
+It reads both sentences in one forward pass ("[CLS] s1 [SEP] s2 [SEP]") and regresses a score, so
+it has no ``encode``: it implements ``score_pairs`` and the leaderboard marks it ``pair-scorer``,
+the upper reference the sentence encoders are measured against. It either loads a published
+cross-encoder (sentence-transformers' STS-B cross-encoders end in a sigmoid) or is trained here
+from ``--backbone`` on STS-B train (gold/5, MSE; 4 epochs, lr 2e-5, batch 16, 10 % warm-up).
+Scores of every pair are cached, keyed on the checkpoint's fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.backbone import PACKAGED_ALIASES
+from methods.base import Method, MethodSpec, Option
+
+if TYPE_CHECKING:
+    from harness.cache import VectorStore
+    from harness.config import BenchConfig
+    from harness.context import RunContext
+    from harness.tasks import SplitData
+
+PUBLISHED = "cross-encoder/stsb-roberta-base"
+TRAIN = "train"
+CROSS_ENCODER_SCHEMA = 1  # bump whenever the training code changes what it produces
+
+
+def published_activation(folder: Path) -> str:
+    """sentence-transformers' cross-encoders apply a sigmoid to their single logit by default."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    name = str(config.get("sbert_ce_default_activation_function", "Sigmoid"))
+    return "identity" if "Identity" in name else "sigmoid"
+
+
+class CrossEncoder(Method):
+    name = "cross-encoder"
+    summary = f"pair scorer (the DSE teacher): {PUBLISHED}, or trained here from --backbone on STS-B train"
+    kind = "pair-scorer"
+    post = "cross-encoder"
+    options = (
+        Option("model", "auto", f"HF id or folder of a cross-encoder, or '{TRAIN}' to train one from --backbone; "
+               f"auto = train for the packaged MiniLM (offline), else {PUBLISHED}"),
+        Option("epochs", 4.0, "training epochs over STS-B train (4)", type=float),
+        Option("lr", 2e-5, "peak learning rate (2e-5)", type=float),
+        Option("batch_size", 16, "pairs per batch (16)", type=int),
+        Option("warmup", 0.1, "linear warm-up, fraction of the steps (0.1)", type=float),
+        Option("max_length", 128, "tokens per pair (128)", type=int),
+        Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
+    )
+
+    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+        super().__init__(spec, ctx)
+        self._checkpoint: Path | None = None
+        self._store: VectorStore | None = None
+
+    @classmethod
+    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+        spec = super().make_spec(cfg, ctx)
+        model = spec.params["model"]
+        if model == "auto":
+            model = TRAIN if cfg.backbone in PACKAGED_ALIASES else PUBLISHED
+        trains = model == TRAIN
+        backbone = cfg.backbone if trains else model
+        return replace(spec, backbone=backbone, revision=cfg.revision if trains else None, pooling="joint",
+                       layers=(), params={**spec.params, "model_used": model, "seed": cfg.seed})
+
+    @property
+    def trains(self) -> bool:
+        return self.spec.params["model_used"] == TRAIN
+
+    def checkpoint(self) -> Path:
+        """The folder of the scoring model: the published checkpoint, or the one trained here."""
+        if self._checkpoint is None:
+            ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+            self._checkpoint = self._train(ref) if self.trains else Path(ref.path)
+        return self._checkpoint
+
+    def _train(self, ref) -> Path:
+        from harness.cache import ArtifactDir
+        from harness.tasks import stsb_train_split
+
+        cfg = self.ctx.cfg
+        train = stsb_train_split(cfg.source, cfg.senteval_dir, cfg.hub_root)
+        key = {"base": ref.key(), "train": train.fingerprint, "params": dict(self.spec.params),
+               "schema": CROSS_ENCODER_SCHEMA}
+        store = ArtifactDir(self.ctx.cache_dir, "cross-encoder", key)
+        if store.complete():
+            self.fit_info = {**store.meta()["info"], "loaded_from_cache": True}
+            return store.path("model")
+        from harness.forward import resolve_device
+        from methods.pair_training import CrossEncoderConfig, train_cross_encoder
+
+        p = self.spec.params
+        config = CrossEncoderConfig(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"], warmup=p["warmup"],
+                                    max_length=p["max_length"], precision=p["precision"])
+        result = train_cross_encoder(Path(ref.path), store.dir, train.s1, train.s2, [g / 5 for g in train.gold],
+                                     config, int(p["seed"]), resolve_device(cfg.device), cfg.progress)
+        self.ctx.count_trained()
+        info = {"train_pairs": len(train), "train_fingerprint": train.fingerprint, "steps": result.steps,
+                "first_loss": result.first_loss, "final_loss": result.last_loss,
+                "train_seconds": round(result.seconds, 2), "precision": result.precision}
+        store.commit({}, info)
+        self.fit_info = {**info, "loaded_from_cache": False}
+        return store.path("model")
+
+    def activation(self) -> str:
+        return "identity" if self.trains else published_activation(self.checkpoint())
+
+    def _scores_store(self) -> VectorStore:
+        if self._store is None:
+            from harness.backbone import resolve_backbone
+            from harness.cache import VectorStore
+
+            folder = self.checkpoint()
+            ref = resolve_backbone(str(folder), cache_dir=self.ctx.cache_dir)
+            key = {"kind": "pair-scores", "fingerprint": ref.fingerprint, "max_length": self.spec.params["max_length"],
+                   "dtype": self.ctx.cfg.dtype, "activation": self.activation()}
+            self._store = VectorStore(self.ctx.cache_dir, key)
+        return self._store
+
+    def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+        """The teacher's score of each (s1[i], s2[i]); computed once per pair, then cached."""
+        keys = [f"{a}\x00{b}" for a, b in zip(s1, s2)]
+        store = self._scores_store()
+        missing = store.missing(keys)
+        if missing:
+            from harness.forward import resolve_device
+            from methods.pair_training import PairScorer
+
+            position = {key: i for i, key in enumerate(keys)}
+            rows = [position[key] for key in missing]
+            scorer = PairScorer(self.checkpoint(), resolve_device(self.ctx.cfg.device), self.ctx.cfg.dtype,
+                                self.spec.params["max_length"], self.activation())
+            for start in range(0, len(rows), 4096):  # chunks: an interrupt keeps what was scored
+                chunk = rows[start:start + 4096]
+                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk], self.ctx.cfg.batch_size)
+                store.add([keys[i] for i in chunk], values[:, None])
+                self.ctx.pairs_scored += len(chunk)
+        return store.get(keys)[:, 0]
+
+    def annotate(self, split: SplitData, scores: np.ndarray) -> dict[str, Any]:
+        """Reported, never asserted: how much the score depends on the order of the pair."""
+        from harness.scoring import spearman
+
+        swapped = self.score_pairs(split.s2, split.s1)
+        return {"symmetry": {"spearman_ab_vs_ba": spearman(scores, swapped),
+                             "mean_abs_difference": float(np.abs(scores - swapped).mean())}}
+
+    def encoder_impl(self) -> str:
+        return "transformers (pair scorer)"
