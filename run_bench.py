@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
               "run the same command again to resume", file=sys.stderr)
         return 130
     print(outcome.table)
+    if outcome.dry_run:
+        return 0
     print(f"wrote {len(outcome.result_paths)} result file(s) under {cfg.output_dir}/runs and "
           f"{', '.join(str(p) for p in outcome.leaderboard_paths)}", file=sys.stderr)
     if outcome.regressions is not None:

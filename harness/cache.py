@@ -103,6 +103,10 @@ class VectorStore:
     def __len__(self) -> int:
         return len(self._load())
 
+    def refresh(self) -> None:
+        """Forget the in-memory index: the next read sees parts written by other processes."""
+        self._index, self._parts = None, []
+
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The texts with no row yet, in input order, without repeats."""
         index = self._load()

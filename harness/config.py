@@ -36,8 +36,10 @@ class BenchConfig:
     first_last_layers: tuple[int, ...] = (1, -1)
     dtype: str = "fp32"
     device: str = "auto"
-    batch_size: int = 128
+    batch_size: int = 128  # 0 = "auto": batches by token budget (max_tokens)
+    max_tokens: int = 0  # token budget of an automatic batch; 0 = 4096 on CPU, 65536 on GPU
     max_length: int = 128
+    threads: int = 0  # CPU threads for torch; 0 = the cores this process may use
     cache_dir: str = field(default_factory=default_cache_dir)
     output_dir: str = "results"
     baseline: str | None = None
@@ -46,6 +48,9 @@ class BenchConfig:
     bootstrap: int = 1000
     trust_remote_code: bool = False
     encoder_impl: str = "auto"
+    backend: str = "local"
+    scheduler_address: str | None = None
+    dry_run: bool = False
     progress: bool = True
     plots: bool = True
     diagnostics: bool = False
@@ -59,20 +64,27 @@ class BenchConfig:
                 "max_length": self.max_length, "dtype": self.dtype}
 
     def validate(self) -> BenchConfig:
+        from harness.backends import BACKENDS
+        from harness.devices import DTYPES
+        from harness.engines import IMPLS
         from harness.fitsets import check_fit_set_name
-        from harness.forward import DTYPES, IMPLS
         from harness.scoring import AGGREGATIONS
         from harness.tasks import SOURCES
 
         for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
                                      ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES),
-                                     ("--encoder-impl", self.encoder_impl, IMPLS)):
+                                     ("--encoder-impl", self.encoder_impl, IMPLS),
+                                     ("--backend", self.backend, BACKENDS)):
             if value not in choices:
                 raise UserError(f"{name} {value}: expected one of {', '.join(choices)}"
                                 f"{did_you_mean(value, choices)}")
-        for name, value in (("--batch-size", self.batch_size), ("--max-length", self.max_length)):
+        for name, value in (("--max-length", self.max_length),):
             if value < 1:
                 raise UserError(f"{name} {value}: must be a positive integer")
+        for name, value in (("--batch-size", self.batch_size), ("--max-tokens", self.max_tokens),
+                            ("--threads", self.threads)):
+            if value < 0:
+                raise UserError(f"{name} {value}: must not be negative")
         if self.tolerance < 0 or self.bootstrap < 0:
             raise UserError("--tolerance and --bootstrap must not be negative")
         if len(self.first_last_layers) != 2:
@@ -93,6 +105,19 @@ def parse_layers(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected layer ids like 1,-1, got {text!r}") from None
+
+
+def parse_batch_size(text: str) -> int:
+    """``auto`` → 0 (token-budget batches); otherwise a positive sentence count."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'auto', got {value}")
+    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,8 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-last-layers", type=parse_layers,
                    help="hidden_states ids for first-last (default 1,-1; SimCSE's paper table used 0,-1)")
     p.add_argument("--dtype", help="fp32 | bf16 | fp16 (autocast); default fp32")
-    p.add_argument("--device", help="auto | cpu | cuda | cuda:N")
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--device", help="auto | cpu | cuda | cuda:N | cuda:0,1,... (one worker per GPU)")
+    p.add_argument("--batch-size", type=parse_batch_size, help="sentences per batch, or 'auto' (token budget)")
+    p.add_argument("--max-tokens", type=int, help="token budget of an 'auto' batch (default 4096 CPU, 65536 GPU)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: the cores this process may use)")
+    p.add_argument("--backend", help="local | dask | ray: where encode windows run (default local)")
+    p.add_argument("--scheduler-address", help="dask scheduler (tcp://HOST:8786) or ray cluster address")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (jobs, unique sentences, what is cached) and run nothing")
     p.add_argument("--max-length", type=int, help="tokens per sentence (truncation); default 128")
     p.add_argument("--cache-dir", help="embedding cache (default $STS_BENCH_CACHE or ~/.cache/sts-bench)")
     p.add_argument("--output-dir", help="where runs/, leaderboard.csv/.md and plots/ go (default results)")

@@ -27,6 +27,9 @@ class RunContext:
         self.devices: set[str] = set()  # devices those methods ran on
         self.trained = 0  # models fitted by training in this run (flow, ...): 0 when all came from cache
         self.pairs_scored = 0  # sentence pairs run through a pair scorer (cross-encoder) in this run
+        from harness.backends import Backend
+
+        self.backend = Backend(cfg.backend, cfg.device, cfg.scheduler_address)
 
     def backbone(self, name: str, revision: str | None = None) -> BackboneRef:
         key = (name, revision)
@@ -35,6 +38,7 @@ class RunContext:
         return self._backbones[key]
 
     def views(self, spec: MethodSpec) -> ViewProvider:
+        from harness.devices import available_cpus
         from harness.forward import EncodeSettings
         from harness.views import ViewProvider
 
@@ -42,11 +46,17 @@ class RunContext:
         if key not in self._providers:
             cfg = self.cfg
             settings = EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size,
-                                      max_length=spec.max_length, trust_remote_code=cfg.trust_remote_code,
+                                      max_tokens=cfg.max_tokens, max_length=spec.max_length,
+                                      threads=cfg.threads or available_cpus(), trust_remote_code=cfg.trust_remote_code,
                                       progress=cfg.progress, impl=cfg.encoder_impl)
-            self._providers[key] = ViewProvider(self.backbone(spec.backbone, spec.revision), settings,
-                                                self.cache_dir)
+            provider = ViewProvider(self.backbone(spec.backbone, spec.revision), settings, self.cache_dir)
+            provider.executor = self.backend.executor()
+            self._providers[key] = provider
         return self._providers[key]
+
+    def close(self) -> None:
+        """Release what the run started (a dask client)."""
+        self.backend.close()
 
     def providers(self) -> list[ViewProvider]:
         return list(self._providers.values())
@@ -61,5 +71,4 @@ class RunContext:
     @property
     def sentences_forwarded(self) -> int:
         """Sentences run through any model in this run: 0 on a fully warm re-run."""
-        return self.other_forwarded + sum(p.forward.sentences_forwarded for p in self._providers.values()
-                                          if p.forward_started)
+        return self.other_forwarded + sum(p.forwarded for p in self._providers.values())

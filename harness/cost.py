@@ -164,8 +164,9 @@ def cost_for_run(methods: list, pool: list[str], cfg, out_dir: Path, queries: in
     import json
 
     from harness.backbone import resolve_backbone
+    from harness.devices import resolve_device
     from harness.errors import UserError
-    from harness.forward import EncodeSettings, ForwardPass, resolve_device
+    from harness.forward import EncodeSettings, ForwardPass
     from harness.hashing import atomic_write_text
     from harness.views import View
     from methods.pair_training import PairScorer

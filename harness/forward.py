@@ -1,174 +1,77 @@
 """The backbone forward pass: one pass per sentence emits every requested pooled view.
 
-Sentences are tokenized once, sorted by token length (longest first, so an out-of-memory error
-shows up in the first batch, not the last) and padded per batch; each batch runs once under
+Sentences are tokenized, sorted by token length (longest first, so an out-of-memory error shows
+up in the first batch, not the last) and padded per batch; each batch runs once under
 ``torch.inference_mode`` with ``output_hidden_states=True`` and every view (e.g. cls@12, mean@12,
-mean@1) is pooled from that one output. Results come back in chunks so the caller can store them
-as they finish: an interrupted run keeps every finished chunk.
+mean@1) is pooled from that one output. Batches hold ``batch_size`` sentences, or with
+``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the
+batch and retries it (and later batches stay at the smaller size) instead of failing the run.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.backbone import BackboneRef
+from harness.devices import available_cpus, resolve_device, torch_dtype
+from harness.engines import NativeEngine, TransformersEngine, resolve_impl
 from harness.errors import UserError
 from harness.views import View
 
 if TYPE_CHECKING:
     import torch
 
-DTYPES = ("fp32", "bf16", "fp16")
+log = logging.getLogger("sts_bench.forward")
+# Token budget of an automatic batch: CPUs peak at a few thousand tokens per batch, GPUs far higher.
+AUTO_TOKENS = {"cpu": 4096, "cuda": 65536}
 
 
 @dataclass(frozen=True)
 class EncodeSettings:
     """How the forward pass runs. ``max_length`` and ``dtype`` change the vectors (they are in the
-    cache key); ``device``, ``batch_size`` and ``chunk_size`` only change speed."""
+    cache key); the rest only changes speed. ``window`` is the unit of work: sentences are cut into
+    windows, each encoded (and cached) as a whole, on one device or worker."""
 
     device: str = "auto"
     dtype: str = "fp32"
-    batch_size: int = 128
+    batch_size: int = 128  # sentences per batch; 0 = by token budget (max_tokens)
+    max_tokens: int = 0  # token budget of an automatic batch; 0 = AUTO_TOKENS[device type]
     max_length: int = 128
-    chunk_size: int = 2048
+    window: int = 2048
+    threads: int = 0  # CPU threads; 0 = the cores this process may use
     trust_remote_code: bool = False
     progress: bool = True
     impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
 
 
-IMPLS = ("auto", "native", "transformers")
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Index batches over length-sorted items: fixed ``batch_size``, or (batch_size 0) greedy under
+    ``max_tokens`` counted as batch size × longest item (what padding makes the model compute).
+
+    >>> plan_batches([5, 3, 3, 2], 0, 8)
+    [[0], [1, 2], [3]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if batch_size > 0:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
 
 
-def resolve_impl(ref: BackboneRef, requested: str) -> str:
-    """Which encoder implementation runs ``ref``: see :mod:`harness.native_bert`."""
-    if requested not in IMPLS:
-        raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
-    if requested == "native" and not ref.native_ok:
-        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT with model.safetensors and "
-                        "tokenizer.json; use --encoder-impl transformers")
-    if requested == "auto":
-        return "native" if ref.native_ok else "transformers"
-    return requested
-
-
-def resolve_device(requested: str) -> str:
-    """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``; ``cuda:N`` is checked to exist."""
+def is_out_of_memory(error: BaseException) -> bool:
     import torch
 
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cpu":
-        return "cpu"
-    if requested.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {requested}: no CUDA GPU is visible to torch; use --device cpu or auto")
-        index = requested.partition(":")[2]
-        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
-            raise UserError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA "
-                            f"device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
-        return requested
-    raise UserError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
-
-
-def torch_dtype(name: str) -> torch.dtype | None:
-    """The autocast dtype for ``--dtype``; ``None`` means plain fp32."""
-    import torch
-
-    if name not in DTYPES:
-        raise UserError(f"--dtype {name}: expected one of {', '.join(DTYPES)}")
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
-def available_cpus() -> int:
-    """Cores this process may run on (the affinity mask, not the machine's total)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def quiet_transformers() -> None:
-    """Turn off transformers' per-tensor "Loading weights" bar and its load reports: the harness
-    checks what matters itself (a missing pooler) and reports it in one line."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-
-
-def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
-    """Load tokenizer and encoder from the resolved local folder (never from the network); also
-    returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
-    from transformers import AutoModel, AutoTokenizer
-
-    quiet_transformers()
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=True,
-                                                  trust_remote_code=trust_remote_code)
-        model, info = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code,
-                                                output_loading_info=True)
-    except (OSError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
-    return tokenizer, model.eval(), list(info.get("missing_keys", []))
-
-
-class TransformersEngine:
-    """Tokenizer and encoder through transformers' Auto classes (any BERT-like checkpoint)."""
-
-    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
-        self.model = model.to(device)
-        self.max_length = settings.max_length
-        # transformers fills absent pooler weights with random ones; never hand those out.
-        self.pooler_random = any("pooler" in key for key in missing)
-
-    def tokenize(self, texts: list[str]) -> list[dict]:
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
-        return [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
-
-    @staticmethod
-    def length(item: dict) -> int:
-        return len(item["input_ids"])
-
-    def batch(self, items: list[dict]) -> dict:
-        return dict(self.tokenizer.pad(items, return_tensors="pt"))
-
-    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
-        output = self.model(**batch, output_hidden_states=True, return_dict=True)
-        pooled = None if self.pooler_random else getattr(output, "pooler_output", None)
-        return output.hidden_states, pooled
-
-
-class NativeEngine:
-    """:mod:`harness.native_bert`: the same BERT function without importing transformers."""
-
-    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        from harness.native_bert import NativeTokenizer, load_native_bert
-
-        folder = Path(ref.path)
-        self.tokenizer = NativeTokenizer(folder, settings.max_length)
-        self.model = load_native_bert(folder).to(device)
-
-    def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
-        return self.tokenizer.encode(texts)
-
-    @staticmethod
-    def length(item: tuple[list[int], list[int]]) -> int:
-        return len(item[0])
-
-    def batch(self, items: list) -> dict:
-        return self.tokenizer.pad(items)
-
-    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
-        return self.model(**batch)
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
 
 
 class ForwardPass:
@@ -182,6 +85,7 @@ class ForwardPass:
         self.sentences_forwarded = 0  # the counter tests use to prove a warm run encodes nothing
         self._engine: TransformersEngine | NativeEngine | None = None
         self._dropout_engine: TransformersEngine | None = None
+        self._budget, self._cap = 0, settings.batch_size  # batch limits; an OOM halves them
 
     def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
         if self._engine is None:
@@ -189,9 +93,11 @@ class ForwardPass:
 
             self.device = resolve_device(self.settings.device)
             if self.device == "cpu":
-                torch.set_num_threads(available_cpus())
+                torch.set_num_threads(self.settings.threads or available_cpus())
             engine_class = NativeEngine if self.impl == "native" else TransformersEngine
             self._engine = engine_class(self.ref, self.settings, self.device)
+            budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)
+            self._budget, self._cap = budget, self.settings.batch_size
         return self._engine
 
     def _ensure_dropout_engine(self) -> TransformersEngine:
@@ -218,44 +124,73 @@ class ForwardPass:
 
     def run(self, texts: Sequence[str], views: Sequence[View],
             dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
-        """Yield ``(chunk_texts, {view: float32 (n, d)})`` until every text is encoded once.
+        """Yield ``(window_texts, {view: float32 (n, d)})`` window by window (``settings.window``
+        sentences), so memory stays bounded and callers can store each window as it finishes.
 
         ``dropout=True`` runs the backbone in train mode (random dropout masks: seed torch first);
         such vectors are never cached.
         """
-        if not texts:
-            return
-        import torch
+        size = self.settings.window
+        windows = [list(texts[start:start + size]) for start in range(0, len(texts), size)]
+        yield from self.encode_windows(windows, views, dropout)
+
+    def encode_windows(self, windows: Sequence[Sequence[str]], views: Sequence[View],
+                       dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+        """Encode each window as a unit (its own length-sorted batches): the same window always
+        gives the same vectors, whichever process or device runs it and whatever ran before."""
         from tqdm.auto import tqdm
 
         engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
-        settings = self.settings
-        items = engine.tokenize(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: -engine.length(items[i]))
-        autocast_dtype = torch_dtype(settings.dtype)
-        device_type = self.device.split(":")[0]
-        bar = tqdm(total=len(texts), desc=f"encode {self.ref.name}", unit="sent",
-                   disable=None if settings.progress else True, leave=False)
-        chunk_ids: list[int] = []
-        chunk_vecs: dict[View, list[np.ndarray]] = {view: [] for view in views}
+        bar = tqdm(total=sum(len(w) for w in windows), desc=f"encode {self.ref.name}", unit="sent",
+                   disable=None if self.settings.progress else True, leave=False)
         try:
-            for start in range(0, len(order), settings.batch_size):
-                batch_ids = order[start:start + settings.batch_size]
-                batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in batch_ids]).items()}
-                with torch.inference_mode(), torch.autocast(device_type, dtype=autocast_dtype or torch.float32,
-                                                            enabled=autocast_dtype is not None):
-                    states, pooled = engine.forward(batch)
-                    for view in views:
-                        chunk_vecs[view].append(pool(states, pooled, batch["attention_mask"], view, self.ref.name))
-                chunk_ids.extend(batch_ids)
-                self.sentences_forwarded += len(batch_ids)
-                bar.update(len(batch_ids))
-                if len(chunk_ids) >= settings.chunk_size or start + settings.batch_size >= len(order):
-                    yield [texts[i] for i in chunk_ids], {v: np.concatenate(chunk_vecs[v]) for v in views}
-                    chunk_ids = []
-                    chunk_vecs = {view: [] for view in views}
+            for window in windows:
+                yield list(window), self._encode_window(engine, list(window), views, bar)
         finally:
             bar.close()
+
+    def _encode_window(self, engine, window: list[str], views: Sequence[View], bar) -> dict[View, np.ndarray]:
+        items = engine.tokenize(window)
+        lengths = [engine.length(item) for item in items]
+        filled: dict[View, np.ndarray] = {}
+        for batch_ids in plan_batches(lengths, self._cap, self._budget):
+            for ids, arrays in self._forward_with_backoff(engine, items, batch_ids, views):
+                for view in views:
+                    if view not in filled:
+                        filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
+                    filled[view][ids] = arrays[view]
+                self.sentences_forwarded += len(ids)
+                bar.update(len(ids))
+        return filled
+
+    def _forward_with_backoff(self, engine, items, ids: list[int], views: Sequence[View]):
+        """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
+        import torch
+
+        autocast_dtype = torch_dtype(self.settings.dtype)
+        try:
+            batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in ids]).items()}
+            with torch.inference_mode(), torch.autocast(self.device.split(":")[0],
+                                                        dtype=autocast_dtype or torch.float32,
+                                                        enabled=autocast_dtype is not None):
+                states, pooled = engine.forward(batch)
+                arrays = {view: pool(states, pooled, batch["attention_mask"], view, self.ref.name) for view in views}
+            return [(ids, arrays)]
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
+            if not is_out_of_memory(err):
+                raise
+            if len(ids) == 1:
+                raise UserError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
+                                "lower --max-length or use another device") from None
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = len(ids) // 2
+            self._cap = half if self._cap else 0
+            self._budget = max(1, self._budget // 2)
+            log.warning("out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
+                        self.device, len(ids), half)
+            return (self._forward_with_backoff(engine, items, ids[:half], views)
+                    + self._forward_with_backoff(engine, items, ids[half:], views))
 
 
 def pool(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, attention_mask: torch.Tensor, view: View,

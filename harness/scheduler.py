@@ -56,6 +56,7 @@ class RunOutcome:
     sentences_forwarded: int = 0
     models_trained: int = 0
     pairs_scored: int = 0
+    dry_run: bool = False
 
 
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
@@ -139,12 +140,26 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
+    ctx = RunContext(cfg)
+    try:
+        return _run(cfg, ctx)
+    finally:
+        ctx.close()
+
+
+def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.leaderboard import compare_baseline, long_frame, markdown, wide_frame, write_leaderboard
     from harness.results import load_results, write_result
 
-    ctx = RunContext(cfg)
+    stages: dict[str, float] = {}
+    started = time.perf_counter()
     plan = make_plan(cfg, ctx)
-    encode_s = encode_stage(plan, ctx)
+    stages["plan"] = time.perf_counter() - started
+    if cfg.dry_run:
+        from harness.plan_report import describe
+
+        return RunOutcome([], [], [], describe(plan, ctx), dry_run=True)
+    encode_s = stages["encode"] = encode_stage(plan, ctx)
     records, paths = [], []
     runs_dir = Path(cfg.output_dir) / "runs"
     for task in plan.tasks:
@@ -155,10 +170,10 @@ def run(cfg: BenchConfig) -> RunOutcome:
             records.append(record)
             paths.append(write_result(runs_dir, record))
             say(f"{record['method']['label']:>16} · {task.spec.title:<7} Spearman {record['scores']['spearman']:6.2f}")
-    needed = len(unique([s for job in plan.encode_jobs for s in job.sentences] + plan.own_model_sentences))
-    say(f"encode stage {encode_s:.1f} s: {needed} unique sentence(s) needed, {ctx.sentences_forwarded} "
-        "sentence encodings computed, the rest served from the cache")
+    for stage, key in (("fit", "fit_s"), ("score", "score_s")):
+        stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
 
+    started = time.perf_counter()
     this_run = wide_frame(long_frame(records))
     table = markdown(this_run)
     board = write_leaderboard(long_frame(load_results(runs_dir)), Path(cfg.output_dir), plots=cfg.plots)
@@ -173,6 +188,11 @@ def run(cfg: BenchConfig) -> RunOutcome:
                       + [s for fit in plan.fit_sets.values() for s in fit.sentences])
         say("cost: timing cross-encoder vs dse on fresh compute (no caches)")
         board += cost_for_run(plan.methods, pool, cfg, Path(cfg.output_dir))
+    stages["write"] = time.perf_counter() - started
+    needed = len(unique([s for job in plan.encode_jobs for s in job.sentences] + plan.own_model_sentences))
+    say(f"summary: {needed} unique sentences needed, {ctx.sentences_forwarded} encoded, "
+        f"{max(needed - ctx.sentences_forwarded, 0)} from cache; {ctx.trained} model(s) trained, "
+        f"{ctx.pairs_scored} pair(s) scored; " + " · ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
                          models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)
     if cfg.baseline:

@@ -41,9 +41,9 @@ class View:
 
 @dataclass
 class EncodeStats:
-    """What a provider did: sentences run through the model, time spent, devices used."""
+    """What a provider did: sentences run through the model by workers, time spent, devices used."""
 
-    forwarded: int = 0
+    remote_forwarded: int = 0
     seconds: float = 0.0
     devices: set[str] = field(default_factory=set)
 
@@ -58,7 +58,8 @@ class ViewProvider:
         self.stats = EncodeStats()
         self._stores: dict[View, VectorStore] = {}
         self._forward: ForwardPass | None = None
-        from harness.forward import resolve_impl  # torch-free: it reads the resolved backbone only
+        self.executor = None  # harness.backends: runs WindowTasks elsewhere (GPUs, dask, ray); None = here
+        from harness.engines import resolve_impl  # torch-free: it reads the resolved backbone only
 
         self.impl = resolve_impl(ref, settings.impl)
 
@@ -74,10 +75,6 @@ class ViewProvider:
         return self._stores[view]
 
     @property
-    def forward_started(self) -> bool:
-        return self._forward is not None
-
-    @property
     def forward(self) -> ForwardPass:
         if self._forward is None:
             from harness.forward import ForwardPass
@@ -86,23 +83,42 @@ class ViewProvider:
         return self._forward
 
     def ensure(self, sentences: Sequence[str], views: Sequence[View]) -> None:
-        """Encode, in one forward pass per sentence, every (sentence, view) not yet cached."""
+        """Encode, in one forward pass per sentence, every (sentence, view) not yet cached.
+
+        Work is cut into windows (:mod:`harness.encoding`); a window with anything missing is
+        encoded whole, by this process or, with an executor (several GPUs, dask, ray), by workers
+        writing into the same cache.
+        """
         import time
 
+        from harness.encoding import WindowTask, make_windows
+
         views = sorted(set(views))
-        missing_by_view = {view: set(self.store(view).missing(sentences)) for view in views}
-        todo = [s for s in dict.fromkeys(sentences) if any(s in m for m in missing_by_view.values())]
+        windows = make_windows(sentences, self.settings.window)
+        todo = [w for w in windows if any(self.store(v).missing(w) for v in views)]
         if not todo:
             return
-        wanted = [v for v in views if missing_by_view[v]]
         started = time.perf_counter()
-        for texts, arrays in self.forward.run(todo, wanted):
-            for view in wanted:
-                self.store(view).add(texts, arrays[view])
-        self.stats.forwarded += len(todo)
+        if self.executor is None:
+            for texts, arrays in self.forward.encode_windows(todo, views):
+                for view in views:
+                    self.store(view).add(texts, arrays[view])
+            if self.forward.device:
+                self.stats.devices.add(self.forward.device)
+        else:
+            task = WindowTask(self.ref, self.settings, tuple(views), tuple(tuple(w) for w in todo), str(self.cache_dir))
+            forwarded, devices = self.executor(task)
+            self.stats.remote_forwarded += forwarded
+            self.stats.devices.update(devices)
+            for view in views:
+                self.store(view).refresh()  # read the parts the workers wrote
         self.stats.seconds += time.perf_counter() - started
-        if self.forward.device:
-            self.stats.devices.add(self.forward.device)
+
+    @property
+    def forwarded(self) -> int:
+        """Sentences run through the model for this backbone in this run, here or on workers."""
+        local = self._forward.sentences_forwarded if self._forward is not None else 0
+        return local + self.stats.remote_forwarded
 
     def with_dropout(self, sentences: Sequence[str], views: Sequence[View], seed: int) -> dict[View, np.ndarray]:
         """Vectors with the backbone's dropout active (BERT-flow's original fitting input): computed

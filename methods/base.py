@@ -119,6 +119,14 @@ class Method:
     def fit(self, fit_set: FitSet) -> None:
         """Fit on unlabeled sentences (only called when ``uses_fit_set``)."""
 
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        """For ``--dry-run``: what fitting will cost, or that its result is cached."""
+        return "fitted in process (seconds)"
+
+    def describe_encode(self, sentences: Sequence[str]) -> str | None:
+        """For ``--dry-run``, methods with their own model: how many sentences they still encode."""
+        return None
+
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         """Float32 (n, d) embeddings of ``sentences``, in order (``kind == "embedding"``)."""
         raise NotImplementedError

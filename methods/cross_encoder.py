@@ -82,19 +82,35 @@ class CrossEncoder(Method):
             self._checkpoint = self._train(ref) if self.trains else Path(ref.path)
         return self._checkpoint
 
-    def _train(self, ref) -> Path:
+    def artifact(self):
+        """Where the teacher trained here lives (whether or not it is trained yet), and its data."""
         from harness.cache import ArtifactDir
         from harness.tasks import stsb_train_split
 
         cfg = self.ctx.cfg
+        ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         train = stsb_train_split(cfg.source, cfg.senteval_dir, cfg.hub_root)
         key = {"base": ref.key(), "train": train.fingerprint, "params": dict(self.spec.params),
                "schema": CROSS_ENCODER_SCHEMA}
-        store = ArtifactDir(self.ctx.cache_dir, "cross-encoder", key)
+        return ArtifactDir(self.ctx.cache_dir, "cross-encoder", key), train
+
+    def describe_fit(self, fit_set=None) -> str:
+        if not self.trains:
+            return f"published checkpoint {self.spec.backbone}"
+        store, train = self.artifact()
+        p = self.spec.params
+        steps = -(-int(p["epochs"] * len(train)) // p["batch_size"])
+        if store.complete():
+            return "trained teacher cached"
+        return f"to train on {len(train)} STS-B pairs (~{steps} steps)"
+
+    def _train(self, ref) -> Path:
+        cfg = self.ctx.cfg
+        store, train = self.artifact()
         if store.complete():
             self.fit_info = {**store.meta()["info"], "loaded_from_cache": True}
             return store.path("model")
-        from harness.forward import resolve_device
+        from harness.devices import resolve_device
         from methods.pair_training import CrossEncoderConfig, train_cross_encoder
 
         p = self.spec.params
@@ -131,7 +147,7 @@ class CrossEncoder(Method):
         store = self._scores_store()
         missing = store.missing(keys)
         if missing:
-            from harness.forward import resolve_device
+            from harness.devices import resolve_device
             from methods.pair_training import PairScorer
 
             position = {key: i for i, key in enumerate(keys)}

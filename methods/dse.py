@@ -101,23 +101,35 @@ class DSE(Method):
             gold += [None] * n_cross
         return s1, s2, gold
 
-    def fit(self, fit_set: FitSet) -> None:
-        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
-            return
+    def _artifact(self, fit_set: FitSet):
+        """The student's cache folder; the key names the teacher without training or running it."""
         from harness.cache import ArtifactDir
         from harness.tasks import fingerprint_pairs
 
         s1, s2, gold = self.training_pairs(fit_set)
         teacher = self.teacher()
-        teacher_scores = teacher.score_pairs(s1, s2)
+        teacher_id = teacher.artifact()[0].key if teacher.trains else teacher.spec.to_dict()
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        key = {"base": base.key(), "teacher": str(teacher.checkpoint()), "teacher_spec": teacher.spec.to_dict(),
+        key = {"base": base.key(), "teacher": teacher_id,
                "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
                "params": dict(self.spec.params), "schema": DSE_SCHEMA}
-        store = ArtifactDir(self.ctx.cache_dir, "dse", key)
+        return ArtifactDir(self.ctx.cache_dir, "dse", key), base, (s1, s2, gold)
+
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        store, _, (s1, _, _) = self._artifact(fit_set)
+        if store.complete():
+            return "student cached"
+        return f"to train on {len(s1)} pairs; teacher: {self.teacher().describe_fit(None)}"
+
+    def fit(self, fit_set: FitSet) -> None:
+        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
+            return
+        store, base, (s1, s2, gold) = self._artifact(fit_set)
+        teacher = self.teacher()
         if store.complete():
             info: dict[str, Any] = {**store.meta()["info"], "loaded_from_cache": True}
         else:
+            teacher_scores = teacher.score_pairs(s1, s2)
             info = {**self._train(Path(base.path), store, s1, s2, teacher_scores, gold), "loaded_from_cache": False}
         self._trained = replace(self.spec, backbone=str(store.path("model")), revision=None)
         if self.spec.params["objective"] == "head":
@@ -126,7 +138,7 @@ class DSE(Method):
                          "teacher": teacher.label(), **info}
 
     def _train(self, base: Path, store, s1, s2, teacher_scores, gold) -> dict[str, Any]:
-        from harness.forward import resolve_device
+        from harness.devices import resolve_device
         from methods.pair_training import StudentConfig, train_student
 
         p, cfg = self.spec.params, self.ctx.cfg

@@ -78,6 +78,13 @@ class BertFlow(ViewMethod):
                "params": dict(self.spec.params), "flow_schema": FLOW_SCHEMA}
         return ArtifactDir(self.ctx.cache_dir, "flows", key)
 
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        if self._artifacts(fit_set).complete():
+            return "flow weights cached"
+        p = self.spec.params
+        steps = -(-int(p["epochs"] * len(fit_set.sentences)) // p["batch_size"])
+        return f"to train: ~{steps} flow steps on {len(fit_set.sentences)} sentences"
+
     def fit(self, fit_set: FitSet) -> None:
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
             return

@@ -43,7 +43,7 @@ def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequen
     """Fine-tune ``base`` as a 1-output regressor on (s1, s2) → gold/5; saves to ``workdir/model``."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from harness.forward import quiet_transformers
+    from harness.engines import quiet_transformers
 
     quiet_transformers()
     torch.manual_seed(seed)
@@ -75,7 +75,8 @@ class PairScorer:
     def __init__(self, folder: Path, device: str, dtype: str, max_length: int, activation: str) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from harness.forward import quiet_transformers, torch_dtype
+        from harness.devices import torch_dtype
+        from harness.engines import quiet_transformers
 
         quiet_transformers()
         self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -152,7 +153,7 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
     """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``."""
     from transformers import AutoModel, AutoTokenizer
 
-    from harness.forward import quiet_transformers
+    from harness.engines import quiet_transformers
 
     quiet_transformers()
     torch.manual_seed(seed)

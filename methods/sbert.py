@@ -72,6 +72,10 @@ class SBert(Method):
             self._vectors = VectorStore(self.ctx.cache_dir, key)
         return self._vectors
 
+    def describe_encode(self, sentences: Sequence[str]) -> str:
+        missing = len(self._store().missing(sentences))
+        return f"{len(set(sentences)) - missing} cached, {missing} to encode with sentence-transformers"
+
     def prepare(self, sentences: Sequence[str]) -> None:
         store = self._store()
         todo = store.missing(sentences)
@@ -80,7 +84,7 @@ class SBert(Method):
         import torch
         from tqdm.auto import tqdm
 
-        from harness.forward import resolve_device, torch_dtype
+        from harness.devices import resolve_device, torch_dtype
 
         model = self._load(resolve_device(self.ctx.cfg.device))
         autocast_dtype = torch_dtype(self.ctx.cfg.dtype)
@@ -100,7 +104,7 @@ class SBert(Method):
     def _load(self, device: str):
         from sentence_transformers import SentenceTransformer
 
-        from harness.forward import quiet_transformers
+        from harness.engines import quiet_transformers
 
         quiet_transformers()
         ref = self._ref()

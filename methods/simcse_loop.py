@@ -68,7 +68,7 @@ class SimCSETrainer:
         """Run the recipe; the fine-tuned encoder (no MLP) is saved to ``workdir/model``."""
         from transformers import AutoModel, AutoTokenizer
 
-        from harness.forward import quiet_transformers
+        from harness.engines import quiet_transformers
 
         quiet_transformers()
         config = self.config

@@ -63,15 +63,24 @@ class SimCSETrain(Method):
         return SimCSEConfig(temperature=p["temperature"], lr=p["lr"], batch_size=p["batch_size"],
                             max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"])
 
-    def fit(self, fit_set: FitSet) -> None:
-        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
-            return
+    def _artifact(self, fit_set: FitSet):
         from harness.cache import ArtifactDir
 
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         key = {"base": base.key(), "corpus": fit_set.fingerprint, "params": dict(self.spec.params),
                "schema": SIMCSE_TRAIN_SCHEMA}
-        store = ArtifactDir(self.ctx.cache_dir, "simcse-train", key)
+        return ArtifactDir(self.ctx.cache_dir, "simcse-train", key), base
+
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        if self._artifact(fit_set)[0].complete():
+            return "fine-tuned checkpoint cached"
+        steps = -(-int(self.spec.params["epochs"] * len(fit_set.sentences)) // self.spec.params["batch_size"])
+        return f"to train: ~{steps} SimCSE steps on {len(fit_set.sentences)} sentences"
+
+    def fit(self, fit_set: FitSet) -> None:
+        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
+            return
+        store, base = self._artifact(fit_set)
         if store.complete():
             info: dict[str, Any] = {**store.meta()["info"], "loaded_from_cache": True}
         else:
@@ -82,7 +91,7 @@ class SimCSETrain(Method):
     def _train(self, base_path: str, store, fit_set: FitSet) -> dict[str, Any]:
         from pathlib import Path
 
-        from harness.forward import resolve_device
+        from harness.devices import resolve_device
         from methods.simcse_loop import SimCSETrainer
 
         trainer = SimCSETrainer(Path(base_path), store.dir, self._config(), int(self.spec.params["seed"]),

@@ -79,33 +79,37 @@ def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_
                                        atol=1e-5)
     warm = ViewProvider(ref, EncodeSettings(progress=False, impl=impl), tmp_path)
     warm.ensure(SENTENCES, views)
-    assert warm.stats.forwarded == 0 and warm._forward is None  # warm: the model is never even loaded
+    assert warm.forwarded == 0 and warm._forward is None  # warm: the model is never even loaded
 
 
-def test_a_new_view_for_cached_sentences_runs_only_what_is_missing(tiny_bert, tmp_path):
+def test_cached_windows_are_skipped_and_a_window_with_anything_missing_is_encoded_whole(tiny_bert, tmp_path):
     ref = resolve_backbone(str(tiny_bert))
-    provider = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
-    provider.ensure(SENTENCES[:2], [View("mean", 2)])
-    provider.ensure(SENTENCES, [View("mean", 2)])
-    assert provider.forward.sentences_forwarded == 4
+    one_per_window = ViewProvider(ref, EncodeSettings(window=1, progress=False), tmp_path / "a")
+    one_per_window.ensure(SENTENCES[:2], [View("mean", 2)])
+    one_per_window.ensure(SENTENCES, [View("mean", 2)])
+    assert one_per_window.forwarded == 4  # 4 unique sentences, each encoded once
+    whole = ViewProvider(ref, EncodeSettings(progress=False), tmp_path / "b")
+    whole.ensure(SENTENCES[:2], [View("mean", 2)])
+    whole.ensure(SENTENCES, [View("mean", 2)])
+    assert whole.forwarded == 2 + 4  # the one window of the second job had 2 missing: all 4 ran again
 
 
 def test_interrupted_encoding_keeps_finished_chunks(tiny_bert, tmp_path):
     ref = resolve_backbone(str(tiny_bert))
     many = [f"a man {w} the dog {i}" for i, w in enumerate(["is", "was", "are"] * 10)]
-    provider = ViewProvider(ref, EncodeSettings(batch_size=4, chunk_size=8, progress=False), tmp_path)
-    original = provider.forward.run
+    provider = ViewProvider(ref, EncodeSettings(batch_size=4, window=8, progress=False), tmp_path)
+    original = provider.forward.encode_windows
 
-    def interrupted(texts, views):
-        for number, chunk in enumerate(original(texts, views)):
+    def interrupted(windows, views):
+        for number, chunk in enumerate(original(windows, views)):
             if number == 2:
                 raise KeyboardInterrupt
             yield chunk
 
-    provider.forward.run = interrupted
+    provider.forward.encode_windows = interrupted
     with pytest.raises(KeyboardInterrupt):
         provider.ensure(many, [View("mean", 2)])
-    resumed = ViewProvider(ref, EncodeSettings(progress=False), tmp_path)
+    resumed = ViewProvider(ref, EncodeSettings(batch_size=4, window=8, progress=False), tmp_path)
     assert len(resumed.store(View("mean", 2)).missing(many)) == len(many) - 16
     resumed.ensure(many, [View("mean", 2)])
     assert resumed.forward.sentences_forwarded == len(many) - 16

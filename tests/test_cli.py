@@ -97,7 +97,7 @@ def test_config_file_and_cli_precedence(tmp_path):
     (["--fit-set", "nope"], "--fit-set nope: expected one of"),
     (["--backbone", "/no/such/model"], "backbone '/no/such/model': no such directory"),
     (["--backbone", "org/not-cached-model"], "could not be fetched from the HuggingFace hub"),
-    (["--batch-size", "zero"], "argument --batch-size: invalid int value"),
+    (["--batch-size", "zero"], "argument --batch-size: expected a number or 'auto', got 'zero'"),
     (["--whitening-view", "pooler"], "argument --whitening-view: invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(bench, args, message):

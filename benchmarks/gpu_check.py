@@ -1,0 +1,106 @@
+"""One prepared check of the CUDA paths; run it wherever a CUDA GPU is visible.
+
+    .venv/bin/python benchmarks/gpu_check.py          # prints a table; exits 0 without a GPU
+
+1. autocast: the packaged MiniLM on STS-B test with --dtype fp32, bf16 and fp16 on cuda:0
+   (cold caches): Spearman of ``avg`` and sentences/second of the encode stage;
+2. OOM back-off: most of the GPU's free memory is taken first, then a large batch of long
+   sentences is encoded; the run must finish (batches halved) with the same vectors as on CPU;
+3. several devices: with two or more GPUs, ``--device cuda:0,1`` must give byte-equal vectors
+   to a single-device run (one worker process per GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def autocast_table() -> list[str]:
+    import harness
+
+    lines = ["| dtype | avg Spearman | encode sentences/s |", "|---|---:|---:|"]
+    for dtype in ("fp32", "bf16", "fp16"):
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = harness.BenchConfig(methods=("avg",), device="cuda:0", dtype=dtype, cache_dir=tmp,
+                                      output_dir=f"{tmp}/out", progress=False, plots=False, bootstrap=0)
+            outcome = harness.run(cfg)
+            record = outcome.records[0]
+            rate = outcome.sentences_forwarded / record["timings"]["encode_stage_s"]
+            lines.append(f"| {dtype} | {record['scores']['spearman']:.4f} | {rate:.0f} |")
+    return lines
+
+
+def vectors(device: str, texts: list[str], batch_size: int, cache: str):
+    from harness.backbone import resolve_backbone
+    from harness.forward import EncodeSettings
+    from harness.views import View, ViewProvider
+
+    provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(device=device, batch_size=batch_size,
+                                                                       max_length=512, progress=False), Path(cache))
+    from harness.backends import Backend
+
+    provider.executor = Backend("local", device, None).executor()
+    return provider.get(texts, View("mean", 6)), provider
+
+
+def oom_check() -> list[str]:
+    import numpy as np
+    import torch
+
+    texts = [" ".join(["word"] * 400) + f" {i}" for i in range(512)]
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu, _ = vectors("cpu", texts, 64, f"{tmp}/cpu")
+        free, _ = torch.cuda.mem_get_info(0)
+        hog = torch.empty(int(free * 0.97), dtype=torch.uint8, device="cuda:0")
+        started = time.perf_counter()
+        try:
+            gpu, provider = vectors("cuda:0", texts, 512, f"{tmp}/gpu")
+        finally:
+            del hog
+            torch.cuda.empty_cache()
+        seconds = time.perf_counter() - started
+        cap = provider.forward._cap
+    difference = float(np.abs(gpu - cpu).max())
+    return [f"OOM back-off: batch 512 of 400-token sentences with 97 % of GPU memory taken: finished in "
+            f"{seconds:.1f} s, later batches capped at {cap}; max |gpu - cpu| = {difference:.2e}"]
+
+
+def multi_gpu_check() -> list[str]:
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        return ["several devices: only one GPU visible, skipped"]
+    texts = [f"sentence number {i} about nothing in particular" for i in range(20000)]
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        one, _ = vectors("cuda:0", texts, 256, f"{tmp}/one")
+        single = time.perf_counter() - started
+        started = time.perf_counter()
+        two, _ = vectors("cuda:0,1", texts, 256, f"{tmp}/two")
+        double = time.perf_counter() - started
+    equal = one.tobytes() == two.tobytes()
+    return [f"several devices: cuda:0 {single:.1f} s, cuda:0,1 {double:.1f} s, byte-equal vectors: {equal}"]
+
+
+def main() -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA GPU is visible to torch: nothing to check here (exit 0)")
+        return 0
+    print(f"GPU: {torch.cuda.get_device_name(0)} × {torch.cuda.device_count()}, torch {torch.__version__}")
+    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check()]:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Peak memory and time of encoding 10k, 100k and 300k synthetic sentences (cold cache, bf16).
+
+    .venv/bin/python benchmarks/memory_scale.py                    # ~8 minutes on 2 cores
+    .venv/bin/python benchmarks/memory_scale.py --sizes 10000 30000
+
+Each size runs in a fresh process (``/usr/bin/time`` reports its peak RSS): the packaged MiniLM
+encodes the ``avg`` view of N distinct synthetic sentences into an empty cache, window by window.
+Peak RSS should stay flat as N grows: sentences are tokenized and encoded one window at a time
+and every finished window goes to disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = ("the a man woman dog cat child plays runs eats rides sleeps guitar piano horse bike ball food grass "
+         "street park house red blue big small two three people car water tree sun with on in and").split()
+
+
+def child(n: int, cache: str) -> None:
+    """In the measured process: encode N synthetic sentences."""
+    import random
+
+    sys.path.insert(0, str(ROOT))
+    from harness.backbone import resolve_backbone
+    from harness.forward import EncodeSettings
+    from harness.views import View, ViewProvider
+
+    rng = random.Random(0)
+    sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))) + f" {i}" for i in range(n)]
+    provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(dtype="bf16", progress=False), Path(cache))
+    provider.ensure(sentences, [View("mean", 6)])
+    print(provider.forwarded)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]), sys.argv[3])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 300_000])
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    args = parser.parse_args()
+    lines = ["| sentences | wall s | sentences/s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+    for n in args.sizes:
+        with tempfile.TemporaryDirectory() as cache:
+            done = subprocess.run(["/usr/bin/time", "-f", "%e %M", sys.executable, __file__, "--child", str(n), cache],
+                                  capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-2000:])
+        wall, rss_kib = done.stderr.strip().splitlines()[-1].split()
+        lines.append(f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Encode work as units that any process can run: windows of sentences.
+
+The sentences a backbone must encode are sorted by (character length, text) and cut into windows
+of ``EncodeSettings.window``. A window is the unit of work and of caching: it is encoded as a whole
+(its own length-sorted batches) and stored as one part file per view. Because windows and their
+batches depend only on the job's sentences, a window gives the same vectors whether it runs here,
+on another GPU, or on a dask/ray worker, and whether or not an earlier run was killed half-way:
+finished windows are skipped, unfinished ones are encoded again from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.backbone import BackboneRef
+from harness.forward import EncodeSettings, ForwardPass
+from harness.views import View
+
+
+def make_windows(sentences: Iterable[str], size: int) -> list[list[str]]:
+    """Unique sentences sorted by (len, text), cut into windows of ``size``.
+
+    >>> make_windows(["ccc", "a", "bb", "a"], 2)
+    [['a', 'bb'], ['ccc']]
+    """
+    ordered = sorted(set(sentences), key=lambda text: (len(text), text))
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+@dataclass(frozen=True)
+class WindowTask:
+    """Everything a worker needs to encode windows into the shared cache (plain, picklable data)."""
+
+    ref: BackboneRef
+    settings: EncodeSettings
+    views: tuple[View, ...]
+    windows: tuple[tuple[str, ...], ...]
+    cache_dir: str
+
+    def on_device(self, device: str) -> WindowTask:
+        return replace(self, settings=replace(self.settings, device=device))
+
+
+_PASSES: dict[tuple[BackboneRef, EncodeSettings], ForwardPass] = {}
+
+
+def run_window_task(task: WindowTask) -> int:
+    """Encode the task's windows and store them; returns sentences run through the model.
+
+    Runs in the main process or in a worker. A worker keeps its loaded model between tasks.
+    """
+    from harness.views import ViewProvider
+
+    key = (task.ref, task.settings)
+    if key not in _PASSES:
+        _PASSES[key] = ForwardPass(task.ref, task.settings)
+    forward = _PASSES[key]
+    before = forward.sentences_forwarded
+    provider = ViewProvider(task.ref, task.settings, Path(task.cache_dir))
+    for texts, arrays in forward.encode_windows(task.windows, task.views):
+        for view in task.views:
+            provider.store(view).add(texts, arrays[view])
+    return forward.sentences_forwarded - before
+
+
+def split_across(tasks_windows: Sequence[Sequence[str]], parts: int) -> list[list[Sequence[str]]]:
+    """Deal windows round-robin into ``parts`` groups (one per device)."""
+    groups: list[list[Sequence[str]]] = [[] for _ in range(parts)]
+    for index, window in enumerate(tasks_windows):
+        groups[index % parts].append(window)
+    return [g for g in groups if g]

@@ -1,0 +1,204 @@
+"""Scheduler and scale: dry runs, token-budget batches, OOM back-off, worker processes, dask,
+SIGKILL resumption and concurrent runs on one cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from fixtures import WORDS
+
+import harness
+from harness.backbone import resolve_backbone
+from harness.config import BenchConfig
+from harness.encoding import WindowTask, make_windows, run_window_task
+from harness.forward import EncodeSettings, plan_batches
+from harness.views import View, ViewProvider
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return list(dict.fromkeys(" ".join(rng.choice(WORDS, size=int(rng.integers(3, 12)))) + f" {i}"
+                              for i in range(n)))
+
+
+def test_dry_run_prints_the_plan_and_computes_nothing(bench, senteval_root, tiny_bert, tmp_path):
+    code, out, err = bench("--methods", "avg", "whitening", "flow", "--tasks", "sts12", "stsb", "--source",
+                           "senteval", "--senteval-dir", str(senteval_root), "--backbone", str(tiny_bert),
+                           "--dry-run")
+    assert code == 0, err
+    assert "plan (dry run): 3 method(s) × 2 task(s)" in out and "encode jobs" in out and "score jobs: 6" in out
+    assert "mean@1 0/" in out and "to encode:" in out and "flow × STS12 on target" in out and "to train" in out
+    assert not (tmp_path / "out").exists() and not list((tmp_path / "cache").glob("vectors/*/part-*"))
+
+
+def test_token_budget_batches():
+    assert plan_batches([5, 3, 3, 2], 0, 8) == [[0], [1, 2], [3]]
+    assert plan_batches([1, 9, 4], 2, 0) == [[1, 2], [0]]
+    batches = plan_batches(list(np.random.default_rng(0).integers(1, 60, 500)), 0, 512)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+
+
+def test_auto_batch_size_gives_the_same_scores(bench, senteval_root, tiny_bert, tmp_path):
+    runs = []
+    for batch in ("3", "auto"):
+        code, _, err = bench("--methods", "avg", "--tasks", "sts13", "--source", "senteval", "--senteval-dir",
+                             str(senteval_root), "--backbone", str(tiny_bert), "--batch-size", batch,
+                             "--max-tokens", "64", "--cache-dir", str(tmp_path / f"c{batch}"))
+        assert code == 0, err
+        runs.append(json.loads(next((tmp_path / "out" / "runs").glob("avg__*.json")).read_text()))
+    assert runs[0]["scores"]["spearman"] == pytest.approx(runs[1]["scores"]["spearman"], abs=1e-4)
+
+
+def test_out_of_memory_halves_the_batch_and_retries(tiny_bert, tmp_path, monkeypatch, caplog):
+    import torch
+
+    from harness.engines import NativeEngine
+
+    sentences = corpus(40)
+    reference = ViewProvider(resolve_backbone(str(tiny_bert)), EncodeSettings(batch_size=16, progress=False),
+                             tmp_path / "a").get(sentences, View("mean", 2))
+    original = NativeEngine.forward
+
+    def small_gpu(self, batch):
+        if batch["input_ids"].shape[0] > 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(self, batch)
+
+    monkeypatch.setattr(NativeEngine, "forward", small_gpu)
+    provider = ViewProvider(resolve_backbone(str(tiny_bert)), EncodeSettings(batch_size=16, progress=False),
+                            tmp_path / "b")
+    got = provider.get(sentences, View("mean", 2))
+    np.testing.assert_allclose(got, reference, atol=1e-6)
+    assert "retrying it in halves" in caplog.text and provider.forward._cap == 4
+
+
+def test_worker_processes_write_the_same_vectors_as_this_process(tiny_bert, tmp_path):
+    """The per-device path (one loky worker per device), run on two 'cpu' devices."""
+    from harness.backends import Backend
+
+    ref = resolve_backbone(str(tiny_bert))
+    settings = EncodeSettings(device="cpu", window=16, threads=1, progress=False)
+    sentences = corpus(100)
+    local = ViewProvider(ref, settings, tmp_path / "local")
+    local.ensure(sentences, [View("mean", 2), View("cls", 2)])
+    backend = Backend("local", "cpu", None)
+    backend.devices = ["cpu", "cpu"]
+    remote = ViewProvider(ref, settings, tmp_path / "workers")
+    remote.executor = backend.executor()
+    remote.ensure(sentences, [View("mean", 2), View("cls", 2)])
+    assert remote.forwarded == len(sentences) and remote._forward is None  # all in the workers
+    for view in (View("mean", 2), View("cls", 2)):
+        assert remote.get(sentences, view).tobytes() == local.get(sentences, view).tobytes()
+
+
+def test_windows_are_deterministic_whatever_is_cached(tiny_bert, tmp_path):
+    ref = resolve_backbone(str(tiny_bert))
+    settings = EncodeSettings(window=10, threads=1, progress=False)
+    sentences = corpus(35)
+    assert [len(w) for w in make_windows(sentences, 10)] == [10, 10, 10, 5]
+    whole = ViewProvider(ref, settings, tmp_path / "whole")
+    whole.ensure(sentences, [View("mean", 2)])
+    piecewise = tmp_path / "piecewise"
+    windows = make_windows(sentences, 10)
+    run_window_task(WindowTask(ref, settings, (View("mean", 2),), (tuple(windows[2]),), str(piecewise)))
+    resumed = ViewProvider(ref, settings, piecewise)
+    resumed.ensure(sentences, [View("mean", 2)])
+    assert resumed.forwarded == 25  # the stored window is skipped
+    assert resumed.get(sentences, View("mean", 2)).tobytes() == whole.get(sentences, View("mean", 2)).tobytes()
+
+
+def run_cfg(root, model, tmp_path, name, **extra):
+    return BenchConfig(methods=("avg", "first-last", "whitening"), tasks=("sts12", "sts14", "stsb"),
+                       backbone=str(model), source="senteval", senteval_dir=str(root), fit_set="test",
+                       cache_dir=str(tmp_path / f"cache-{name}"), output_dir=str(tmp_path / f"out-{name}"),
+                       progress=False, plots=False, bootstrap=100, threads=1, **extra)
+
+
+def scores_of(outcome) -> list:
+    return [(r["method"]["label"], r["task"]["name"], r["scores"]) for r in outcome.records]
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_results_are_byte_equal_to_the_local_backend(senteval_root, tiny_bert, tmp_path):
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import LocalCluster
+
+    local = harness.run(run_cfg(senteval_root, tiny_bert, tmp_path, "local"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        cfg = run_cfg(senteval_root, tiny_bert, tmp_path, "dask", backend="dask",
+                      scheduler_address=cluster.scheduler_address)
+        distributed = harness.run(cfg)
+    assert distributed.sentences_forwarded == local.sentences_forwarded > 0
+    assert json.dumps(scores_of(distributed)) == json.dumps(scores_of(local))
+    view_files = sorted(p.name for p in (tmp_path / "cache-local").glob("vectors/*/part-*.npy"))
+    assert view_files == sorted(p.name for p in (tmp_path / "cache-dask").glob("vectors/*/part-*.npy"))
+
+
+def test_dask_without_an_address_is_one_clear_line(bench):
+    code, _, err = bench("--methods", "random", "avg", "--backend", "dask")
+    assert code == 2 and "--backend dask needs --scheduler-address" in err
+
+
+def cli(args: list[str], **kw) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), *args, "--no-progress"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def corpus_args(tmp_path: Path, senteval_root: Path, model: Path, cache: Path, out: Path) -> list[str]:
+    """whitening fit on a 3,000-sentence corpus: enough windows to kill a run between them."""
+    corpus_file = tmp_path / "corpus.txt"
+    if not corpus_file.exists():
+        corpus_file.write_text("\n".join(corpus(3000, seed=5)) + "\n")
+    return ["--methods", "whitening", "--tasks", "stsb", "--source", "senteval", "--senteval-dir", str(senteval_root),
+            "--fit-set", f"corpus:{corpus_file}", "--backbone", str(model), "--cache-dir", str(cache),
+            "--output-dir", str(out), "--threads", "1", "--batch-size", "8", "--bootstrap", "0", "--no-plots"]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_encode_resumes_to_the_same_vectors(senteval_root, tiny_bert, tmp_path):
+    args = corpus_args(tmp_path, senteval_root, tiny_bert, tmp_path / "killed", tmp_path / "o1")
+    victim = cli(args)
+    parts = tmp_path / "killed" / "vectors"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(parts.glob("*/part-*.npy"))) < 2:
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert victim.returncode == -signal.SIGKILL
+    done_before = len(list(parts.glob("*/part-*.npy")))
+    resumed = cli(args)
+    _out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    straight = cli(corpus_args(tmp_path, senteval_root, tiny_bert, tmp_path / "straight", tmp_path / "o2"))
+    straight.communicate(timeout=300)
+    assert straight.returncode == 0 and done_before >= 2
+    ref = resolve_backbone(str(tiny_bert))
+    texts = corpus(3000, seed=5)
+    vectors = [ViewProvider(ref, EncodeSettings(), tmp_path / name).store(View("mean", 1)) for name in
+               ("killed", "straight")]
+    assert vectors[0].get(texts).tobytes() == vectors[1].get(texts).tobytes()
+
+
+@pytest.mark.slow
+def test_two_runs_sharing_one_cache_at_once_never_corrupt_it(senteval_root, tiny_bert, tmp_path):
+    shared = tmp_path / "shared"
+    runs = [cli(corpus_args(tmp_path, senteval_root, tiny_bert, shared, tmp_path / f"out{i}")) for i in range(2)]
+    results = [run.communicate(timeout=300) for run in runs]
+    for run, (_, err) in zip(runs, results):
+        assert run.returncode == 0, err
+        assert "corrupt" not in err and "does not match" not in err
+    scores = [json.loads(next((tmp_path / f"out{i}" / "runs").glob("*.json")).read_text())["scores"] for i in range(2)]
+    assert scores[0] == scores[1]
+    check = cli(corpus_args(tmp_path, senteval_root, tiny_bert, shared, tmp_path / "out3"))
+    _, err = check.communicate(timeout=300)
+    assert check.returncode == 0 and "corrupt" not in err and "0 encoded" in err
