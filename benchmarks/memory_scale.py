@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 WORDS = ("the a man woman dog cat child plays runs eats rides sleeps guitar piano horse bike ball food grass "
          "street park house red blue big small two three people car water tree sun with on in and").split()
 
@@ -27,7 +28,6 @@ def child(n: int, cache: str) -> None:
     """In the measured process: encode N synthetic sentences."""
     import random
 
-    sys.path.insert(0, str(ROOT))
     from harness.backbone import resolve_backbone
     from harness.forward import EncodeSettings
     from harness.views import View, ViewProvider
@@ -57,10 +57,9 @@ def main() -> None:
         wall, rss_kib = done.stderr.strip().splitlines()[-1].split()
         lines.append(f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |")
         print(lines[-1], flush=True)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    from benchmarks.report import emit
+
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

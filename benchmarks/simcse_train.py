@@ -82,10 +82,9 @@ def main() -> None:
                   f"| MiniLM mean pooling (avg), before | {epoch['before']['avg']:.2f} |",
                   f"| simcse-train (cls_before_pooler), after | {epoch['after']:.2f} |",
                   f"| loss first → last | {fit['first_loss']:.3f} → {fit['final_loss']:.3f} |"]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    from benchmarks.report import emit
+
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

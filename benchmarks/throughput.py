@@ -107,10 +107,9 @@ def main() -> None:
               f"harness bf16 vs sentence-transformers fp32: {med['st fp32'] / med['harness bf16']:.2f}×; "
               f"vs sentence-transformers bf16: {med['st bf16'] / med['harness bf16']:.2f}×; "
               f"|ΔSpearman| harness bf16 vs fp32: {abs(rho['harness bf16'] - rho['harness fp32']):.4f}"]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    from benchmarks.report import emit
+
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

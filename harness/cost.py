@@ -129,7 +129,7 @@ def markdown(rows: list[CostRow], title: str) -> str:
 
 
 def cost_png(rows: list[CostRow], path: Path, title: str) -> Path:
-    from harness.plots import _pyplot
+    from harness.plots import _pyplot, save_figure
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -146,11 +146,7 @@ def cost_png(rows: list[CostRow], path: Path, title: str) -> Path:
     ax.set(xlabel=f"candidates C (Q = {rows[0].queries})", ylabel="seconds", title=title)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def rows_as_dicts(rows: list[CostRow]) -> list[dict[str, Any]]:

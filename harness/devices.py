@@ -41,11 +41,6 @@ def resolve_device(requested: str) -> str:
     raise UserError(f"--device {requested}: expected auto, cpu, cuda, cuda:N or cuda:N,M,...")
 
 
-def resolve_devices(requested: str) -> list[str]:
-    """Every device of ``--device``, each checked: ``cuda:0,1`` → two GPUs, else one device."""
-    return [resolve_device(device) for device in device_list(requested)]
-
-
 def torch_dtype(name: str) -> torch.dtype | None:
     """The autocast dtype for ``--dtype``; ``None`` means plain fp32."""
     import torch

@@ -18,6 +18,15 @@ def _pyplot():
     return plt
 
 
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write the PNG (creating its folder) and free the figure."""
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
 def diagnostics_png(records: list[dict], path: Path) -> Path:
     """Left: covariance spectrum (singular values / the largest, log scale) per method.
     Right: distribution of the cosine of random sentence pairs per method."""
@@ -41,11 +50,7 @@ def diagnostics_png(records: list[dict], path: Path) -> Path:
     for ax in (spectrum, histogram):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
@@ -82,8 +87,4 @@ def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
         ax.set_xlabel("Spearman ×100")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
