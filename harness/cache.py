@@ -160,7 +160,9 @@ class VectorStore:
         name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
         atomic_write_bytes(self.dir / name, data)
         number = len(self._parts)
-        self._parts.append(part)
+        # Keep a memory map of what was written, not the array: a long encode job's memory must
+        # not grow with the number of sentences it has stored.
+        self._parts.append(np.load(self.dir / name, mmap_mode="r", allow_pickle=False))
         for row, digest in enumerate(fresh):
             index[digest] = (number, row)
 

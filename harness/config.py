@@ -36,7 +36,7 @@ class BenchConfig:
     first_last_layers: tuple[int, ...] = (1, -1)
     dtype: str = "fp32"
     device: str = "auto"
-    batch_size: int = 128  # 0 = "auto": batches by token budget (max_tokens)
+    batch_size: int = 0  # sentences per batch; 0 = "auto": batches by token budget (max_tokens)
     max_tokens: int = 0  # token budget of an automatic batch; 0 = 4096 on CPU, 65536 on GPU
     max_length: int = 128
     threads: int = 0  # CPU threads for torch; 0 = the cores this process may use
@@ -56,6 +56,11 @@ class BenchConfig:
     diagnostics: bool = False
     cost: bool = False
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def fixed_batch_size(self, default: int = 32) -> int:
+        """A sentence count for code that batches by count only (sentence-transformers, pair
+        scoring): ``--batch-size``, or ``default`` when it is ``auto``."""
+        return self.batch_size or default
 
     def protocol(self) -> dict[str, Any]:
         """The run-wide settings that change scores; printed with every table and stored per result."""

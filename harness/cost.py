@@ -179,7 +179,8 @@ def cost_for_run(methods: list, pool: list[str], cfg, out_dir: Path, queries: in
                         teacher.activation())
     ref = resolve_backbone(student.fit_info["checkpoint"], cache_dir=Path(cfg.cache_dir).expanduser())
     forward = ForwardPass(ref, EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size,
-                                              max_length=cfg.max_length, progress=False, impl=cfg.encoder_impl))
+                                              max_tokens=cfg.max_tokens, max_length=cfg.max_length, progress=False,
+                                              impl=cfg.encoder_impl))
     views = [View(student.spec.pooling, ref.layer_index(layer)) for layer in student.spec.layers]
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -198,7 +199,7 @@ def cost_for_run(methods: list, pool: list[str], cfg, out_dir: Path, queries: in
     usable = [s for s in sizes if s <= len(candidates)] or [len(candidates)]
     cross_shape = ModelShape.from_config(json.loads((teacher.checkpoint() / "config.json").read_text()))
     student_shape = ModelShape.from_config(json.loads((Path(ref.path) / "config.json").read_text()))
-    rows, _ = measure(lambda a, b: scorer.score(a, b, cfg.batch_size), encode, query_texts, candidates, usable,
+    rows, _ = measure(lambda a, b: scorer.score(a, b, cfg.fixed_batch_size()), encode, query_texts, candidates, usable,
                       cross_shape, student_shape, tokens, max_pairs)
     title = f"{teacher.label()} vs {student.label()}, {device}, {cfg.dtype}"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -66,6 +66,7 @@ class TransformersEngine:
         self.max_length = settings.max_length
         # transformers fills absent pooler weights with random ones; never hand those out.
         self.pooler_random = any("pooler" in key for key in missing)
+        self.handles_dtype = False  # mixed precision comes from autocast
 
     def tokenize(self, texts: list[str]) -> list[dict]:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
@@ -85,14 +86,20 @@ class TransformersEngine:
 
 
 class NativeEngine:
-    """:mod:`harness.native_bert`: the same BERT function without importing transformers."""
+    """:mod:`harness.native_bert`: the same BERT function without importing transformers. It does
+    its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast."""
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        from harness.devices import torch_dtype
         from harness.native_bert import NativeTokenizer, load_native_bert
 
         folder = Path(ref.path)
         self.tokenizer = NativeTokenizer(folder, settings.max_length)
         self.model = load_native_bert(folder).to(device)
+        compute = torch_dtype(settings.dtype)
+        if compute is not None:
+            self.model.set_compute_dtype(compute)
+        self.handles_dtype = True
 
     def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
         return self.tokenizer.encode(texts)

@@ -39,7 +39,7 @@ class EncodeSettings:
 
     device: str = "auto"
     dtype: str = "fp32"
-    batch_size: int = 128  # sentences per batch; 0 = by token budget (max_tokens)
+    batch_size: int = 0  # sentences per batch; 0 = "auto": by token budget (max_tokens)
     max_tokens: int = 0  # token budget of an automatic batch; 0 = AUTO_TOKENS[device type]
     max_length: int = 128
     window: int = 2048
@@ -167,7 +167,7 @@ class ForwardPass:
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
-        autocast_dtype = torch_dtype(self.settings.dtype)
+        autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
         try:
             batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in ids]).items()}
             with torch.inference_mode(), torch.autocast(self.device.split(":")[0],

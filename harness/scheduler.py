@@ -189,9 +189,10 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         say("cost: timing cross-encoder vs dse on fresh compute (no caches)")
         board += cost_for_run(plan.methods, pool, cfg, Path(cfg.output_dir))
     stages["write"] = time.perf_counter() - started
-    needed = len(unique([s for job in plan.encode_jobs for s in job.sentences] + plan.own_model_sentences))
-    say(f"summary: {needed} unique sentences needed, {ctx.sentences_forwarded} encoded, "
-        f"{max(needed - ctx.sentences_forwarded, 0)} from cache; {ctx.trained} model(s) trained, "
+    planned = sum(len(job.sentences) for job in plan.encode_jobs)
+    encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
+    say(f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from cache; "
+        f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
         f"{ctx.pairs_scored} pair(s) scored; " + " · ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
     outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
                          models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)

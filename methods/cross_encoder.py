@@ -156,7 +156,7 @@ class CrossEncoder(Method):
                                 self.spec.params["max_length"], self.activation())
             for start in range(0, len(rows), 4096):  # chunks: an interrupt keeps what was scored
                 chunk = rows[start:start + 4096]
-                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk], self.ctx.cfg.batch_size)
+                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk], self.ctx.cfg.fixed_batch_size())
                 store.add([keys[i] for i in chunk], values[:, None])
                 self.ctx.pairs_scored += len(chunk)
         return store.get(keys)[:, 0]

@@ -95,7 +95,7 @@ class SBert(Method):
                 texts = todo[start:start + chunk]
                 with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
-                    vectors = model.encode(texts, batch_size=self.ctx.cfg.batch_size, convert_to_numpy=True,
+                    vectors = model.encode(texts, batch_size=self.ctx.cfg.fixed_batch_size(), convert_to_numpy=True,
                                            show_progress_bar=False)
                 store.add(texts, np.asarray(vectors, dtype=np.float32))
                 self.ctx.count_forwarded(len(texts), str(model.device))

@@ -201,4 +201,4 @@ def test_two_runs_sharing_one_cache_at_once_never_corrupt_it(senteval_root, tiny
     assert scores[0] == scores[1]
     check = cli(corpus_args(tmp_path, senteval_root, tiny_bert, shared, tmp_path / "out3"))
     _, err = check.communicate(timeout=300)
-    assert check.returncode == 0 and "corrupt" not in err and "0 encoded" in err
+    assert check.returncode == 0 and "corrupt" not in err and "passes 0 sentence(s) encoded" in err
