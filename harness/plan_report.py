@@ -33,7 +33,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
                   f"{len(windows)} window(s); cached per view: {cached}",
                   f"    to encode: {len(todo)} sentences (≈{approx_tokens(todo)} tokens)"]
     for method in plan.methods:
-        note = method.describe_encode(plan.own_model_sentences) if not method.backbone_views() else None
+        note = method.describe_encode(plan.own_model_sentences[method.name]) if not method.backbone_views() else None
         if note:
             lines.append(f"  {method.label()} (own model): {note}")
     if not plan.encode_jobs:

@@ -42,7 +42,7 @@ class Plan:
     tasks: list[LoadedTask]
     fit_sets: dict[tuple[str, str], FitSet]  # (task, fit-set name) → sentences
     encode_jobs: list[EncodeJob]
-    own_model_sentences: list[str]
+    own_model_sentences: dict[str, list[str]]  # method name → sentences it encodes itself (sbert)
 
 
 @dataclass
@@ -77,14 +77,14 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
 
     eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
     jobs: dict[int, EncodeJob] = {}
-    own_model: list[str] = []
+    own_model: dict[str, list[str]] = {}
     for method in methods:
         fit_sentences = [s for (_, name), fit in fit_sets.items() if method.uses_fit_set
                          and name == method.fit_set_name() for s in fit.sentences]
         needed = unique(eval_sentences + fit_sentences)
         views = method.backbone_views()
         if not views:
-            own_model = unique(own_model + needed)
+            own_model[method.name] = needed
             continue
         provider = ctx.views(method.spec)
         job = jobs.setdefault(id(provider), EncodeJob(provider))
@@ -101,7 +101,7 @@ def encode_stage(plan: Plan, ctx: RunContext) -> float:
         job.provider.ensure(job.sentences, sorted(job.views))
     for method in plan.methods:
         if not method.backbone_views():
-            method.prepare(plan.own_model_sentences)
+            method.prepare(plan.own_model_sentences[method.name])
     return time.perf_counter() - started
 
 

@@ -202,3 +202,18 @@ def test_two_runs_sharing_one_cache_at_once_never_corrupt_it(senteval_root, tiny
     check = cli(corpus_args(tmp_path, senteval_root, tiny_bert, shared, tmp_path / "out3"))
     _, err = check.communicate(timeout=300)
     assert check.returncode == 0 and "corrupt" not in err and "passes 0 sentence(s) encoded" in err
+
+
+def test_an_own_model_method_encodes_only_its_own_sentences(bench, senteval_root, tiny_st, tmp_path):
+    """sbert needs the eval sentences only, even next to a method (simcse-train) that trains on a corpus."""
+    corpus_file = tmp_path / "corpus.txt"
+    corpus_file.write_text("\n".join(corpus(50, seed=3)) + "\n")
+    common = ("--tasks", "stsb", "--source", "senteval", "--senteval-dir", str(senteval_root), "--backbone",
+              str(tiny_st), "--sbert-model", "auto", "--fit-set", f"corpus:{corpus_file}", "--dry-run")
+    counts = []
+    for methods in (["sbert"], ["sbert", "simcse-train"]):
+        code, out, err = bench("--methods", *methods, *common)
+        assert code == 0, err
+        line = next(line for line in out.splitlines() if "sbert" in line and "(own model)" in line)
+        counts.append(int(line.split("cached, ")[1].split(" to encode")[0]))
+    assert counts[0] == counts[1] > 0
