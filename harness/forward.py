@@ -49,6 +49,16 @@ class EncodeSettings:
     impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
 
 
+def release_free_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc). Batches of ever-different shapes fragment
+    the heap; without this a long encode's RSS creeps up window after window."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
     """Index batches over length-sorted items: fixed ``batch_size``, or (batch_size 0) greedy under
     ``max_tokens`` counted as batch size × longest item (what padding makes the model compute).
@@ -161,6 +171,7 @@ class ForwardPass:
                     filled[view][ids] = arrays[view]
                 self.sentences_forwarded += len(ids)
                 bar.update(len(ids))
+        release_free_memory()
         return filled
 
     def _forward_with_backoff(self, engine, items, ids: list[int], views: Sequence[View]):
