@@ -1,6 +1,6 @@
 """The dask backend against the local one on a two-backbone job, in one run.
 
-    .venv/bin/python benchmarks/dask_vs_local.py        # ~2 minutes on 2 cores
+    .venv/bin/python benchmarks/dask_vs_local.py --out docs/dask_vs_local.md   # ~1 minute on 2 cores
 
 The job: ``avg`` with the packaged MiniLM plus ``simcse`` (cls_before_pooler) with a copy of it
 in another folder — two backbones, two encode jobs — on STS-B test, cold caches. The dask side
@@ -26,7 +26,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def main() -> None:
+    import argparse
+
     from dask.distributed import LocalCluster
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    args = parser.parse_args()
 
     import harness
     from harness.backbone import resolve_backbone
@@ -47,9 +53,11 @@ def main() -> None:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
             dask_s, distributed = run("dask", backend="dask", scheduler_address=cluster.scheduler_address)
     equal = json.dumps(local) == json.dumps(distributed)
-    print("| backend | seconds |\n|---|---:|")
-    print(f"| local | {local_s:.1f} |\n| dask LocalCluster, 2 workers | {dask_s:.1f} |")
-    print(f"\ndask / local = {dask_s / local_s:.2f}; scores byte-equal: {equal}")
+    from benchmarks.report import emit
+
+    emit(["| backend | seconds |", "|---|---:|", f"| local | {local_s:.1f} |",
+          f"| dask LocalCluster, 2 workers | {dask_s:.1f} |", "",
+          f"dask / local = {dask_s / local_s:.2f}; scores byte-equal: {equal}"], args.out)
 
 
 if __name__ == "__main__":
