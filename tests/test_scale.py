@@ -20,7 +20,7 @@ import harness
 from harness.backbone import resolve_backbone
 from harness.config import BenchConfig
 from harness.encoding import WindowTask, make_windows, run_window_task
-from harness.forward import EncodeSettings, plan_batches
+from harness.forward import KERNEL_CACHE_CAPACITY, EncodeSettings, bound_kernel_cache, plan_batches
 from harness.views import View, ViewProvider
 
 
@@ -38,6 +38,15 @@ def test_dry_run_prints_the_plan_and_computes_nothing(bench, senteval_root, tiny
     assert "plan (dry run): 3 method(s) × 2 task(s)" in out and "encode jobs" in out and "score jobs: 6" in out
     assert "mean@1 0/" in out and "to encode:" in out and "flow × STS12 on target" in out and "to train" in out
     assert not (tmp_path / "out").exists() and not list((tmp_path / "cache").glob("vectors/*/part-*"))
+
+
+def test_the_kernel_cache_is_capped_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == KERNEL_CACHE_CAPACITY
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "7")
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "7"
 
 
 def test_token_budget_batches():
