@@ -7,8 +7,8 @@
 Each size runs in a fresh process (``/usr/bin/time`` reports its peak RSS): the packaged MiniLM
 encodes the ``avg`` view of N distinct synthetic sentences into an empty cache, window by window.
 Sentences are tokenized and encoded one window at a time and every finished window goes to
-disk, so the vectors never accumulate in memory. Measured: flat in fp32; in bf16 peak RSS still
-grows sublinearly (oneDNN keeps kernels per batch shape); see docs/PERFORMANCE.md.
+disk, so the vectors never accumulate in memory; peak RSS stays flat apart from the index of
+sentence hashes (see docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
