@@ -67,7 +67,7 @@ def main() -> None:
     st = {"fp32": SentenceTransformer(packaged_model_dir(), device="cpu"),
           "bf16": SentenceTransformer(packaged_model_dir(), device="cpu", model_kwargs={"dtype": torch.bfloat16})}
     ours = {dtype: ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False)) for dtype in st}
-    windows = make_windows(texts, 2048)
+    windows = make_windows(texts, EncodeSettings().window)  # the windows a run would use
     times: dict[str, list[float]] = {f"{side} {dtype}": [] for side in ("st", "harness") for dtype in st}
     vectors: dict[str, np.ndarray] = {}
     for dtype in st:  # warm-up: load weights, first-call costs
