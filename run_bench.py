@@ -17,7 +17,7 @@ import sys
 
 
 def print_listing() -> None:
-    from harness.tasks import TASKS
+    from harness.core.data.tasks import TASKS
     from methods import all_methods
 
     print("Methods:")
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     import harness
-    from harness.config import from_cli
+    from harness.runner.cli import from_cli
 
     try:
         cfg, list_only = from_cli(argv)

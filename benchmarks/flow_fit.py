@@ -30,11 +30,12 @@ def first_last_vectors(cache_dir: Path):
     """(sentences, first-last vectors) of STS-B's target fit set, encoded through the cache."""
     import numpy as np
 
-    from harness.backbone import resolve_backbone
-    from harness.fitsets import build_fit_set
-    from harness.forward import EncodeSettings
-    from harness.tasks import get_task, load_task
-    from harness.views import View, ViewProvider
+    from harness.core.data.fitsets import build_fit_set
+    from harness.core.data.tasks import get_task, load_task
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
 
     spec = get_task("stsb")
     task = load_task(spec, "packaged", spec.splits)
@@ -56,8 +57,8 @@ def main() -> None:
 
     import torch
 
-    from harness.devices import available_cpus
-    from methods.flow_train import FlowConfig, latents, train_flow
+    from harness.core.encoding.devices import available_cpus
+    from methods.training.flow_fit import FlowConfig, latents, train_flow
 
     torch.set_num_threads(available_cpus())
     fit_set, x = first_last_vectors(Path(args.cache_dir).expanduser())

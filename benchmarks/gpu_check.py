@@ -39,13 +39,14 @@ def autocast_table() -> list[str]:
 
 
 def vectors(device: str, texts: list[str], batch_size: int, cache: str):
-    from harness.backbone import resolve_backbone
-    from harness.forward import EncodeSettings
-    from harness.views import View, ViewProvider
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
 
     provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(device=device, batch_size=batch_size,
                                                                        max_length=512, progress=False), Path(cache))
-    from harness.backends import Backend
+    from harness.runner.backends import Backend
 
     provider.executor = Backend("local", device, None).executor()
     return provider.get(texts, View("mean", 6)), provider

@@ -30,9 +30,10 @@ def child(n: int, cache: str, dtype: str) -> None:
     """In the measured process: encode N synthetic sentences."""
     import random
 
-    from harness.backbone import resolve_backbone
-    from harness.forward import EncodeSettings
-    from harness.views import View, ViewProvider
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
 
     rng = random.Random(0)
     sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))) + f" {i}" for i in range(n)]

@@ -25,8 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def throughput(sentences: list[str], rounds: int) -> dict[str, float]:
-    from harness.backbone import resolve_backbone
-    from methods.simcse_loop import SimCSEConfig, SimCSETrainer
+    from harness.core.encoding.backbone import resolve_backbone
+    from methods.training.simcse_loop import SimCSEConfig, SimCSETrainer
 
     base = Path(resolve_backbone("minilm").path)
     speeds: dict[str, list[float]] = {"fp32": [], "bf16": []}
@@ -54,8 +54,8 @@ def epoch_and_scores(cache: str, out: str) -> dict:
 
 
 def main() -> None:
-    from harness.sources.packaged import stsb_dir
-    from harness.sources.rows import read_stsb_csv
+    from harness.core.data.sources.packaged import stsb_dir
+    from harness.core.data.sources.rows import read_stsb_csv
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=640, help="sentences per throughput run")

@@ -46,13 +46,14 @@ def main() -> None:
     import torch
 
     from benchmarks.peers import load_stsb_test, packaged_model_dir
-    from harness.backbone import resolve_backbone
-    from harness.cost import ModelShape
-    from harness.encoding import make_windows
-    from harness.forward import EncodeSettings, ForwardPass
-    from harness.native_bert import NativeTokenizer
-    from harness.scoring import cosine_rows, spearman
-    from harness.views import View
+    from harness.core.cost_model import ModelShape
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.forward import ForwardPass
+    from harness.core.encoding.native_bert import NativeTokenizer
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding.windows import make_windows
+    from harness.core.scoring import cosine_rows, spearman
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)

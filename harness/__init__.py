@@ -1,8 +1,8 @@
 """sts-bench: compare sentence-embedding methods on Semantic Textual Similarity.
 
-Importing this package is cheap on purpose (no torch, no transformers): the heavy libraries are
-imported inside the functions that need them, so ``--list``, ``--help`` and warm, fully cached
-runs start fast.
+The package has floors (``tests/test_layers.py`` keeps them): :mod:`harness.core` below the
+methods, :mod:`methods` (the adapters), :mod:`harness.runner` above them. Importing this package is
+cheap on purpose (no torch, no transformers, not even the runner): names are resolved on first use.
 
 >>> import harness
 >>> cfg = harness.BenchConfig(methods=("avg",), tasks=("stsb",))   # doctest: +SKIP
@@ -11,20 +11,28 @@ runs start fast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from harness.config import BenchConfig
-from harness.errors import UserError
+from harness.core import __version__
+from harness.core.errors import UserError
 
 if TYPE_CHECKING:
-    from harness.scheduler import RunOutcome
+    from harness.runner.config import BenchConfig
+    from harness.runner.scheduler import RunOutcome
 
-__version__ = "0.1.0"
 __all__ = ["BenchConfig", "UserError", "__version__", "run"]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
-    """Plan and execute one benchmark run; see :mod:`harness.scheduler`."""
-    from harness.scheduler import run as _run
+    """Plan and execute one benchmark run; see :mod:`harness.runner.scheduler`."""
+    from harness.runner.scheduler import run as _run
 
     return _run(cfg)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BenchConfig":
+        from harness.runner.config import BenchConfig
+
+        return BenchConfig
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from harness.errors import UserError, did_you_mean
+from harness.core.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
-    from methods.base import Method
+    from harness.core.api import Method
 
 METHODS: dict[str, str] = {
     "cls": "methods.pooling:Cls",
@@ -40,3 +40,4 @@ def get_method(name: str) -> type[Method]:
 
 def all_methods() -> list[type[Method]]:
     return [get_method(name) for name in METHODS]
+

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.backbone import PACKAGED_ALIASES
-from methods.base import Method, MethodSpec, Option
+from harness.core.api import MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
+from harness.core.encoding.backbone import PACKAGED_ALIASES
+from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
-    from harness.cache import VectorStore
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.tasks import SplitData
+    from harness.core.artifacts import ArtifactDir
+    from harness.core.data.fitsets import FitSet
+    from harness.core.data.splits import SplitData
+    from harness.core.encoding.cache import VectorStore
 
 PUBLISHED = "cross-encoder/stsb-roberta-base"
 TRAIN = "train"
@@ -39,11 +40,12 @@ def published_activation(folder: Path) -> str:
     return "identity" if "Identity" in name else "sigmoid"
 
 
-class CrossEncoder(Method):
+class CrossEncoder(TrainedMethod, PairScoringMethod):
     name = "cross-encoder"
     summary = f"pair scorer (the DSE teacher): {PUBLISHED}, or trained here from --backbone on STS-B train"
-    kind = "pair-scorer"
     post = "cross-encoder"
+    artifact_kind = "cross-encoder"
+    artifact_noun = "trained teacher"
     options = (
         Option("model", "auto", f"HF id or folder of a cross-encoder, or '{TRAIN}' to train one from --backbone; "
                f"auto = train for the packaged MiniLM (offline), else {PUBLISHED}"),
@@ -55,21 +57,20 @@ class CrossEncoder(Method):
         Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
     )
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
-        self._checkpoint: Path | None = None
         self._store: VectorStore | None = None
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
         model = spec.params["model"]
         if model == "auto":
-            model = TRAIN if cfg.backbone in PACKAGED_ALIASES else PUBLISHED
+            model = TRAIN if request.backbone in PACKAGED_ALIASES else PUBLISHED
         trains = model == TRAIN
-        backbone = cfg.backbone if trains else model
-        return replace(spec, backbone=backbone, revision=cfg.revision if trains else None, pooling="joint",
-                       layers=(), params={**spec.params, "model_used": model, "seed": cfg.seed})
+        backbone = request.backbone if trains else model
+        return replace(spec, backbone=backbone, revision=request.revision if trains else None, pooling="joint",
+                       layers=(), params={**spec.params, "model_used": model, "seed": request.seed})
 
     @property
     def trains(self) -> bool:
@@ -77,68 +78,53 @@ class CrossEncoder(Method):
 
     def checkpoint(self) -> Path:
         """The folder of the scoring model: the published checkpoint, or the one trained here."""
-        if self._checkpoint is None:
-            ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-            self._checkpoint = self._train(ref) if self.trains else Path(ref.path)
-        return self._checkpoint
-
-    def artifact(self):
-        """Where the teacher trained here lives (whether or not it is trained yet), and its data."""
-        from harness.cache import ArtifactDir
-        from harness.tasks import stsb_train_split
-
-        cfg = self.ctx.cfg
-        ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        train = stsb_train_split(cfg.source, cfg.senteval_dir, cfg.hub_root)
-        key = {"base": ref.key(), "train": train.fingerprint, "params": dict(self.spec.params),
-               "schema": CROSS_ENCODER_SCHEMA}
-        return ArtifactDir(self.ctx.cache_dir, "cross-encoder", key), train
-
-    def describe_fit(self, fit_set=None) -> str:
         if not self.trains:
-            return f"published checkpoint {self.spec.backbone}"
-        store, train = self.artifact()
-        p = self.spec.params
+            return Path(self.ctx.backbone(self.spec.backbone, self.spec.revision).path)
+        self.fit(None)
+        return self.artifact(None).path("model")
+
+    def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
+        ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        train = self.ctx.task_split("stsb", "train")
+        return {"base": ref.key(), "train": train.fingerprint, "params": dict(self.spec.params),
+                "schema": CROSS_ENCODER_SCHEMA}
+
+    def describe_fit(self, fit_set: FitSet | None = None) -> str:
+        return super().describe_fit(None) if self.trains else f"published checkpoint {self.spec.backbone}"
+
+    def training_plan(self, fit_set: FitSet | None) -> str:
+        train, p = self.ctx.task_split("stsb", "train"), self.spec.params
         steps = -(-int(p["epochs"] * len(train)) // p["batch_size"])
-        if store.complete():
-            return "trained teacher cached"
         return f"to train on {len(train)} STS-B pairs (~{steps} steps)"
 
-    def _train(self, ref) -> Path:
-        cfg = self.ctx.cfg
-        store, train = self.artifact()
-        if store.complete():
-            self.fit_info = {**store.meta()["info"], "loaded_from_cache": True}
-            return store.path("model")
-        from harness.devices import resolve_device
-        from methods.pair_training import CrossEncoderConfig, train_cross_encoder
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        """Nothing to hold: the checkpoint is read from its folder when pairs are scored."""
 
-        p = self.spec.params
+    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        from harness.core.encoding.devices import resolve_device
+        from methods.training.pair_training import CrossEncoderConfig, train_cross_encoder
+
+        ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        train, p = self.ctx.task_split("stsb", "train"), self.spec.params
         config = CrossEncoderConfig(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"], warmup=p["warmup"],
                                     max_length=p["max_length"], precision=p["precision"])
-        result = train_cross_encoder(Path(ref.path), store.dir, train.s1, train.s2, [g / 5 for g in train.gold],
-                                     config, int(p["seed"]), resolve_device(cfg.device), cfg.progress)
-        self.ctx.count_trained()
+        result = train_cross_encoder(Path(ref.path), folder.dir, train.s1, train.s2, [g / 5 for g in train.gold],
+                                     config, int(p["seed"]), resolve_device(self.ctx.encode.device),
+                                     self.ctx.encode.progress)
         info = {"train_pairs": len(train), "train_fingerprint": train.fingerprint, "steps": result.steps,
                 "first_loss": result.first_loss, "final_loss": result.last_loss,
                 "train_seconds": round(result.seconds, 2), "precision": result.precision}
-        store.commit({}, info)
-        self.fit_info = {**info, "loaded_from_cache": False}
-        return store.path("model")
+        return {}, info
 
     def activation(self) -> str:
         return "identity" if self.trains else published_activation(self.checkpoint())
 
     def _scores_store(self) -> VectorStore:
         if self._store is None:
-            from harness.backbone import resolve_backbone
-            from harness.cache import VectorStore
-
-            folder = self.checkpoint()
-            ref = resolve_backbone(str(folder), cache_dir=self.ctx.cache_dir)
+            ref = self.ctx.backbone(str(self.checkpoint()))
             key = {"kind": "pair-scores", "fingerprint": ref.fingerprint, "max_length": self.spec.params["max_length"],
-                   "dtype": self.ctx.cfg.dtype, "activation": self.activation()}
-            self._store = VectorStore(self.ctx.cache_dir, key)
+                   "dtype": self.ctx.encode.dtype, "activation": self.activation()}
+            self._store = self.ctx.artifacts.vectors(key)
         return self._store
 
     def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
@@ -147,23 +133,24 @@ class CrossEncoder(Method):
         store = self._scores_store()
         missing = store.missing(keys)
         if missing:
-            from harness.devices import resolve_device
-            from methods.pair_training import PairScorer
+            from harness.core.encoding.devices import resolve_device
+            from methods.training.pair_training import PairScorer
 
             position = {key: i for i, key in enumerate(keys)}
             rows = [position[key] for key in missing]
-            scorer = PairScorer(self.checkpoint(), resolve_device(self.ctx.cfg.device), self.ctx.cfg.dtype,
+            scorer = PairScorer(self.checkpoint(), resolve_device(self.ctx.encode.device), self.ctx.encode.dtype,
                                 self.spec.params["max_length"], self.activation())
             for start in range(0, len(rows), 4096):  # chunks: an interrupt keeps what was scored
                 chunk = rows[start:start + 4096]
-                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk], self.ctx.cfg.fixed_batch_size())
+                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk],
+                                      self.ctx.encode.fixed_batch_size())
                 store.add([keys[i] for i in chunk], values[:, None])
-                self.ctx.pairs_scored += len(chunk)
+                self.ctx.count_pairs_scored(len(chunk))
         return store.get(keys)[:, 0]
 
     def annotate(self, split: SplitData, scores: np.ndarray) -> dict[str, Any]:
         """Reported, never asserted: how much the score depends on the order of the pair."""
-        from harness.scoring import spearman
+        from harness.core.scoring import spearman
 
         swapped = self.score_pairs(split.s2, split.s1)
         return {"symmetry": {"spearman_ab_vs_ba": spearman(scores, swapped),

@@ -8,7 +8,7 @@ fit-set sentences, so the student also sees unrelated pairs. The teacher scores 
 layers, concatenated, [CLS] excluded — or a plain masked mean (``--dse-pooling mean``).
 
 With ``--dse-objective head`` the similarity is the repo's small head over [u, v, u·v, |u−v|]; the
-method then scores pairs with that head (over cached embeddings) instead of cosine.
+method is then a pair scorer (:class:`DSEHead`) that scores pairs with that head over cached embeddings.
 Each result records the teacher's score on the same task and the relative degradation,
 100 · (teacher − student) / teacher: the paper's headline measure.
 """
@@ -22,23 +22,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from methods.base import Method, MethodSpec, Option
+from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
+from harness.core.errors import UserError
+from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.fitsets import FitSet
-    from harness.tasks import SplitData
+    from harness.core.artifacts import ArtifactDir
+    from harness.core.cost_model import CostSubjects
+    from harness.core.data.fitsets import FitSet
+    from harness.core.data.splits import SplitData
     from methods.cross_encoder import CrossEncoder
 
 DSE_SCHEMA = 1  # bump whenever the training code changes what it produces
+VS_TEACHER = "vs teacher (%)"
 
 
-class DSE(Method):
+class DSE(TrainedMethod, EmbeddingMethod):
     name = "dse"
     summary = "Distilled Sentence Embedding: a sentence encoder trained to reproduce the cross-encoder's pair scores"
     uses_fit_set = True
     post = "dse"
+    artifact_kind = "dse"
+    artifact_noun = "student"
     options = (
         Option("pooling", "top4-concat", "top4-concat (DSE repo: top-k layer means, [CLS] excluded) or mean",
                choices=("top4-concat", "mean")),
@@ -54,40 +59,32 @@ class DSE(Method):
         Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
     )
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
-        self.kind = "pair-scorer" if spec.params["objective"] == "head" else "embedding"
         self._trained: MethodSpec | None = None
-        self._head = None
-        self._teacher: CrossEncoder | None = None
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
         layers_available = ctx.backbone(spec.backbone, spec.revision).num_layers
         if spec.params["pooling"] == "top4-concat" and not 1 <= spec.params["top_k"] <= layers_available:
-            from harness.errors import UserError
-
             raise UserError(f"dse: --dse-top-k {spec.params['top_k']} does not fit {spec.backbone}, which has "
                             f"{layers_available} layers; pass a value from 1 to {layers_available}")
         pooling = "mean_nocls" if spec.params["pooling"] == "top4-concat" else "mean"
         layers = tuple(range(-spec.params["top_k"], 0)) if pooling == "mean_nocls" else (-1,)
-        return replace(spec, pooling=pooling, layers=layers, params={**spec.params, "seed": cfg.seed})
+        return replace(spec, pooling=pooling, layers=layers, params={**spec.params, "seed": request.seed})
+
+    @classmethod
+    def create(cls, spec: MethodSpec, ctx: MethodContext) -> DSE:
+        return DSEHead(spec, ctx) if spec.params["objective"] == "head" else cls(spec, ctx)
 
     def teacher(self) -> CrossEncoder:
-        """The run's cross-encoder configuration (its --cross-encoder-* flags), as the teacher."""
-        if self._teacher is None:
-            from methods.cross_encoder import CrossEncoder
-
-            self._teacher = CrossEncoder(CrossEncoder.make_spec(self.ctx.cfg, self.ctx), self.ctx)
-        return self._teacher
+        """The run's cross-encoder (its --cross-encoder-* flags), as the teacher."""
+        return self.ctx.sibling("cross-encoder")
 
     def training_pairs(self, fit_set: FitSet) -> tuple[list[str], list[str], list[float | None]]:
         """STS-B train pairs (with gold/5) + shuffled cross-pairs of fit-set sentences (no gold)."""
-        from harness.tasks import stsb_train_split
-
-        cfg = self.ctx.cfg
-        train = stsb_train_split(cfg.source, cfg.senteval_dir, cfg.hub_root)
+        train = self.ctx.task_split("stsb", "train")
         s1, s2 = list(train.s1), list(train.s2)
         gold: list[float | None] = [g / 5 for g in train.gold]
         pool = list(fit_set.sentences)
@@ -101,77 +98,128 @@ class DSE(Method):
             gold += [None] * n_cross
         return s1, s2, gold
 
-    def _artifact(self, fit_set: FitSet):
-        """The student's cache folder; the key names the teacher without training or running it."""
-        from harness.cache import ArtifactDir
-        from harness.tasks import fingerprint_pairs
+    def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
+        """The key names the teacher without training or running it."""
+        from harness.core.data.splits import fingerprint_pairs
 
         s1, s2, gold = self.training_pairs(fit_set)
         teacher = self.teacher()
-        teacher_id = teacher.artifact()[0].key if teacher.trains else teacher.spec.to_dict()
+        teacher_id = teacher.artifact(None).key if teacher.trains else teacher.spec.to_dict()
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        key = {"base": base.key(), "teacher": teacher_id,
-               "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
-               "params": dict(self.spec.params), "schema": DSE_SCHEMA}
-        return ArtifactDir(self.ctx.cache_dir, "dse", key), base, (s1, s2, gold)
+        return {"base": base.key(), "teacher": teacher_id,
+                "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
+                "params": dict(self.spec.params), "schema": DSE_SCHEMA}
 
-    def describe_fit(self, fit_set: FitSet | None) -> str:
-        store, _, (s1, _, _) = self._artifact(fit_set)
-        if store.complete():
-            return "student cached"
+    def training_plan(self, fit_set: FitSet | None) -> str:
+        s1, _, _ = self.training_pairs(fit_set)
         return f"to train on {len(s1)} pairs; teacher: {self.teacher().describe_fit(None)}"
 
-    def fit(self, fit_set: FitSet) -> None:
-        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
-            return
-        store, base, (s1, s2, gold) = self._artifact(fit_set)
-        teacher = self.teacher()
-        if store.complete():
-            info: dict[str, Any] = {**store.meta()["info"], "loaded_from_cache": True}
-        else:
-            teacher_scores = teacher.score_pairs(s1, s2)
-            info = {**self._train(Path(base.path), store, s1, s2, teacher_scores, gold), "loaded_from_cache": False}
-        self._trained = replace(self.spec, backbone=str(store.path("model")), revision=None)
-        if self.spec.params["objective"] == "head":
-            self._head = self._load_head(store.path("head.safetensors"))
-        self.fit_info = {"fit_set": fit_set.describe(), "checkpoint": str(store.path("model")),
-                         "teacher": teacher.label(), **info}
+    def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
+        return {"checkpoint": str(folder.path("model")), "teacher": self.teacher().label()}
 
-    def _train(self, base: Path, store, s1, s2, teacher_scores, gold) -> dict[str, Any]:
-        from harness.devices import resolve_device
-        from methods.pair_training import StudentConfig, train_student
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        self._trained = replace(self.spec, backbone=str(folder.path("model")), revision=None)
 
-        p, cfg = self.spec.params, self.ctx.cfg
+    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        from harness.core.encoding.devices import resolve_device
+        from methods.training.pair_training import StudentConfig, train_student
+
+        s1, s2, gold = self.training_pairs(fit_set)
+        teacher_scores = self.teacher().score_pairs(s1, s2)
+        base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        p = self.spec.params
         config = StudentConfig(pooling=p["pooling"], top_k=p["top_k"], objective=p["objective"],
                                gold_weight=p["gold_weight"], epochs=p["epochs"], lr=p["lr"],
                                batch_size=p["batch_size"], max_length=p["max_length"], precision=p["precision"])
-        result, _ = train_student(base, store.dir, s1, s2, teacher_scores.tolist(), gold, config, int(p["seed"]),
-                                  resolve_device(cfg.device), cfg.progress)
-        self.ctx.count_trained()
+        result, _ = train_student(Path(base.path), folder.dir, s1, s2, teacher_scores.tolist(), gold, config,
+                                  int(p["seed"]), resolve_device(self.ctx.encode.device), self.ctx.encode.progress)
         info = {"train_pairs": len(s1), "steps": result.steps, "first_loss": result.first_loss,
                 "final_loss": result.last_loss, "train_seconds": round(result.seconds, 2),
                 "precision": result.precision}
-        store.commit({}, info)
-        return info
+        return {}, info
 
-    def _load_head(self, path: Path):
-        from safetensors.torch import load_file
+    def _provider_views(self):
+        from harness.core.encoding.pooling import View
 
-        from methods.pair_training import PairHead
-
-        weights = load_file(str(path))
-        head = PairHead(weights["net.0.weight"].shape[1] // 4, weights["net.0.weight"].shape[0])
-        head.load_state_dict(weights)
-        return head.eval()
-
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
         if self._trained is None:
             raise RuntimeError("dse: fit() must run before encode()")
-        from harness.views import View
-
         provider = self.ctx.views(self._trained)
-        layers = [provider.ref.layer_index(layer) for layer in self.spec.layers]
-        return np.concatenate([provider.get(sentences, View(self.spec.pooling, layer)) for layer in layers], axis=1)
+        return provider, [View(self.spec.pooling, provider.ref.layer_index(layer)) for layer in self.spec.layers]
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        """The student's vectors: each view of the student's layers, concatenated (the pooling the
+        student trained with: :func:`harness.core.encoding.pooling.pool_layers`)."""
+        provider, views = self._provider_views()
+        return np.concatenate([provider.get(sentences, view) for view in views], axis=1)
+
+    def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
+        """The teacher's Spearman on the same pairs, same aggregation, and the student's relative
+        degradation 100 · (teacher − student) / teacher: a leaderboard column of DSE's own."""
+        from harness.core.scoring import score_split
+
+        teacher = self.teacher()
+
+        def rho(values: np.ndarray) -> float:
+            return score_split(values, split.gold, split.subsets, self.ctx.aggregation, bootstrap=0).spearman
+
+        teacher_rho, student_rho = rho(teacher.score_pairs(split.s1, split.s2)), rho(similarity)
+        degradation = 100 * (teacher_rho - student_rho) / teacher_rho
+        return {"teacher": {"label": teacher.label(), "checkpoint": str(teacher.checkpoint()),
+                            "spearman": teacher_rho, "degradation_pct": degradation},
+                "columns": {VS_TEACHER: degradation}}
+
+    def encoder_impl(self) -> str | None:
+        return self.ctx.views(self._trained).impl if self._trained is not None else None
+
+    def cost_subjects(self) -> CostSubjects | None:
+        """``--cost``: the teacher over all Q·C pairs against this student encoding Q + C sentences."""
+        import json
+
+        from harness.core.cost_model import CostSubjects, ModelShape
+        from harness.core.encoding.devices import resolve_device
+        from harness.core.encoding.forward import ForwardPass
+        from methods.training.pair_training import PairScorer
+
+        if self._trained is None:
+            raise UserError("--cost: the dse student was not trained in this run (no task evaluated it)")
+        provider, views = self._provider_views()
+        teacher, settings = self.teacher(), replace(provider.settings, progress=False)
+        device = resolve_device(settings.device)
+        # Fresh compute on both sides: neither may read the score or vector caches while being timed.
+        scorer = PairScorer(teacher.checkpoint(), device, settings.dtype, teacher.spec.params["max_length"],
+                            teacher.activation())
+        forward = ForwardPass(provider.ref, settings)
+
+        def encode(texts: list[str]) -> np.ndarray:
+            arrays = forward.encode_all(texts, views)
+            return np.concatenate([arrays[v] for v in views], axis=1)
+
+        def shape(folder: Path) -> ModelShape:
+            return ModelShape.from_config(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+
+        return CostSubjects(title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}",
+                            pair_score=lambda a, b: scorer.score(a, b, settings.fixed_batch_size()), encode=encode,
+                            tokens=forward.token_lengths, cross_shape=shape(teacher.checkpoint()),
+                            student_shape=shape(Path(provider.ref.path)))
+
+
+class DSEHead(PairScoringMethod, DSE):
+    """DSE with the repo's head: pairs are scored by the head over the two cached embeddings."""
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        super().__init__(spec, ctx)
+        self._head = None
+
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        from safetensors.torch import load_file
+
+        from methods.training.pair_training import PairHead
+
+        super().load(folder, info)
+        weights = load_file(str(folder.path("head.safetensors")))
+        head = PairHead(weights["net.0.weight"].shape[1] // 4, weights["net.0.weight"].shape[0])
+        head.load_state_dict(weights)
+        self._head = head.eval()
 
     def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
         import torch
@@ -179,21 +227,3 @@ class DSE(Method):
         u, v = torch.from_numpy(self.encode(s1)), torch.from_numpy(self.encode(s2))
         with torch.no_grad():
             return self._head(u, v).numpy()
-
-    def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
-        """The teacher's Spearman on the same pairs, same aggregation, and the student's relative
-        degradation 100 · (teacher − student) / teacher."""
-        from harness.scoring import score_split
-
-        cfg, teacher = self.ctx.cfg, self.teacher()
-
-        def rho(values: np.ndarray) -> float:
-            return score_split(values, split.gold, split.subsets, cfg.aggregation, bootstrap=0).spearman
-
-        teacher_rho, student_rho = rho(teacher.score_pairs(split.s1, split.s2)), rho(similarity)
-        return {"teacher": {"label": teacher.label(), "checkpoint": str(teacher.checkpoint()),
-                            "spearman": teacher_rho,
-                            "degradation_pct": 100 * (teacher_rho - student_rho) / teacher_rho}}
-
-    def encoder_impl(self) -> str | None:
-        return self.ctx.views(self._trained).impl if self._trained is not None else None

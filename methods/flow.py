@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import UserError
-from methods.base import MethodSpec, Option
-from methods.pooling import BASE_VIEWS, ViewMethod, base_view
+from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
+from harness.core.errors import UserError
+from methods.pooling import BASE_VIEWS, PostProcessor
+from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.fitsets import FitSet
+    from harness.core.artifacts import ArtifactDir
+    from harness.core.data.fitsets import FitSet
 
 FLOW_SCHEMA = 1  # bump whenever the training code changes what it produces
 
@@ -33,11 +33,12 @@ def _flag(text: str) -> bool:
     return str(text).lower() in ("1", "true", "yes", "on")
 
 
-class BertFlow(ViewMethod):
+class BertFlow(TrainedMethod, PostProcessor):
     name = "flow"
     summary = "BERT-flow: Glow flow fit on --fit-set, cosine on the latent z (Li et al. 2020)"
     post = "flow"
-    uses_fit_set = True
+    artifact_kind = "flows"
+    artifact_noun = "flow weights"
     options = (
         Option("view", "first-last", "pooled view the flow transforms", choices=BASE_VIEWS),
         Option("levels", 2, "multi-scale levels (paper Table 7: 2)", type=int),
@@ -53,60 +54,48 @@ class BertFlow(ViewMethod):
                "epoch (the original's behaviour; slow)", type=_flag),
     )
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._flow = None
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
-        pooling, layers = base_view(spec.params["view"], cfg)
-        return replace(spec, pooling=pooling, layers=layers, params={**spec.params, "seed": cfg.seed})
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
+        return replace(spec, params={**spec.params, "seed": request.seed})
 
     def _config(self):
-        from methods.flow_train import FlowConfig
+        from methods.training.flow_fit import FlowConfig
 
         p = self.spec.params
         return FlowConfig(levels=p["levels"], depth=p["depth"], width=p["width"], coupling=p["coupling"],
                           mixing=p["mixing"], lr=p["lr"], batch_size=p["batch_size"], epochs=p["epochs"])
 
-    def _artifacts(self, fit_set: FitSet):
-        from harness.cache import ArtifactDir
-
+    def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
         provider = self.ctx.views(self.spec)
-        key = {"views": [provider.cache_key(v) for v in self.backbone_views()], "fit_set": fit_set.fingerprint,
-               "params": dict(self.spec.params), "flow_schema": FLOW_SCHEMA}
-        return ArtifactDir(self.ctx.cache_dir, "flows", key)
+        return {"views": [provider.cache_key(v) for v in self.backbone_views()], "fit_set": fit_set.fingerprint,
+                "params": dict(self.spec.params), "flow_schema": FLOW_SCHEMA}
 
-    def describe_fit(self, fit_set: FitSet | None) -> str:
-        if self._artifacts(fit_set).complete():
-            return "flow weights cached"
+    def training_plan(self, fit_set: FitSet | None) -> str:
         p = self.spec.params
         steps = -(-int(p["epochs"] * len(fit_set.sentences)) // p["batch_size"])
         return f"to train: ~{steps} flow steps on {len(fit_set.sentences)} sentences"
 
-    def fit(self, fit_set: FitSet) -> None:
-        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
-            return
-        from safetensors.torch import load, save
+    def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
+        return {"weights": str(folder.dir)}
 
-        store = self._artifacts(fit_set)
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        from safetensors.torch import load
+
+        flow = self._config().build(int(info["dim"]), int(self.spec.params["seed"]))
+        flow.load_state_dict(load(folder.path("flow.safetensors").read_bytes()))
+        self._flow = flow.eval()
+
+    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        from safetensors.torch import save
+
+        from methods.training.flow_fit import train_flow
+
         config, seed = self._config(), int(self.spec.params["seed"])
-        if store.complete():
-            dim = int(store.meta()["info"]["dim"])
-            flow = config.build(dim, seed)
-            flow.load_state_dict(load(store.path("flow.safetensors").read_bytes()))
-            self._flow, info = flow.eval(), {**store.meta()["info"], "loaded_from_cache": True}
-        else:
-            self._flow, info = self._train(fit_set, config, seed)
-            buffer = {k: v.contiguous() for k, v in self._flow.state_dict().items()}
-            store.commit({"flow.safetensors": save(buffer)}, info)
-            info = {**info, "loaded_from_cache": False}
-        self.fit_info = {"fit_set": fit_set.describe(), "weights": str(store.dir), **info}
-
-    def _train(self, fit_set: FitSet, config, seed: int) -> tuple[Any, dict[str, Any]]:
-        from methods.flow_train import train_flow
-
         sentences = list(fit_set.sentences)
         if self.spec.params["fit_dropout"]:
             provider, views = self.ctx.views(self.spec), self.backbone_views()
@@ -121,8 +110,7 @@ class BertFlow(ViewMethod):
                 return cached
 
         dim = self.ctx.backbone(self.spec.backbone, self.spec.revision).hidden_size
-        flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.cfg.progress)
-        self.ctx.count_trained()
+        flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.encode.progress)
         if not math.isfinite(stats.last_bits_per_dim) or stats.last_bits_per_dim > stats.first_bits_per_dim + 1.0:
             # A diverged flow still yields latents, and a meaningless score; refuse it (and cache nothing).
             raise UserError(f"flow: the fit on fit set '{fit_set.name}' diverged (bits/dim "
@@ -131,12 +119,13 @@ class BertFlow(ViewMethod):
         info = {"dim": dim, "steps": stats.steps, "first_bits_per_dim": stats.first_bits_per_dim,
                 "final_bits_per_dim": stats.last_bits_per_dim, "train_seconds": round(stats.seconds, 3),
                 "fit_dropout": bool(self.spec.params["fit_dropout"])}
-        return flow, info
+        weights = {k: v.contiguous() for k, v in flow.state_dict().items()}
+        return {"flow.safetensors": save(weights)}, info
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         if self._flow is None:
             raise RuntimeError("flow: fit() must run before encode()")
-        from methods.flow_train import latents
+        from methods.training.flow_fit import latents
 
         return latents(self._flow, self.pooled(sentences))
 

@@ -9,24 +9,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from methods.base import Method, MethodSpec
+from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, SpecRequest
 
 if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.views import View
+    from harness.core.encoding.pooling import View
 
 # The pooled views a post-processor may start from (``--whitening-view`` and the like).
 BASE_VIEWS = ("first-last", "avg", "cls")
 
 
-def base_view(name: str, cfg: BenchConfig) -> tuple[str, tuple[int, ...]]:
-    """(pooling, layers) of a named base view; first-last takes the run's ``--first-last-layers``."""
-    return {"first-last": ("mean", tuple(cfg.first_last_layers)), "avg": ("mean", (-1,)),
-            "cls": ("cls", (-1,))}[name]
+def base_view(name: str, first_last_layers: Sequence[int]) -> tuple[str, tuple[int, ...]]:
+    """(pooling, layers) of a named base view; first-last takes the run's ``--first-last-layers``.
+
+    >>> base_view("first-last", (1, -1))
+    ('mean', (1, -1))
+    """
+    return {"first-last": ("mean", tuple(first_last_layers)), "avg": ("mean", (-1,)), "cls": ("cls", (-1,))}[name]
 
 
-class ViewMethod(Method):
+class ViewMethod(EmbeddingMethod):
     """A method whose vector is the average over ``spec.layers`` of ``spec.pooling`` at each layer.
 
     ``first-last`` with layers (1, -1) is ``(mean(h1) + mean(h_last)) / 2`` where each mean is over
@@ -35,7 +36,7 @@ class ViewMethod(Method):
     """
 
     def backbone_views(self) -> list[View]:
-        from harness.views import View
+        from harness.core.encoding.pooling import View
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         return [View(self.spec.pooling, ref.layer_index(layer)) for layer in self.spec.layers]
@@ -47,6 +48,18 @@ class ViewMethod(Method):
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         return self.pooled(sentences)
+
+
+class PostProcessor(ViewMethod):
+    """A view method that transforms a named base view (``--<method>-view``) after fitting."""
+
+    uses_fit_set = True
+
+    @classmethod
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
+        pooling, layers = base_view(spec.params["view"], request.first_last_layers)
+        return replace(spec, pooling=pooling, layers=layers)
 
 
 class Cls(ViewMethod):
@@ -68,5 +81,5 @@ class FirstLast(ViewMethod):
     summary = "mean of the masked means of two layers (--first-last-layers, default 1 and last)"
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        return replace(super().make_spec(cfg, ctx), layers=tuple(cfg.first_last_layers))
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        return replace(super().make_spec(request, ctx), layers=tuple(request.first_last_layers))

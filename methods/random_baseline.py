@@ -9,18 +9,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from methods.base import Method, MethodSpec, Option
-
-if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
+from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
 
 
-class RandomBaseline(Method):
+class RandomBaseline(EmbeddingMethod):
     name = "random"
     summary = "hash-seeded random vectors: the floor (and a deterministic method for tests)"
     options = (Option("dim", 384, "vector dimension", type=int),)
@@ -29,11 +24,11 @@ class RandomBaseline(Method):
         dim = int(self.spec.params["dim"])
         out = np.empty((len(sentences), dim), dtype=np.float32)
         for i, text in enumerate(sentences):
-            seed = hashlib.sha256(f"{self.ctx.cfg.seed}\0{text}".encode()).digest()[:8]
+            seed = hashlib.sha256(f"{self.ctx.seed}\0{text}".encode()).digest()[:8]
             out[i] = np.random.default_rng(int.from_bytes(seed, "little")).standard_normal(dim)
         return out
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         """No backbone: the vectors depend on the text and the seed only."""
-        return replace(super().make_spec(cfg, ctx), backbone="none", revision=None, pooling="none", layers=())
+        return replace(super().make_spec(request, ctx), backbone="none", revision=None, pooling="none", layers=())

@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.errors import UserError
-from methods.base import Method, MethodSpec, Option
+from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
+from harness.core.errors import UserError
 
 if TYPE_CHECKING:
-    from harness.backbone import BackboneRef
-    from harness.cache import VectorStore
-    from harness.config import BenchConfig
-    from harness.context import RunContext
+    from harness.core.encoding.backbone import BackboneRef
+    from harness.core.encoding.cache import VectorStore
 
 PUBLISHED_DEFAULT = "sentence-transformers/bert-base-nli-mean-tokens"
 
@@ -36,24 +34,24 @@ def st_max_seq_length(folder: Path) -> int | None:
     return None
 
 
-class SBert(Method):
+class SBert(EmbeddingMethod):
     name = "sbert"
     summary = "a sentence-transformers checkpoint with its own pooling/normalisation (Reimers & Gurevych 2019)"
     options = (Option("model", "auto", "checkpoint (HF id or folder); auto = the backbone when it is a "
                       f"sentence-transformers model (the packaged MiniLM is), else {PUBLISHED_DEFAULT}"),)
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._vectors: VectorStore | None = None
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
         model = spec.params["model"]
         if model == "auto":
-            model = cfg.backbone if ctx.backbone(cfg.backbone, cfg.revision).is_sentence_transformer \
+            model = request.backbone if ctx.backbone(request.backbone, request.revision).is_sentence_transformer \
                 else PUBLISHED_DEFAULT
-        revision = cfg.revision if model == cfg.backbone else None
+        revision = request.revision if model == request.backbone else None
         ref = ctx.backbone(model, revision)
         return replace(spec, backbone=model, revision=revision, pooling="sentence-transformers", layers=(),
                        max_length=st_max_seq_length(Path(ref.path)) or spec.max_length)
@@ -66,10 +64,8 @@ class SBert(Method):
 
     def _store(self) -> VectorStore:
         if self._vectors is None:
-            from harness.cache import VectorStore
-
-            key = {"kind": "sentence-transformers", **self._ref().key(), "dtype": self.ctx.cfg.dtype}
-            self._vectors = VectorStore(self.ctx.cache_dir, key)
+            key = {"kind": "sentence-transformers", **self._ref().key(), "dtype": self.ctx.encode.dtype}
+            self._vectors = self.ctx.artifacts.vectors(key)
         return self._vectors
 
     def describe_encode(self, sentences: Sequence[str]) -> str:
@@ -84,18 +80,18 @@ class SBert(Method):
         import torch
         from tqdm.auto import tqdm
 
-        from harness.devices import resolve_device, torch_dtype
+        from harness.core.encoding.devices import resolve_device, torch_dtype
 
-        model = self._load(resolve_device(self.ctx.cfg.device))
-        autocast_dtype = torch_dtype(self.ctx.cfg.dtype)
+        model = self._load(resolve_device(self.ctx.encode.device))
+        autocast_dtype = torch_dtype(self.ctx.encode.dtype)
         chunk = 2048
         with tqdm(total=len(todo), desc=f"encode {self.spec.backbone} (sentence-transformers)", unit="sent",
-                  disable=None if self.ctx.cfg.progress else True, leave=False) as bar:
+                  disable=None if self.ctx.encode.progress else True, leave=False) as bar:
             for start in range(0, len(todo), chunk):
                 texts = todo[start:start + chunk]
                 with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
-                    vectors = model.encode(texts, batch_size=self.ctx.cfg.fixed_batch_size(), convert_to_numpy=True,
+                    vectors = model.encode(texts, batch_size=self.ctx.encode.fixed_batch_size(), convert_to_numpy=True,
                                            show_progress_bar=False)
                 store.add(texts, np.asarray(vectors, dtype=np.float32))
                 self.ctx.count_forwarded(len(texts), str(model.device))
@@ -104,13 +100,13 @@ class SBert(Method):
     def _load(self, device: str):
         from sentence_transformers import SentenceTransformer
 
-        from harness.engines import quiet_transformers
+        from harness.core.encoding.engines import quiet_transformers
 
         quiet_transformers()
         ref = self._ref()
         try:
             return SentenceTransformer(ref.path, device=device, local_files_only=True,
-                                       trust_remote_code=self.ctx.cfg.trust_remote_code)
+                                       trust_remote_code=self.ctx.encode.trust_remote_code)
         except (OSError, ValueError) as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
             raise UserError(f"sbert: could not load {ref.name} from {ref.path}: {first}") from None

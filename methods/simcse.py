@@ -11,15 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from harness.errors import UserError
-from methods.base import MethodSpec, Option
+from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
+from harness.core.errors import UserError
 from methods.pooling import ViewMethod
-
-if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
 
 DEFAULT_CHECKPOINT = "princeton-nlp/sup-simcse-bert-base-uncased"
 POOLERS = ("auto", "pooler", "cls_before_pooler")
@@ -46,10 +41,10 @@ class SimCSE(ViewMethod):
     )
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
         model = spec.params["model"]
-        revision = cfg.revision if model == cfg.backbone else None
+        revision = request.revision if model == request.backbone else None
         pooler = choose_pooler(model, spec.params["pooler"])
         ref = ctx.backbone(model, revision)
         if pooler == "pooler" and ref.pooler_weights is False:

@@ -16,22 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from methods.base import Method, MethodSpec, Option
+from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
+from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.fitsets import FitSet
+    from harness.core.artifacts import ArtifactDir
+    from harness.core.data.fitsets import FitSet
 
 SIMCSE_TRAIN_SCHEMA = 2  # bump whenever the training code changes what it produces
 
 
-class SimCSETrain(Method):
+class SimCSETrain(TrainedMethod, EmbeddingMethod):
     name = "simcse-train"
     summary = "unsupervised SimCSE fine-tuned here on the fit-set sentences, then read as cls_before_pooler"
     uses_fit_set = True
     pooling = "cls"
     post = "simcse-train"
+    artifact_kind = "simcse-train"
+    artifact_noun = "fine-tuned checkpoint"
     options = (
         Option("corpus", "", "training sentences: a fit set (target, train, corpus:FILE, nli, wiki1m:FILE); "
                "default: the run's --fit-set", in_label=False),
@@ -44,66 +46,55 @@ class SimCSETrain(Method):
                choices=("auto", "fp32", "bf16")),
     )
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._trained: MethodSpec | None = None
 
     @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
-        return replace(spec, params={**spec.params, "seed": cfg.seed})
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        spec = super().make_spec(request, ctx)
+        return replace(spec, params={**spec.params, "seed": request.seed})
 
     def fit_set_name(self) -> str:
-        return self.spec.params["corpus"] or self.ctx.cfg.fit_set
+        return self.spec.params["corpus"] or self.ctx.fit_set
 
     def _config(self):
-        from methods.simcse_loop import SimCSEConfig
+        from methods.training.simcse_loop import SimCSEConfig
 
         p = self.spec.params
         return SimCSEConfig(temperature=p["temperature"], lr=p["lr"], batch_size=p["batch_size"],
                             max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"])
 
-    def _artifact(self, fit_set: FitSet):
-        from harness.cache import ArtifactDir
-
+    def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        key = {"base": base.key(), "corpus": fit_set.fingerprint, "params": dict(self.spec.params),
-               "schema": SIMCSE_TRAIN_SCHEMA}
-        return ArtifactDir(self.ctx.cache_dir, "simcse-train", key), base
+        return {"base": base.key(), "corpus": fit_set.fingerprint, "params": dict(self.spec.params),
+                "schema": SIMCSE_TRAIN_SCHEMA}
 
-    def describe_fit(self, fit_set: FitSet | None) -> str:
-        if self._artifact(fit_set)[0].complete():
-            return "fine-tuned checkpoint cached"
+    def training_plan(self, fit_set: FitSet | None) -> str:
         steps = -(-int(self.spec.params["epochs"] * len(fit_set.sentences)) // self.spec.params["batch_size"])
         return f"to train: ~{steps} SimCSE steps on {len(fit_set.sentences)} sentences"
 
-    def fit(self, fit_set: FitSet) -> None:
-        if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
-            return
-        store, base = self._artifact(fit_set)
-        if store.complete():
-            info: dict[str, Any] = {**store.meta()["info"], "loaded_from_cache": True}
-        else:
-            info = {**self._train(base.path, store, fit_set), "loaded_from_cache": False}
-        self._trained = replace(self.spec, backbone=str(store.path("model")), revision=None)
-        self.fit_info = {"fit_set": fit_set.describe(), "checkpoint": str(store.path("model")), **info}
+    def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
+        return {"checkpoint": str(folder.path("model"))}
 
-    def _train(self, base_path: str, store, fit_set: FitSet) -> dict[str, Any]:
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        self._trained = replace(self.spec, backbone=str(folder.path("model")), revision=None)
+
+    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
         from pathlib import Path
 
-        from harness.devices import resolve_device
-        from methods.simcse_loop import SimCSETrainer
+        from harness.core.encoding.devices import resolve_device
+        from methods.training.simcse_loop import SimCSETrainer
 
-        trainer = SimCSETrainer(Path(base_path), store.dir, self._config(), int(self.spec.params["seed"]),
-                                device=resolve_device(self.ctx.cfg.device), progress=self.ctx.cfg.progress)
+        base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        trainer = SimCSETrainer(Path(base.path), folder.dir, self._config(), int(self.spec.params["seed"]),
+                                device=resolve_device(self.ctx.encode.device), progress=self.ctx.encode.progress)
         result = trainer.train(list(fit_set.sentences))
-        self.ctx.count_trained()
         info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
                 "train_seconds": round(result.seconds, 2),
                 "sentences_per_second": round(result.items_per_second, 2),
                 "resumed_from_step": result.resumed_from_step, "precision": result.precision}
-        store.commit({}, info)  # the checkpoint files are in place: meta.json marks the folder complete
-        return info
+        return {}, info  # the checkpoint files are in place: meta.json marks the folder complete
 
     def encoder_impl(self) -> str | None:
         return self.ctx.views(self._trained).impl if self._trained is not None else None
@@ -111,7 +102,7 @@ class SimCSETrain(Method):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         if self._trained is None:
             raise RuntimeError("simcse-train: fit() must run before encode()")
-        from harness.views import View
+        from harness.core.encoding.pooling import View
 
         provider = self.ctx.views(self._trained)
         last = provider.ref.layer_index(-1)

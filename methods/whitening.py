@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from methods.base import MethodSpec, Option
-from methods.pooling import BASE_VIEWS, ViewMethod, base_view
+from harness.core.api import MethodContext, MethodSpec, Option
+from methods.pooling import BASE_VIEWS, PostProcessor
 
 if TYPE_CHECKING:
-    from harness.config import BenchConfig
-    from harness.context import RunContext
-    from harness.fitsets import FitSet
+    from harness.core.data.fitsets import FitSet
 
 log = logging.getLogger("sts_bench.whitening")
 
@@ -56,26 +53,19 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     return mu.astype(np.float32), w.astype(np.float32), rank
 
 
-class Whitening(ViewMethod):
+class Whitening(PostProcessor):
     name = "whitening"
     summary = "BERT-whitening: (x - mu) U diag(1/sqrt(S)) fit on --fit-set, on a pooled view (Su et al. 2021)"
     post = "whitening"
-    uses_fit_set = True
     options = (
         Option("k", None, "keep the top-k whitened dimensions (default: all)", type=_optional_int),
         Option("view", "first-last", "pooled view to whiten", choices=BASE_VIEWS),
     )
 
-    def __init__(self, spec: MethodSpec, ctx: RunContext) -> None:
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._mu: np.ndarray | None = None
         self._w: np.ndarray | None = None
-
-    @classmethod
-    def make_spec(cls, cfg: BenchConfig, ctx: RunContext) -> MethodSpec:
-        spec = super().make_spec(cfg, ctx)
-        pooling, layers = base_view(spec.params["view"], cfg)
-        return replace(spec, pooling=pooling, layers=layers)
 
     def fit(self, fit_set: FitSet) -> None:
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.tasks import TASKS
+from harness.core.data.tasks import TASKS
 
 WORDS = (
     "a man woman dog cat child is are was playing eating riding running sleeping guitar piano horse bike ball "

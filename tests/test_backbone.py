@@ -3,10 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.backbone import resolve_backbone
-from harness.errors import UserError
-from harness.forward import EncodeSettings
-from harness.views import View, ViewProvider
+from harness.core.encoding.backbone import resolve_backbone
+from harness.core.encoding.pooling import View
+from harness.core.encoding.provider import ViewProvider
+from harness.core.encoding.settings import EncodeSettings
+from harness.core.errors import UserError
 
 SENTENCES = ["a man is playing guitar", "the dog", "two people are riding a horse in the park",
              "a cat is sleeping", "the dog"]
@@ -27,7 +28,7 @@ def hf_reference(folder, sentence: str, layer: int, pooling: str) -> np.ndarray:
 
 
 def test_resolution_reads_the_config_and_fingerprints_the_folder(tiny_bert, tmp_path):
-    ref = resolve_backbone(str(tiny_bert), cache_dir=tmp_path)
+    ref = resolve_backbone(str(tiny_bert), memo=tmp_path / "fingerprints.json")
     assert (ref.origin, ref.num_layers, ref.hidden_size) == ("local", 2, 32)
     assert len(ref.fingerprint) == 64 and not ref.is_sentence_transformer
     assert ref.layer_index(-1) == 2 and ref.layer_index(1) == 1 and ref.layer_index(0) == 0
@@ -126,7 +127,7 @@ def test_bf16_autocast_stays_close_to_fp32(tiny_bert, tmp_path):
 def test_native_tokenizer_matches_transformers_token_ids(tiny_bert):
     from transformers import AutoTokenizer
 
-    from harness.native_bert import NativeTokenizer
+    from harness.core.encoding.native_bert import NativeTokenizer
 
     texts = [*SENTENCES, "Unknown WORDS, punctuation!  and   spaces", "a " * 100]
     ours = [ids for ids, _ in NativeTokenizer(tiny_bert, 16).encode(texts)]

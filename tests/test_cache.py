@@ -6,9 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from harness.cache import VectorStore
-from harness.hashing import fingerprint_dir, key_hash, text_digest
-from harness.views import View, ViewProvider
+from harness.core.encoding.cache import VectorStore
+from harness.core.encoding.pooling import View
+from harness.core.encoding.provider import ViewProvider
+from harness.core.hashing import fingerprint_dir, key_hash, text_digest
 
 BASE_KEY = {"kind": "view", "backbone": "m", "origin": "local", "fingerprint": "abc", "pooling": "mean",
             "layer": 6, "max_length": 128, "dtype": "fp32"}
@@ -22,8 +23,8 @@ def test_every_key_field_changes_the_store(tmp_path, field):
 
 
 def test_view_provider_key_covers_weights_pooling_layer_length_dtype(tiny_bert, tmp_path):
-    from harness.backbone import resolve_backbone
-    from harness.forward import EncodeSettings
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.settings import EncodeSettings
 
     ref = resolve_backbone(str(tiny_bert))
     keys = set()

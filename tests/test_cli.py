@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import harness
-from harness.config import BenchConfig, from_cli
+from harness.runner.cli import from_cli
+from harness.runner.config import BenchConfig
 
 ALL = ["cls", "avg", "first-last", "whitening", "sbert", "random"]
 
@@ -57,7 +58,7 @@ def test_methods_sharing_a_backbone_share_one_forward_pass_and_a_warm_rerun_enco
                       backbone=str(tiny_bert), source="senteval", senteval_dir=str(senteval_root),
                       fit_set="test", cache_dir=str(tmp_path / "c"), output_dir=str(tmp_path / "o"),
                       progress=False, plots=False, bootstrap=0)
-    from harness.tasks import TASKS, load_task
+    from harness.core.data.tasks import TASKS, load_task
 
     cold = harness.run(cfg)
     unique = {s for name in ("sts13", "sts14")
@@ -117,7 +118,7 @@ def test_empty_sentence_in_a_task_file_names_the_line(bench, tmp_path, tiny_bert
 
 
 def test_ctrl_c_exits_130_and_keeps_what_was_written(bench, monkeypatch):
-    import harness.scheduler as scheduler
+    import harness.runner.scheduler as scheduler
 
     def interrupted(plan, ctx):
         raise KeyboardInterrupt

@@ -10,10 +10,11 @@ import torch
 from fixtures import WORDS, write_senteval
 
 import harness
-from harness.config import BenchConfig
-from harness.cost import ModelShape, measure
-from harness.scoring import spearman
-from methods.pair_training import (
+from harness.core.cost_model import ModelShape
+from harness.core.scoring import spearman
+from harness.runner.config import BenchConfig
+from harness.runner.cost import measure
+from methods.training.pair_training import (
     CrossEncoderConfig,
     StudentConfig,
     student_pool,
@@ -143,7 +144,7 @@ def hash_embedding(texts: list[str]) -> np.ndarray:
 
 
 def test_cost_paths_rank_alike_when_the_student_is_the_teacher():
-    from harness.cost import cosine_matrix
+    from harness.runner.cost import cosine_matrix
 
     def teacher(left, right):  # a "cross-encoder" that is secretly the student's cosine
         return np.einsum("ij,ij->i", *(x / np.linalg.norm(x, axis=1, keepdims=True)

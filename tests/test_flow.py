@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.scoring import spearman
-from methods.flow_train import FlowConfig, latents, train_flow
-from methods.glow import ActNorm, Glow
+from harness.core.scoring import spearman
+from methods.training.flow_fit import FlowConfig, latents, train_flow
+from methods.training.glow import ActNorm, Glow
 from methods.whitening import whitening_transform
 
 COMBOS = [(c, m) for c in ("additive", "affine") for m in ("permute", "conv1x1")]
@@ -113,7 +113,7 @@ def test_fractional_epochs_stop_part_way():
 
 
 def test_optimizer_is_adam_without_bias_correction_plus_decoupled_decay():
-    from methods.flow_train import AdamWeightDecay
+    from methods.training.flow_fit import AdamWeightDecay
 
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
     opt = AdamWeightDecay([p], lr=0.1, weight_decay=0.01)
@@ -125,7 +125,7 @@ def test_optimizer_is_adam_without_bias_correction_plus_decoupled_decay():
 
 
 def flow_cfg(senteval_root, model, tmp_path, **extra):
-    from harness.config import BenchConfig
+    from harness.runner.config import BenchConfig
 
     params = {"flow": {"epochs": 2.0, **extra}}
     return BenchConfig(methods=("flow",), tasks=("stsb",), backbone=str(model), source="senteval",

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import harness
-from harness.config import BenchConfig
+from harness.runner.config import BenchConfig
 
 pytestmark = pytest.mark.real
 BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "embedded-default.csv"
@@ -44,9 +44,10 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
 def test_native_encoder_matches_transformers_on_minilm(shared_cache):
     import numpy as np
 
-    from harness.backbone import resolve_backbone
-    from harness.forward import EncodeSettings
-    from harness.views import View, ViewProvider
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
 
     ref = resolve_backbone("minilm")
     texts = ["A man is playing a guitar.", "Three dogs run through deep snow in a field near the woods."]
@@ -60,8 +61,8 @@ def test_native_encoder_matches_transformers_on_minilm(shared_cache):
 def test_simcse_train_on_minilm_through_the_cli(bench, shared_cache, tmp_path):
     import json
 
-    from harness.sources.packaged import stsb_dir
-    from harness.sources.rows import read_stsb_csv
+    from harness.core.data.sources.packaged import stsb_dir
+    from harness.core.data.sources.rows import read_stsb_csv
 
     train = read_stsb_csv(stsb_dir() / "sts-train.csv")
     corpus = tmp_path / "corpus.txt"

@@ -17,11 +17,14 @@ from conftest import ROOT
 from fixtures import WORDS
 
 import harness
-from harness.backbone import resolve_backbone
-from harness.config import BenchConfig
-from harness.encoding import WindowTask, make_windows, run_window_task
-from harness.forward import KERNEL_CACHE_CAPACITY, EncodeSettings, bound_kernel_cache, plan_batches
-from harness.views import View, ViewProvider
+from harness.core.artifacts import ArtifactStore
+from harness.core.encoding.backbone import resolve_backbone
+from harness.core.encoding.forward import KERNEL_CACHE_CAPACITY, bound_kernel_cache, plan_batches
+from harness.core.encoding.pooling import View
+from harness.core.encoding.provider import ViewProvider
+from harness.core.encoding.settings import EncodeSettings
+from harness.core.encoding.windows import WindowTask, make_windows, run_window_task
+from harness.runner.config import BenchConfig
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
@@ -70,7 +73,7 @@ def test_auto_batch_size_gives_the_same_scores(bench, senteval_root, tiny_bert, 
 def test_out_of_memory_halves_the_batch_and_retries(tiny_bert, tmp_path, monkeypatch, caplog):
     import torch
 
-    from harness.engines import NativeEngine
+    from harness.core.encoding.engines import NativeEngine
 
     sentences = corpus(40)
     reference = ViewProvider(resolve_backbone(str(tiny_bert)), EncodeSettings(batch_size=16, progress=False),
@@ -92,7 +95,7 @@ def test_out_of_memory_halves_the_batch_and_retries(tiny_bert, tmp_path, monkeyp
 
 def test_worker_processes_write_the_same_vectors_as_this_process(tiny_bert, tmp_path):
     """The per-device path (one loky worker per device), run on two 'cpu' devices."""
-    from harness.backends import Backend
+    from harness.runner.backends import Backend
 
     ref = resolve_backbone(str(tiny_bert))
     settings = EncodeSettings(device="cpu", window=16, threads=1, progress=False)
@@ -118,7 +121,8 @@ def test_windows_are_deterministic_whatever_is_cached(tiny_bert, tmp_path):
     whole.ensure(sentences, [View("mean", 2)])
     piecewise = tmp_path / "piecewise"
     windows = make_windows(sentences, 10)
-    run_window_task(WindowTask(ref, settings, (View("mean", 2),), (tuple(windows[2]),), str(piecewise)))
+    run_window_task(WindowTask(ref, settings, (View("mean", 2),), (tuple(windows[2]),),
+                               ArtifactStore(piecewise)))
     resumed = ViewProvider(ref, settings, piecewise)
     resumed.ensure(sentences, [View("mean", 2)])
     assert resumed.forwarded == 25  # the stored window is skipped

@@ -12,9 +12,9 @@ import torch
 from fixtures import WORDS, write_tiny_bert
 
 import harness
-from harness.config import BenchConfig
+from harness.runner.config import BenchConfig
 from methods.simcse import choose_pooler
-from methods.simcse_loop import SimCSEConfig, SimCSETrainer, simcse_loss
+from methods.training.simcse_loop import SimCSEConfig, SimCSETrainer, simcse_loss
 
 
 def test_loss_equals_the_hand_computed_value():
@@ -90,10 +90,11 @@ def test_random_pooler_weights_are_caught_when_the_model_is_loaded(checkpoints, 
     """With .bin weights the pooler's presence is unknown until transformers loads the model."""
     from dataclasses import replace
 
-    from harness.backbone import resolve_backbone
-    from harness.errors import UserError
-    from harness.forward import EncodeSettings
-    from harness.views import View, ViewProvider
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.errors import UserError
 
     ref = replace(resolve_backbone(str(checkpoints / "tiny-sup-simcse-no-pooler")), pooler_weights=None)
     provider = ViewProvider(ref, EncodeSettings(impl="transformers", progress=False), tmp_path)

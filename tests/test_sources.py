@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from harness.errors import UserError
-from harness.fitsets import build_fit_set
-from harness.tasks import TASKS, load_task
+from harness.core.data.fitsets import build_fit_set
+from harness.core.data.tasks import TASKS, load_task
+from harness.core.errors import UserError
 
 
 def load(name, source, splits=("test",), **kw):
@@ -155,7 +155,7 @@ def write_nli(root, rows_per_set=5):
 
 
 def test_nli_fit_set_reads_snli_and_multinli_premises_and_hypotheses(tmp_path, senteval_root):
-    from harness.fitsets import read_nli
+    from harness.core.data.fitsets import read_nli
 
     read_nli.cache_clear()
     task = load("stsb", "senteval", senteval_dir=str(senteval_root))

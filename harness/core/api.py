@@ -1,0 +1,216 @@
+"""The method API: what a method is, what it may ask of a run, and nothing more.
+
+A method is *backbone × pooling × post-processor*, identified by a frozen :class:`MethodSpec`.
+It sees the run through a narrow :class:`MethodContext` (views of the shared backbone pass, the
+resolved encode settings, an artifact store that owns every cache folder, the seed, counters),
+never through the runner's config. Two shapes of method exist, as two base classes:
+
+* :class:`EmbeddingMethod` — ``encode(sentences)`` → float32 (n, d); pairs are compared by cosine.
+* :class:`PairScoringMethod` — ``score_pairs(s1, s2)`` → one score per pair (cross-encoders, heads).
+
+Modules under ``methods/`` must not import torch at module level: ``--list`` and ``--help`` import
+every method class to collect its options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from harness.core.artifacts import ArtifactStore
+    from harness.core.cost_model import CostSubjects
+    from harness.core.data.fitsets import FitSet
+    from harness.core.data.splits import SplitData
+    from harness.core.encoding.backbone import BackboneRef
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding.settings import EncodeSettings
+
+
+@dataclass(frozen=True)
+class Option:
+    """A method-specific setting. It becomes the CLI flag ``--<method>-<name>``, the config-file
+    key ``[<method>] <name>``, a field of ``MethodSpec.params`` and part of the result JSON."""
+
+    name: str
+    default: Any
+    help: str
+    type: Callable[[str], Any] = str
+    choices: tuple[Any, ...] | None = None
+    in_label: bool = True  # False when another leaderboard column already shows it (e.g. the fit set)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """The identity of a configured method: two runs with equal specs compute the same vectors.
+
+    ``layers`` are ``hidden_states`` indices as the user wrote them (0 = embedding layer, 1 = first
+    transformer layer, -1 = last); ``(1, -1)`` is BERT-flow's "first-last", ``(0, -1)`` SimCSE's.
+    """
+
+    name: str
+    backbone: str
+    revision: str | None = None
+    pooling: str = "mean"
+    layers: tuple[int, ...] = (-1,)
+    max_length: int = 128
+    post: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["layers"] = list(self.layers)
+        out["params"] = dict(self.params)
+        return out
+
+
+@dataclass(frozen=True)
+class SpecRequest:
+    """The run-wide settings a method builds its spec from; the runner fills it from its config.
+
+    ``params`` maps a method name to the options the user gave it (defaults are the method's).
+    """
+
+    backbone: str = "minilm"
+    revision: str | None = None
+    max_length: int = 128
+    first_last_layers: tuple[int, ...] = (1, -1)
+    seed: int = 1234
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def given(self, method: str) -> Mapping[str, Any]:
+        return self.params.get(method, {})
+
+
+class MethodContext(Protocol):
+    """All a method may use of the run. The runner's ``RunContext`` implements it; tests pass a
+    small fake (``tests/fakes.py``) to build a method with no CLI and no config."""
+
+    seed: int
+    fit_set: str  # the run's --fit-set: what methods that fit use unless they have their own setting
+    aggregation: str  # the run's aggregation, for methods that report a second score (DSE's teacher)
+    encode: EncodeSettings  # resolved: dtype, device as requested, threads, batching, max_length, progress
+    artifacts: ArtifactStore
+
+    def backbone(self, name: str, revision: str | None = None) -> BackboneRef: ...
+
+    def views(self, spec: MethodSpec) -> ViewProvider: ...
+
+    def task_split(self, task: str, split: str) -> SplitData: ...
+
+    def sibling(self, name: str) -> Method: ...
+
+    def count_trained(self) -> None: ...
+
+    def count_forwarded(self, n: int, device: str) -> None: ...
+
+    def count_pairs_scored(self, n: int) -> None: ...
+
+
+class Method:
+    """Base of every method. Subclasses set the class attributes and override what they need;
+    concrete methods derive from :class:`EmbeddingMethod` or :class:`PairScoringMethod`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    kind: ClassVar[str]  # for records and tables only: "embedding" or "pair-scorer"
+    options: ClassVar[tuple[Option, ...]] = ()
+    uses_fit_set: ClassVar[bool] = False
+    pooling: ClassVar[str] = "mean"
+    layers: ClassVar[tuple[int, ...]] = (-1,)
+    post: ClassVar[str | None] = None
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.fit_info: dict[str, Any] | None = None
+
+    @classmethod
+    def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
+        """Build this method's spec from the run's settings (backbone, max_length, its own options).
+        ``ctx`` resolves backbones for methods whose spec depends on what a checkpoint is."""
+        return MethodSpec(name=cls.name, backbone=request.backbone, revision=request.revision, pooling=cls.pooling,
+                          layers=cls.layers, max_length=request.max_length, post=cls.post,
+                          params=cls.params_from(request))
+
+    @classmethod
+    def params_from(cls, request: SpecRequest) -> dict[str, Any]:
+        given = request.given(cls.name)
+        return {opt.name: given.get(opt.name, opt.default) for opt in cls.options}
+
+    @classmethod
+    def create(cls, spec: MethodSpec, ctx: MethodContext) -> Method:
+        """The instance for ``spec``: a method whose shape depends on an option picks its class here."""
+        return cls(spec, ctx)
+
+    @classmethod
+    def build(cls, request: SpecRequest, ctx: MethodContext) -> Method:
+        return cls.create(cls.make_spec(request, ctx), ctx)
+
+    def label(self) -> str:
+        """Leaderboard row name: the method name plus any option that differs from its default."""
+        changed = [f"{o.name}={self.spec.params[o.name]}" for o in self.options
+                   if o.in_label and self.spec.params.get(o.name) != o.default]
+        return f"{self.name}[{','.join(changed)}]" if changed else self.name
+
+    def encoder_impl(self) -> str | None:
+        """What computed the vectors, for the record: the view provider's implementation for
+        backbone-view methods, the method's own model otherwise (None: no model at all)."""
+        return self.ctx.views(self.spec).impl if self.backbone_views() else None
+
+    def backbone_views(self) -> list[View]:
+        """Pooled views this method reads from the shared backbone pass ([] if it has its own model)."""
+        return []
+
+    def prepare(self, sentences: Sequence[str]) -> None:
+        """Encode-ahead hook for methods with their own model: called once with every sentence
+        (all tasks, all fit sets) so they can batch and cache in one go."""
+
+    def fit_set_name(self) -> str:
+        """Which fit set this method fits on (``uses_fit_set`` methods): the run's ``--fit-set``
+        unless the method has a setting of its own (simcse-train's corpus)."""
+        return self.ctx.fit_set
+
+    def fit(self, fit_set: FitSet) -> None:
+        """Fit on unlabeled sentences (only called when ``uses_fit_set``)."""
+
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        """For ``--dry-run``: what fitting will cost, or that its result is cached."""
+        return "fitted in process (seconds)"
+
+    def describe_encode(self, sentences: Sequence[str]) -> str | None:
+        """For ``--dry-run``, methods with their own model: how many sentences they still encode."""
+        return None
+
+    def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
+        """Extra fields for this (method, task) result record, given the similarities just scored.
+        A ``"columns"`` entry ({title: number}) becomes leaderboard columns of the method's own."""
+        return {}
+
+    def cost_subjects(self) -> CostSubjects | None:
+        """What ``--cost`` times for this method (a pair scorer against a sentence encoder), or None."""
+        return None
+
+
+class EmbeddingMethod(Method):
+    """A method that maps each sentence to a vector; pairs are compared by cosine."""
+
+    kind = "embedding"
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        """Float32 (n, d) embeddings of ``sentences``, in order."""
+        raise NotImplementedError
+
+
+class PairScoringMethod(Method):
+    """A method that scores a pair as a whole (a cross-encoder, or a head over two embeddings)."""
+
+    kind = "pair-scorer"
+
+    def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+        """One similarity score per pair (s1[i], s2[i])."""
+        raise NotImplementedError

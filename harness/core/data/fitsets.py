@@ -1,0 +1,119 @@
+"""Fit sets: the unlabeled sentences a post-processor (whitening, flow) is fitted on.
+
+The fit set changes published numbers as much as the method does (BERT-flow "target" vs "NLI"),
+so it is one named setting, shared by every method that fits, recorded with its fingerprint
+in every score:
+
+* ``target``      — both sides of every pair of every split the source has for the task (labels unused)
+* ``test``        — the evaluated split only
+* ``train``       — the task's train split (STS-B, SICK-R)
+* ``corpus:FILE`` — one sentence per line (blank lines skipped); ``wiki1m:FILE`` is the same reader,
+                    named for SimCSE's 1M Wikipedia sentences (wiki1m_for_simcse.txt)
+* ``nli``         — premises and hypotheses of SNLI + MultiNLI train (BERT-flow's "NLI" setting),
+                    from the hub through ``datasets``, or from ``--hub-root``/{snli,multi_nli}/
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.data.sources.rows import read_lines
+from harness.core.data.splits import LoadedTask, TaskSpec, unique
+from harness.core.errors import UserError
+
+FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
+FILE_KINDS = ("corpus:", "wiki1m:")
+NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
+
+
+@dataclass(frozen=True)
+class FitSet:
+    name: str
+    sentences: tuple[str, ...]
+    fingerprint: str
+    origin: str
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "n_sentences": len(self.sentences), "fingerprint": self.fingerprint,
+                "origin": self.origin}
+
+
+def make_fit_set(name: str, sentences: list[str], origin: str) -> FitSet:
+    digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+    return FitSet(name=name, sentences=tuple(sentences), fingerprint=digest, origin=origin)
+
+
+def check_fit_set_name(name: str) -> None:
+    if name in ("target", "test", "train", "nli"):
+        return
+    if any(name.startswith(prefix) and len(name) > len(prefix) for prefix in FILE_KINDS):
+        return
+    raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")
+
+
+def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
+    """Which splits of ``spec`` must be loaded to build this fit set (beyond the eval split)."""
+    if name == "target":
+        return spec.splits
+    if name == "train":
+        if "train" not in spec.splits:
+            raise UserError(f"--fit-set train: {spec.title} has no train split; "
+                            "use --fit-set target, test or corpus:FILE")
+        return ("train",)
+    return ()
+
+
+def read_corpus(path_text: str, kind: str = "corpus") -> FitSet:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise UserError(f"--fit-set {kind}:{path_text}: no such file (one sentence per line)")
+    sentences = unique(line.strip() for line in read_lines(path) if line.strip())
+    if not sentences:
+        raise UserError(f"--fit-set {kind}:{path_text}: the file has no non-blank line")
+    return make_fit_set(f"{kind}:{path.name}", sentences, str(path.resolve()))
+
+
+@functools.lru_cache(maxsize=2)
+def read_nli(hub_root: str | None) -> FitSet:
+    """Unique premises and hypotheses of the SNLI and MultiNLI train splits (labels unused)."""
+    from datasets import load_dataset
+
+    sentences: list[str] = []
+    origins = []
+    for repo in NLI_DATASETS:
+        location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
+        try:
+            rows = load_dataset(location, split="train")
+        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise UserError(f"--fit-set nli: could not load {location}: {first}; offline, pass --hub-root DIR "
+                            "holding snli/ and multi_nli/ with premise and hypothesis columns") from None
+        missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
+        if missing:
+            raise UserError(f"--fit-set nli: {location} lacks column(s) {', '.join(missing)}")
+        sentences.extend(str(s).strip() for s in rows["premise"])
+        sentences.extend(str(s).strip() for s in rows["hypothesis"])
+        origins.append(location)
+    return make_fit_set("nli", unique(s for s in sentences if s), " + ".join(origins))
+
+
+def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
+    """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task)."""
+    for prefix in FILE_KINDS:
+        if name.startswith(prefix):
+            return read_corpus(name.removeprefix(prefix), prefix.rstrip(":"))
+    if name == "nli":
+        return read_nli(hub_root)
+    if name == "test":
+        return make_fit_set("test", task.eval.sentences(), f"{task.spec.title} test")
+    if name == "train":
+        if "train" not in task.splits:
+            raise UserError(f"--fit-set train: the {task.source} source has no train split for "
+                            f"{task.spec.title}; use --fit-set target, test or corpus:FILE")
+        return make_fit_set("train", task.sentences(["train"]), f"{task.spec.title} train")
+    if name == "target":
+        return make_fit_set("target", task.sentences(), f"{task.spec.title} {'+'.join(task.splits)}")
+    raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")

@@ -1,0 +1,60 @@
+"""MTEB's copies of the STS tasks on the HuggingFace hub, read with ``datasets.load_dataset``.
+
+Each dataset has columns ``sentence1``, ``sentence2``, ``score`` and is pinned to the revision MTEB
+pins. These copies are raw text (not SentEval's tokenized, lowercased text), store every STS year as
+one split without subset labels, and SICK-R's test split is all 9,927 SICK pairs: scores from this
+source are comparable with MTEB's, not with SentEval-based papers.
+
+``hub_root`` replaces the hub by a local folder: ``<hub_root>/<dataset name>/`` (e.g.
+``sts12-sts/test.jsonl``) with the same columns, read by the same ``load_dataset`` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.core.data.sources.rows import check_sentence, parse_score
+from harness.core.data.splits import SplitData, TaskSpec
+from harness.core.errors import UserError
+
+# MTEB names the STS-B dev split "validation".
+HUB_SPLIT_NAMES = {"train": "train", "dev": "validation", "test": "test"}
+COLUMNS = ("sentence1", "sentence2", "score")
+
+
+def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
+    from datasets import load_dataset
+
+    if hub_root:
+        path = Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]
+        if not path.is_dir():
+            raise UserError(f"--hub-root: {path} does not exist; it should hold {spec.hub_path}'s files "
+                            f"with columns {', '.join(COLUMNS)}")
+        location, revision = str(path), None
+    else:
+        location, revision = spec.hub_path, spec.hub_revision
+    out: dict[str, SplitData] = {}
+    for split in splits:
+        if split not in spec.hub_splits:
+            continue
+        hub_split = HUB_SPLIT_NAMES[split]
+        try:
+            rows = load_dataset(location, revision=revision, split=hub_split)
+        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UserError(f"could not load {location} (split {hub_split}) from the hub: {first_line[:200]}; "
+                            "offline, use --source senteval --senteval-dir DIR or --hub-root DIR") from None
+        missing = [c for c in COLUMNS if c not in rows.column_names]
+        if missing:
+            raise UserError(f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; "
+                            f"expected {', '.join(COLUMNS)}")
+        s1, s2, gold = [], [], []
+        for i, (a, b, score) in enumerate(zip(rows["sentence1"], rows["sentence2"], rows["score"])):
+            where = f"{location} [{hub_split}] row {i}"
+            s1.append(check_sentence(str(a or ""), where, "sentence1"))
+            s2.append(check_sentence(str(b or ""), where, "sentence2"))
+            gold.append(parse_score(str(score), where))
+        origin = f"{spec.hub_path}@{revision}" if revision else location
+        out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=origin)
+    return out

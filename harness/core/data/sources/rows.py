@@ -1,0 +1,62 @@
+"""Row parsing shared by the file-based sources, with errors that name ``file:line``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from harness.core.data.splits import SplitData
+from harness.core.errors import UserError
+
+
+def parse_score(text: str, where: str) -> float:
+    """A gold score as float; anything else is a user-facing error naming ``where``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{where}: expected a numeric gold score, got {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise UserError(f"{where}: gold score {text!r} is not a finite number")
+    return value
+
+
+def check_sentence(text: str, where: str, side: str) -> str:
+    """Reject empty sentences: a blank side makes the pair meaningless and its cosine undefined."""
+    if not text.strip():
+        raise UserError(f"{where}: {side} is empty; fix or delete that row")
+    return text
+
+
+def read_lines(path: Path) -> list[str]:
+    """UTF-8 lines without line endings; a bad encoding is reported with the file name."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+
+
+def read_stsb_csv(path: Path, normalize_space: bool = False) -> SplitData:
+    """Read an STS Benchmark file (``sts-{train,dev,test}.csv``).
+
+    Tab-separated, no header, 7 or 9 fields: genre, file, year, id, score, sentence1, sentence2
+    [, source attributions]. Quote characters are literal text, so the csv module must not be used:
+    it would merge rows at an unbalanced quote.
+    """
+    s1: list[str] = []
+    s2: list[str] = []
+    gold: list[float] = []
+    for lineno, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        fields = line.split("\t")
+        if len(fields) < 7:
+            raise UserError(f"{where}: expected at least 7 tab-separated fields "
+                            f"(genre, file, year, id, score, sentence1, sentence2), got {len(fields)}")
+        a, b = fields[5], fields[6]
+        if normalize_space:
+            a, b = " ".join(a.split()), " ".join(b.split())
+        s1.append(check_sentence(a, where, "sentence1"))
+        s2.append(check_sentence(b, where, "sentence2"))
+        gold.append(parse_score(fields[4], where))
+    return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path))

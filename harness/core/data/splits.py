@@ -1,0 +1,102 @@
+"""The in-memory shape of task data, whatever the source: a task's identity (``TaskSpec``), the
+pairs of one split (``SplitData``: s1, s2, gold, subset, with a sha256 fingerprint) and a task read
+from one source (``LoadedTask``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything needed to find a task in each source; no data."""
+
+    name: str
+    title: str
+    description: str
+    splits: tuple[str, ...]
+    senteval_dir: str
+    senteval_subsets: tuple[str, ...] = ()
+    hub_path: str = ""
+    hub_revision: str = ""
+    hub_splits: tuple[str, ...] = ("test",)
+    eval_split: str = "test"
+
+
+@dataclass(frozen=True)
+class SplitData:
+    """The pairs of one split, as parallel tuples, plus where they came from.
+
+    ``subsets`` is the subset label of each pair (STS12-16 from SentEval); ``None`` when the source
+    does not keep subsets (STS-B, SICK-R, and MTEB's hub copies, which store each year as one split).
+    """
+
+    s1: tuple[str, ...]
+    s2: tuple[str, ...]
+    gold: tuple[float, ...]
+    subsets: tuple[str, ...] | None
+    origin: str
+    fingerprint: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not (len(self.s1) == len(self.s2) == len(self.gold)):
+            raise ValueError("s1, s2 and gold must have the same length")
+        if self.subsets is not None and len(self.subsets) != len(self.s1):
+            raise ValueError("subsets must label every pair")
+        if not self.fingerprint:
+            object.__setattr__(self, "fingerprint", fingerprint_pairs(self.s1, self.s2, self.gold, self.subsets))
+
+    def __len__(self) -> int:
+        return len(self.s1)
+
+    def subset_sizes(self) -> dict[str, int]:
+        """Pairs per subset, in first-seen order; ``{}`` when the split has no subsets."""
+        sizes: dict[str, int] = {}
+        for label in self.subsets or ():
+            sizes[label] = sizes.get(label, 0) + 1
+        return sizes
+
+    def sentences(self) -> list[str]:
+        """Both sides of every pair, first-seen order, without repeats."""
+        return unique(list(self.s1) + list(self.s2))
+
+
+@dataclass(frozen=True)
+class LoadedTask:
+    """A task read from one source: its splits (only those the source has) and its provenance."""
+
+    spec: TaskSpec
+    source: str
+    splits: dict[str, SplitData]
+
+    @property
+    def eval(self) -> SplitData:
+        return self.splits[self.spec.eval_split]
+
+    def sentences(self, splits: Iterable[str] | None = None) -> list[str]:
+        """Unlabeled sentences of the given splits (all splits by default), without repeats."""
+        names = list(self.splits) if splits is None else list(splits)
+        out: list[str] = []
+        for name in names:
+            out.extend(self.splits[name].sentences())
+        return unique(out)
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    """First-seen order without repeats. ``unique(["b", "a", "b"]) == ["b", "a"]``."""
+    return list(dict.fromkeys(items))
+
+
+def fingerprint_pairs(
+    s1: Sequence[str], s2: Sequence[str], gold: Sequence[float], subsets: Sequence[str] | None
+) -> str:
+    """sha256 of the pairs' content in order; any changed sentence, score or label changes it."""
+    digest = hashlib.sha256()
+    labels = subsets if subsets is not None else [""] * len(s1)
+    for a, b, g, label in zip(s1, s2, gold, labels):
+        digest.update(json.dumps([a, b, repr(float(g)), label], ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()

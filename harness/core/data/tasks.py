@@ -1,0 +1,85 @@
+"""The STS task registry and loading a task from a source.
+
+A task is named once (``TaskSpec``) and can be read from three sources (``packaged``, ``senteval``,
+``hub``); what comes back is the same shape whatever the source (:mod:`harness.core.data.splits`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from harness.core.data.splits import LoadedTask, TaskSpec
+from harness.core.errors import UserError, did_you_mean
+
+# Each source is a module with ``load(spec, splits, *, senteval_dir=None, hub_root=None)`` returning
+# {split: SplitData}; adding a source is one module and one line here.
+SOURCE_MODULES = {
+    "packaged": "harness.core.data.sources.packaged",
+    "senteval": "harness.core.data.sources.senteval",
+    "hub": "harness.core.data.sources.hub",
+}
+SOURCES = tuple(SOURCE_MODULES)
+
+
+# Dataset revisions are the ones MTEB pins, so our `hub` numbers are comparable with MTEB's.
+TASKS: dict[str, TaskSpec] = {
+    "sts12": TaskSpec(
+        "sts12", "STS12", "SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
+        ("test",), "STS/STS12-en-test",
+        ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+        "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384"),
+    "sts13": TaskSpec(
+        "sts13", "STS13", "SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN (1500)",
+        ("test",), "STS/STS13-en-test", ("FNWN", "headlines", "OnWN"),
+        "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca"),
+    "sts14": TaskSpec(
+        "sts14", "STS14", "SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
+        ("test",), "STS/STS14-en-test",
+        ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+        "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375"),
+    "sts15": TaskSpec(
+        "sts15", "STS15", "SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
+        ("test",), "STS/STS15-en-test",
+        ("answers-forums", "answers-students", "belief", "headlines", "images"),
+        "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3"),
+    "sts16": TaskSpec(
+        "sts16", "STS16", "SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q (1186)",
+        ("test",), "STS/STS16-en-test",
+        ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+        "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513"),
+    "stsb": TaskSpec(
+        "stsb", "STS-B", "STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
+        ("train", "dev", "test"), "STS/STSBenchmark", (),
+        "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", ("train", "dev", "test")),
+    "sickr": TaskSpec(
+        "sickr", "SICK-R", "SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
+        ("train", "dev", "test"), "SICK", (),
+        "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d"),
+}
+
+_ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
+
+
+def get_task(name: str) -> TaskSpec:
+    """Look a task up by name, forgiving case, '-' and '_': ``STS-B`` → ``stsb``, ``SICK-R`` → ``sickr``."""
+    key = name.lower().replace("-", "").replace("_", "")
+    key = _ALIASES.get(key, key)
+    if key not in TASKS:
+        raise UserError(f"unknown task '{name}'{did_you_mean(key, list(TASKS))}; "
+                        f"known tasks: {', '.join(TASKS)} (see --list)")
+    return TASKS[key]
+
+
+def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_dir: str | None = None,
+              hub_root: str | None = None) -> LoadedTask:
+    """Read ``splits`` of ``spec`` from ``source``; splits the source lacks are skipped silently
+    (e.g. MTEB's hub has only the test split of STS12-16), but the eval split must exist."""
+    if source not in SOURCE_MODULES:
+        raise UserError(f"unknown source '{source}'{did_you_mean(source, SOURCES)}; "
+                        f"use one of: {', '.join(SOURCES)}")
+    data = importlib.import_module(SOURCE_MODULES[source]).load(spec, splits, senteval_dir=senteval_dir,
+                                                                 hub_root=hub_root)
+    if spec.eval_split not in data:
+        raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
+    return LoadedTask(spec=spec, source=source, splits=data)

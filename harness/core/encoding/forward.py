@@ -1,0 +1,212 @@
+"""The backbone forward pass: one pass per sentence emits every requested pooled view.
+
+Sentences are tokenized, sorted by token length (longest first, so an out-of-memory error shows
+up in the first batch, not the last) and padded per batch; each batch runs once under
+``torch.inference_mode`` with ``output_hidden_states=True`` and every view (e.g. cls@12, mean@12,
+mean@1) is pooled from that one output. Batches hold ``batch_size`` sentences, or with
+``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the
+batch and retries it (and later batches stay at the smaller size) instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
+from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl
+from harness.core.encoding.pooling import View, pool_view
+from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
+from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("sts_bench.forward")
+
+
+def release_free_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc). Batches of ever-different shapes fragment
+    the heap; without this a long encode's RSS creeps up window after window."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+# oneDNN compiles a kernel per (operation, input shape) and keeps 1024 of them by default; every
+# window brings new batch shapes, so in bf16 a long encode's memory grew by a few MiB per window
+# (measured: 30k sentences, RSS after each window 265 → 357 MiB; with 64 kept, 265 → 318, at the
+# same speed, since windows are length-sorted and shapes recur only nearby).
+KERNEL_CACHE_CAPACITY = "64"
+
+
+def bound_kernel_cache() -> None:
+    """Cap oneDNN's primitive cache unless the user set ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``. oneDNN
+    reads the variable when it first builds a kernel, so this must run before the first forward."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", KERNEL_CACHE_CAPACITY)
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Index batches over length-sorted items: fixed ``batch_size``, or (batch_size 0) greedy under
+    ``max_tokens`` counted as batch size × longest item (what padding makes the model compute).
+
+    >>> plan_batches([5, 3, 3, 2], 0, 8)
+    [[0], [1, 2], [3]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if batch_size > 0:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
+
+
+class ForwardPass:
+    """Runs one backbone. The model is loaded on first use, so fully cached runs never load it."""
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings) -> None:
+        self.ref = ref
+        self.settings = settings
+        self.impl = resolve_impl(ref, settings.impl)
+        self.device: str | None = None
+        self.sentences_forwarded = 0  # the counter tests use to prove a warm run encodes nothing
+        self._engine: TransformersEngine | NativeEngine | None = None
+        self._dropout_engine: TransformersEngine | None = None
+        self._budget, self._cap = 0, settings.batch_size  # batch limits; an OOM halves them
+
+    def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
+        if self._engine is None:
+            import torch
+
+            self.device = resolve_device(self.settings.device)
+            if self.device == "cpu":
+                torch.set_num_threads(self.settings.threads or available_cpus())
+                bound_kernel_cache()
+            engine_class = NativeEngine if self.impl == "native" else TransformersEngine
+            self._engine = engine_class(self.ref, self.settings, self.device)
+            budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)
+            self._budget, self._cap = budget, self.settings.batch_size
+        return self._engine
+
+    def _ensure_dropout_engine(self) -> TransformersEngine:
+        """A second copy of the backbone in train mode: dropout active, as BERT-flow fits."""
+        if self._dropout_engine is None:
+            self._ensure_loaded()
+            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)
+            self._dropout_engine.model.train()
+        return self._dropout_engine
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text after truncation, special tokens included (what the model computes on)."""
+        engine = self._ensure_loaded()
+        return [engine.length(item) for item in engine.tokenize(list(texts))]
+
+    def encode_all(self, texts: Sequence[str], views: Sequence[View], dropout: bool = False) -> dict[View, np.ndarray]:
+        """Every text's vectors in input order (no cache involved): for callers that need fresh
+        vectors — dropout-encoded fit sets, timing a real forward pass."""
+        unique_texts = list(dict.fromkeys(texts))
+        parts: dict[View, list[np.ndarray]] = {view: [] for view in views}
+        order: list[str] = []
+        for chunk, arrays in self.run(unique_texts, views, dropout=dropout):
+            order.extend(chunk)
+            for view in views:
+                parts[view].append(arrays[view])
+        position = {text: i for i, text in enumerate(order)}
+        rows = [position[text] for text in texts]
+        return {view: np.concatenate(parts[view])[rows] for view in views}
+
+    def run(self, texts: Sequence[str], views: Sequence[View],
+            dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+        """Yield ``(window_texts, {view: float32 (n, d)})`` window by window (``settings.window``
+        sentences), so memory stays bounded and callers can store each window as it finishes.
+
+        ``dropout=True`` runs the backbone in train mode (random dropout masks: seed torch first);
+        such vectors are never cached.
+        """
+        size = self.settings.window
+        windows = [list(texts[start:start + size]) for start in range(0, len(texts), size)]
+        yield from self.encode_windows(windows, views, dropout)
+
+    def encode_windows(self, windows: Sequence[Sequence[str]], views: Sequence[View],
+                       dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+        """Encode each window as a unit (its own length-sorted batches): the same window always
+        gives the same vectors, whichever process or device runs it and whatever ran before."""
+        from tqdm.auto import tqdm
+
+        engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
+        bar = tqdm(total=sum(len(w) for w in windows), desc=f"encode {self.ref.name}", unit="sent",
+                   disable=None if self.settings.progress else True, leave=False)
+        try:
+            for window in windows:
+                yield list(window), self._encode_window(engine, list(window), views, bar)
+        finally:
+            bar.close()
+
+    def _encode_window(self, engine, window: list[str], views: Sequence[View], bar) -> dict[View, np.ndarray]:
+        items = engine.tokenize(window)
+        lengths = [engine.length(item) for item in items]
+        filled: dict[View, np.ndarray] = {}
+        for batch_ids in plan_batches(lengths, self._cap, self._budget):
+            for ids, arrays in self._forward_with_backoff(engine, items, batch_ids, views):
+                for view in views:
+                    if view not in filled:
+                        filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
+                    filled[view][ids] = arrays[view]
+                self.sentences_forwarded += len(ids)
+                bar.update(len(ids))
+        release_free_memory()
+        return filled
+
+    def _pool(self, states, pooled, mask, view: View) -> np.ndarray:
+        array = pool_view(states, pooled, mask, view)
+        if array is None:
+            raise UserError(f"backbone {self.ref.name} has no trained pooler weights (pooler.dense.*); its pooler "
+                            "output would be random: use --simcse-pooler cls_before_pooler, or a checkpoint with a "
+                            "pooler")
+        return array
+
+    def _forward_with_backoff(self, engine, items, ids: list[int], views: Sequence[View]):
+        """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
+        import torch
+
+        autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
+        try:
+            batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in ids]).items()}
+            with torch.inference_mode(), torch.autocast(self.device.split(":")[0],
+                                                        dtype=autocast_dtype or torch.float32,
+                                                        enabled=autocast_dtype is not None):
+                states, pooled = engine.forward(batch)
+                arrays = {view: self._pool(states, pooled, batch["attention_mask"], view) for view in views}
+            return [(ids, arrays)]
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
+            if not is_out_of_memory(err):
+                raise
+            if len(ids) == 1:
+                raise UserError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
+                                "lower --max-length or use another device") from None
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = len(ids) // 2
+            self._cap = half if self._cap else 0
+            self._budget = max(1, self._budget // 2)
+            log.warning("out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
+                        self.device, len(ids), half)
+            return (self._forward_with_backoff(engine, items, ids[:half], views)
+                    + self._forward_with_backoff(engine, items, ids[half:], views))

@@ -1,0 +1,32 @@
+"""How the forward pass runs: one frozen value the runner resolves once and every method reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Token budget of an automatic batch: CPUs peak at a few thousand tokens per batch, GPUs far higher.
+AUTO_TOKENS = {"cpu": 4096, "cuda": 65536}
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """``max_length`` and ``dtype`` change the vectors (they are in the cache key); the rest only
+    changes speed. ``window`` is the unit of work: sentences are cut into windows, each encoded (and
+    cached) as a whole, on one device or worker. ``device`` is as requested (``auto``, ``cuda:0,1``);
+    :func:`harness.core.encoding.devices.resolve_device` turns it into one torch device."""
+
+    device: str = "auto"
+    dtype: str = "fp32"
+    batch_size: int = 0  # sentences per batch; 0 = "auto": by token budget (max_tokens)
+    max_tokens: int = 0  # token budget of an automatic batch; 0 = AUTO_TOKENS[device type]
+    max_length: int = 128
+    window: int = 2048
+    threads: int = 0  # CPU threads; 0 = the cores this process may use
+    trust_remote_code: bool = False
+    progress: bool = True
+    impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
+
+    def fixed_batch_size(self, default: int = 32) -> int:
+        """A sentence count for code that batches by count only (sentence-transformers, pair
+        scoring): ``batch_size``, or ``default`` when it is ``auto``."""
+        return self.batch_size or default

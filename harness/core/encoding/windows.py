@@ -1,0 +1,86 @@
+"""Encode work as units that any process can run: windows of sentences.
+
+The sentences a backbone must encode are sorted by (character length, text) and cut into windows
+of ``EncodeSettings.window``. A window is the unit of work and of caching: it is encoded as a whole
+(its own length-sorted batches) and stored as one part file per view. Because windows and their
+batches depend only on the job's sentences, a window gives the same vectors whether it runs here,
+on another GPU, or on a dask/ray worker, and whether or not an earlier run was killed half-way:
+finished windows are skipped, unfinished ones are encoded again from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from harness.core.artifacts import ArtifactStore
+from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.engines import resolve_impl
+from harness.core.encoding.pooling import View
+from harness.core.encoding.settings import EncodeSettings
+
+if TYPE_CHECKING:
+    from harness.core.encoding.forward import ForwardPass
+
+
+def make_windows(sentences: Iterable[str], size: int) -> list[list[str]]:
+    """Unique sentences sorted by (len, text), cut into windows of ``size``.
+
+    >>> make_windows(["ccc", "a", "bb", "a"], 2)
+    [['a', 'bb'], ['ccc']]
+    """
+    ordered = sorted(set(sentences), key=lambda text: (len(text), text))
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+@dataclass(frozen=True)
+class WindowTask:
+    """Everything a worker needs to encode windows into the shared cache (plain, picklable data)."""
+
+    ref: BackboneRef
+    settings: EncodeSettings
+    views: tuple[View, ...]
+    windows: tuple[tuple[str, ...], ...]
+    artifacts: ArtifactStore
+
+    def on_device(self, device: str) -> WindowTask:
+        return replace(self, settings=replace(self.settings, device=device))
+
+
+def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: View) -> dict[str, Any]:
+    """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype, and the
+    implementation (native and transformers agree to ~1e-6, not bit for bit)."""
+    return {"kind": "view", **ref.key(), "pooling": view.pooling, "layer": view.layer,
+            "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl}
+
+
+_PASSES: dict[tuple[BackboneRef, EncodeSettings], ForwardPass] = {}
+
+
+def run_window_task(task: WindowTask) -> int:
+    """Encode the task's windows and store them; returns sentences run through the model.
+
+    Runs in the main process or in a worker. A worker keeps its loaded model between tasks.
+    """
+    from harness.core.encoding.forward import ForwardPass
+
+    key = (task.ref, task.settings)
+    if key not in _PASSES:
+        _PASSES[key] = ForwardPass(task.ref, task.settings)
+    forward = _PASSES[key]
+    before = forward.sentences_forwarded
+    impl = resolve_impl(task.ref, task.settings.impl)
+    stores = {view: task.artifacts.vectors(view_cache_key(task.ref, task.settings, impl, view)) for view in task.views}
+    for texts, arrays in forward.encode_windows(task.windows, task.views):
+        for view in task.views:
+            stores[view].add(texts, arrays[view])
+    return forward.sentences_forwarded - before
+
+
+def split_across(tasks_windows: Sequence[Sequence[str]], parts: int) -> list[list[Sequence[str]]]:
+    """Deal windows round-robin into ``parts`` groups (one per device)."""
+    groups: list[list[Sequence[str]]] = [[] for _ in range(parts)]
+    for index, window in enumerate(tasks_windows):
+        groups[index % parts].append(window)
+    return [g for g in groups if g]

@@ -1,0 +1,90 @@
+"""PNG figures (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write the PNG (creating its folder) and free the figure."""
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
+def diagnostics_png(records: list[dict], path: Path) -> Path:
+    """Left: covariance spectrum (singular values / the largest, log scale) per method.
+    Right: distribution of the cosine of random sentence pairs per method."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, (spectrum, histogram) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for record in records:
+        diag = record["diagnostics"]
+        label = record["method"]["label"]
+        values = np.asarray(diag["singular_values"])
+        spectrum.plot(np.arange(1, len(values) + 1), values / values[0], label=label, linewidth=1.4)
+        edges, counts = np.asarray(diag["cosine_histogram"]["edges"]), np.asarray(diag["cosine_histogram"]["counts"])
+        histogram.stairs(counts / counts.sum(), edges, label=label, linewidth=1.4)
+    # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it off
+    # so the shapes that matter stay readable.
+    spectrum.set(yscale="log", ylim=(1e-3, 1.5), xlabel="component", ylabel="singular value / largest",
+                 title=f"{records[0]['task']['title']}: spectrum of centred vectors")
+    histogram.set(xlabel="cosine of random sentence pairs", ylabel="share of pairs", xlim=(-1, 1),
+                  title="pairwise cosine (isotropic vectors centre on 0)")
+    for ax in (spectrum, histogram):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
+    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
+    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
+    groups are in the markdown tables."""
+    import numpy as np
+
+    from harness.runner.frames import GROUP_KEYS, TASK_ORDER
+
+    plt = _pyplot()
+
+    first_group = long.groupby(list(GROUP_KEYS), sort=True).ngroup() == 0
+    data = long[first_group].copy()
+    short = data["backbone"].map(lambda b: Path(b).name or b)  # a folder's name, not its whole path
+    data["row"] = (data["method"] + " · " + short + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
+                   ).map(lambda label: label if len(label) <= 60 else label[:57] + "...")
+    tasks = [t for t in TASK_ORDER if t in set(data["task"])]
+    rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
+                             sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        part = data[data["task"] == task].set_index("row").reindex(rows)
+        values = part["spearman"].to_numpy(dtype=float)
+        low = values - part["ci_low"].to_numpy(dtype=float)
+        high = part["ci_high"].to_numpy(dtype=float) - values
+        err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
+        ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
+        for y, (value, right) in enumerate(zip(values, np.nan_to_num(values + high, nan=0.0))):
+            if np.isfinite(value):  # right of the whisker, so the label never sits on it
+                ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)
+        ax.set_title(task)
+        ax.set_xlim(min(0, np.nanmin(values) - 5), 108)
+        ax.set_xlabel("Spearman ×100")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
+    return save_figure(fig, path)

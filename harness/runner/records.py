@@ -1,0 +1,55 @@
+"""Assemble the result record of one (method, task) evaluation (the schema of :mod:`harness.runner.results`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.core.api import PairScoringMethod
+from harness.runner.results import RESULT_SCHEMA_VERSION, environment, git_sha, now_iso
+
+if TYPE_CHECKING:
+    from harness.core.api import Method
+    from harness.core.data.tasks import LoadedTask
+    from harness.core.scoring import TaskScores
+    from harness.runner.config import BenchConfig
+    from harness.runner.context import RunContext
+
+
+def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
+    if method.spec.backbone == "none":
+        return None
+    ref = ctx.backbone(method.spec.backbone, method.spec.revision)
+    impl = method.encoder_impl()
+    return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
+            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl}
+
+
+def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
+                 timings: dict[str, float]) -> dict[str, Any]:
+    from harness.core import __version__
+
+    split = task.eval
+    protocol = cfg.protocol()
+    protocol["fit_set"] = method.fit_set_name() if method.uses_fit_set else None
+    if isinstance(method, PairScoringMethod):
+        protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
+    devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "harness": {"name": "sts-bench", "version": __version__, "git_sha": git_sha()},
+        "created": now_iso(),
+        "method": {"name": method.name, "label": method.label(), "kind": method.kind,
+                   "summary": method.summary, "spec": method.spec.to_dict()},
+        "backbone": backbone_record(method, ctx),
+        "task": {"name": task.spec.name, "title": task.spec.title, "source": task.source,
+                 "split": task.spec.eval_split, "origin": split.origin, "fingerprint": split.fingerprint,
+                 "n_pairs": len(split), "subsets": split.subset_sizes()},
+        "protocol": protocol,
+        "fit": method.fit_info,
+        "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
+                   "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
+                   "bootstrap_rounds": cfg.bootstrap, "n_zero_vectors": scores.n_zero_vectors},
+        "subset_scores": scores.subsets,
+        "env": environment(devices, cfg.dtype),
+        "timings": timings,
+    }

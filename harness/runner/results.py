@@ -1,0 +1,92 @@
+"""One versioned JSON file per (method, task): the only input of the leaderboard.
+
+The file carries everything needed to trust or reproduce the number: the method spec, the task
+(source, fingerprint, pairs), the protocol, the scores with their CI and per-subset values, the
+fit set, the environment and timings. ``schema_version`` changes whenever a field's meaning does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import importlib.metadata
+import json
+import logging
+import platform
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from harness.core.hashing import atomic_write_text, key_hash
+
+RESULT_SCHEMA_VERSION = 1
+log = logging.getLogger("sts_bench.results")
+_PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata (importing torch just to ask is too slow)."""
+    out: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    """The harness's own commit (with ``+dirty`` if the tree has changes), or None outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}+dirty" if dirty else sha
+
+
+def environment(devices: list[str], dtype: str) -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(), "packages": dict(package_versions()),
+            "devices": devices or ["none (all vectors from cache)"], "dtype": dtype}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def result_path(runs_dir: Path, record: dict[str, Any]) -> Path:
+    """``runs/<method>__<task>__<id>.json``; the id hashes spec + protocol + task source, so a re-run
+    with the same settings overwrites its file and any other setting gets a file of its own."""
+    identity = {"method": record["method"]["spec"], "protocol": record["protocol"],
+                "task": [record["task"]["name"], record["task"]["source"]]}
+    slug = re.sub(r"[^A-Za-z0-9.=-]+", "-", record["method"]["label"]).strip("-")
+    return runs_dir / f"{slug}__{record['task']['name']}__{key_hash(identity, 10)}.json"
+
+
+def write_result(runs_dir: Path, record: dict[str, Any]) -> Path:
+    path = result_path(runs_dir, record)
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False) + "\n")
+    return path
+
+
+def load_results(runs_dir: Path) -> list[dict[str, Any]]:
+    """Every readable result under ``runs_dir``; unreadable or other-schema files are skipped with a warning."""
+    records = []
+    for path in sorted(Path(runs_dir).glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            log.warning("results: skipping %s (not readable JSON: %s)", path, err)
+            continue
+        if not isinstance(record, dict) or record.get("schema_version") != RESULT_SCHEMA_VERSION:
+            log.warning("results: skipping %s (schema %s, this harness reads %s)", path,
+                        record.get("schema_version") if isinstance(record, dict) else "?", RESULT_SCHEMA_VERSION)
+            continue
+        records.append(record)
+    return records

@@ -1,0 +1,75 @@
+"""One base for methods that train an artifact (flow, simcse-train, cross-encoder, dse).
+
+The sequence is the same for all of them, so it lives here once:
+
+    key → folder in the artifact store → complete? load it : train (resumable) → save → mark complete → load
+
+A subclass says only what differs: its artifact key, how to train into the folder, how to load
+from it, and a line for ``--dry-run``. Fitting twice on the same fit set is a no-op, and loading
+right after training reads back exactly what the next run will read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.core.api import Method, MethodContext, MethodSpec
+
+if TYPE_CHECKING:
+    from harness.core.artifacts import ArtifactDir
+    from harness.core.data.fitsets import FitSet
+
+
+class TrainedMethod(Method):
+    artifact_kind: ClassVar[str]  # the artifact store's folder for this kind ("flows", "dse", ...)
+    artifact_noun: ClassVar[str]  # what ``--dry-run`` calls a cached artifact ("flow weights")
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        super().__init__(spec, ctx)
+        self._fitted_on: str | None = None  # fingerprint of the fit set of the loaded artifact
+
+    # -- what a subclass defines --------------------------------------------------------------
+    def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
+        """Everything that changes the trained artifact (inputs, settings, seed, a schema number)."""
+        raise NotImplementedError
+
+    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """Train, writing large files straight into ``folder.dir``; return the small files to commit
+        and the facts to record (steps, losses, seconds...)."""
+        raise NotImplementedError
+
+    def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
+        """Make the method usable from a complete folder."""
+        raise NotImplementedError
+
+    def training_plan(self, fit_set: FitSet | None) -> str:
+        """For ``--dry-run``: what training will do."""
+        raise NotImplementedError
+
+    def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
+        """Extra fields of the result record's ``fit`` entry (e.g. the checkpoint's folder)."""
+        return {"artifact": str(folder.dir)}
+
+    # -- the shared sequence --------------------------------------------------------------------
+    def artifact(self, fit_set: FitSet | None) -> ArtifactDir:
+        return self.ctx.artifacts.folder(self.artifact_kind, self.artifact_key(fit_set))
+
+    def describe_fit(self, fit_set: FitSet | None) -> str:
+        return f"{self.artifact_noun} cached" if self.artifact(fit_set).complete() else self.training_plan(fit_set)
+
+    def fit(self, fit_set: FitSet | None) -> None:
+        marker = fit_set.fingerprint if fit_set is not None else ""
+        if self._fitted_on == marker:
+            return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
+        folder = self.artifact(fit_set)
+        if folder.complete():
+            info = {**folder.meta()["info"], "loaded_from_cache": True}
+        else:
+            files, trained = self.train(folder, fit_set)
+            folder.commit(files, trained)
+            self.ctx.count_trained()
+            info = {**trained, "loaded_from_cache": False}
+        self.load(folder, info)
+        described = {"fit_set": fit_set.describe()} if fit_set is not None else {}
+        self.fit_info = {**described, **self.fit_details(folder), **info}
+        self._fitted_on = marker

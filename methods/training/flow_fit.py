@@ -1,0 +1,127 @@
+"""Fitting a Glow on sentence vectors the way BERT-flow's code does (imported lazily: uses torch).
+
+Only the flow trains; the vectors are fixed inputs. The optimizer is BERT's AdamWeightDecay as
+``optimization_bert_flow.py`` uses it for the flow: Adam *without* bias correction, epsilon 1e-6,
+decoupled weight decay 0.01, gradient clipping to global norm 1.0 and a constant learning rate.
+Bias correction matters here: without it the first few hundred steps move ~3× further than
+``torch.optim.AdamW`` would, and one epoch of STS-B is only ~480 steps. BERT's exclusion list
+("LayerNorm", "bias") matches no flow variable in the TF code, so every flow parameter is decayed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from methods.training.glow import Glow
+
+
+class AdamWeightDecay(torch.optim.Optimizer):
+    """m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p − lr·(m / (√v + ε) + wd·p)."""
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-6) -> None:
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "betas": betas, "eps": eps})
+
+    @torch.no_grad()
+    def step(self, closure=None):  # the update rule is the class docstring
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            for p in params:
+                if not self.state[p]:
+                    self.state[p]["m"], self.state[p]["v"] = torch.zeros_like(p), torch.zeros_like(p)
+            grads = [p.grad for p in params]
+            ms, vs = [self.state[p]["m"] for p in params], [self.state[p]["v"] for p in params]
+            beta1, beta2 = group["betas"]
+            # Multi-tensor ops: one kernel launch per operation for all ~70 flow tensors.
+            torch._foreach_mul_(ms, beta1)
+            torch._foreach_add_(ms, grads, alpha=1 - beta1)
+            torch._foreach_mul_(vs, beta2)
+            torch._foreach_addcmul_(vs, grads, grads, value=1 - beta2)
+            denominators = torch._foreach_add(torch._foreach_sqrt(vs), group["eps"])
+            updates = torch._foreach_div(ms, denominators)
+            torch._foreach_add_(updates, params, alpha=group["weight_decay"])
+            torch._foreach_add_(params, updates, alpha=-group["lr"])
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    levels: int = 2
+    depth: int = 3
+    width: int = 32
+    coupling: str = "additive"
+    mixing: str = "permute"
+    lr: float = 1e-3
+    batch_size: int = 32
+    epochs: float = 1.0
+    weight_decay: float = 0.01
+    clip: float = 1.0
+
+    def build(self, dim: int, seed: int) -> Glow:
+        return Glow(dim, self.levels, self.depth, self.width, self.coupling, self.mixing, seed)
+
+
+@dataclass
+class FitStats:
+    steps: int
+    first_bits_per_dim: float
+    last_bits_per_dim: float
+    seconds: float
+
+
+def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int, device: str = "cpu",
+               progress: bool = True) -> tuple[Glow, FitStats]:
+    """Fit a Glow. ``batches_of_epoch(epoch)`` returns that epoch's (n, dim) float32 array (the same
+    cached vectors every epoch, or freshly dropout-encoded ones); rows are shuffled with ``seed``.
+
+    Runs ``ceil(epochs · n / batch_size)`` steps, so fractional epochs (BERT-flow's NLI setting
+    uses 0.15) stop part-way through the last one.
+    """
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    flow = config.build(dim, seed).to(device)
+    optimizer = AdamWeightDecay(flow.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    total = max(1, math.ceil(config.epochs * n / config.batch_size))
+    started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
+    bar = tqdm(total=total, desc="fit flow", unit="step", disable=None if progress else True, leave=False)
+    try:
+        for epoch in range(math.ceil(config.epochs)):
+            data = torch.from_numpy(np.ascontiguousarray(batches_of_epoch(epoch), dtype=np.float32))
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, config.batch_size):
+                if step == total:
+                    break
+                batch = data[order[start:start + config.batch_size]].to(device)
+                loss = flow.bits_per_dim(batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(flow.parameters(), config.clip)
+                optimizer.step()
+                value = loss.item()
+                first = value if step == 0 else first
+                running = value if step == 0 else 0.98 * running + 0.02 * value
+                step += 1
+                bar.update(1)
+                bar.set_postfix(bits_per_dim=f"{running:.3f}")
+    finally:
+        bar.close()
+    flow.eval()
+    return flow, FitStats(step, first, running, time.perf_counter() - started)
+
+
+def latents(flow: Glow, x: np.ndarray, device: str = "cpu", batch: int = 4096) -> np.ndarray:
+    """The flow's latent z for each row of x, float32; cosine on z is BERT-flow's similarity."""
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(x), batch):
+            chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + batch], dtype=np.float32)).to(device)
+            out.append(flow(chunk)[0].cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, flow.dim), np.float32)

@@ -1,0 +1,177 @@
+"""Pieces every fine-tuning loop here shares (imported lazily: uses torch): precision choice,
+AdamW with a linear schedule, and resumable training state stored as safetensors + JSON.
+
+Resumable state = module weights, optimiser moments, scheduler position, torch RNG state and a
+few numbers, written every ``save_every`` steps under ``<workdir>/partial/``. ``state.json`` is
+written last and carries the run's identity (settings + seed): a state from other settings, or a
+half-written one, is ignored and training starts over cleanly. No pickle is written or read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.core.hashing import atomic_write_bytes, atomic_write_text
+
+
+def bf16_available(device: str) -> bool:
+    """Hardware bf16: AVX512-BF16/AMX on CPU, or a CUDA GPU that supports it."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
+    cpu = getattr(torch, "cpu", None)
+    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+                or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+def resolve_precision(requested: str, device: str) -> str:
+    """``auto`` → bf16 where the hardware has it, else fp32."""
+    if requested == "auto":
+        return "bf16" if bf16_available(device) else "fp32"
+    return requested
+
+
+def autocast(device: str, precision: str) -> torch.autocast:
+    return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def adamw_linear(params, lr: float, total_steps: int, warmup_fraction: float = 0.0, weight_decay: float = 0.0):
+    """AdamW (ε 1e-8) with linear warm-up over ``warmup_fraction`` of the steps, then linear decay
+    to 0 — the HF Trainer / sentence-transformers schedule the reference recipes used."""
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, eps=1e-8)
+    warmup = int(total_steps * warmup_fraction)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class TrainState:
+    """Save and restore a training loop's state under ``workdir/partial``."""
+
+    def __init__(self, workdir: Path, identity: dict[str, Any]) -> None:
+        self.blob = Path(workdir) / "partial" / "state.safetensors"
+        self.meta = Path(workdir) / "partial" / "state.json"
+        self.identity = json.loads(json.dumps(identity))
+
+    def save(self, modules: dict[str, nn.Module], optimizer, scheduler, step: int, extra: dict[str, Any]) -> None:
+        from safetensors.torch import save
+
+        tensors: dict[str, torch.Tensor] = {}
+        for prefix, module in modules.items():
+            tensors.update({f"{prefix}.{k}": v for k, v in module.state_dict().items()})
+        opt = optimizer.state_dict()
+        for index, state in opt["state"].items():
+            for name, value in state.items():
+                tensors[f"opt.{index}.{name}"] = value if torch.is_tensor(value) else torch.tensor(value)
+        tensors["rng"] = torch.get_rng_state()
+        atomic_write_bytes(self.blob, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}))
+        info = {"identity": self.identity, "step": step, "scheduler_last_epoch": scheduler.last_epoch,
+                "param_groups": opt["param_groups"], "extra": extra}
+        atomic_write_text(self.meta, json.dumps(info))  # last: marks the state complete
+
+    def load(self, modules: dict[str, nn.Module], optimizer, scheduler) -> tuple[int, dict[str, Any]]:
+        """Restore and return (step, extra); (0, {}) when there is no usable state."""
+        from safetensors.torch import load
+
+        try:
+            info = json.loads(self.meta.read_text(encoding="utf-8"))
+            tensors = load(self.blob.read_bytes())
+        except (OSError, ValueError):
+            return 0, {}
+        if info.get("identity") != self.identity:
+            return 0, {}
+        for prefix, module in modules.items():
+            cut = len(prefix) + 1
+            module.load_state_dict({k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")})
+        state: dict[int, dict[str, Any]] = {}
+        for key, value in tensors.items():
+            if key.startswith("opt."):
+                _, index, name = key.split(".", 2)
+                state.setdefault(int(index), {})[name] = value
+        optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
+        scheduler.last_epoch = info["scheduler_last_epoch"]
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # LambdaLR keeps the lr here
+        torch.set_rng_state(tensors["rng"])
+        return int(info["step"]), dict(info.get("extra", {}))
+
+    def discard(self) -> None:
+        self.blob.unlink(missing_ok=True)
+        self.meta.unlink(missing_ok=True)
+
+
+def total_steps(n_items: int, batch_size: int, epochs: float) -> int:
+    """ceil(epochs · n / batch): fractional epochs stop part-way through the last one."""
+    return max(1, math.ceil(epochs * n_items / batch_size))
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The data order of one epoch, a pure function of (seed, epoch): what makes resuming exact."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+
+
+@dataclass
+class LoopResult:
+    steps: int
+    first_loss: float
+    last_loss: float
+    seconds: float
+    items_per_second: float
+    resumed_from_step: int
+    precision: str
+
+
+def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: int, batch_size: int, epochs: float,
+             lr: float, warmup: float, seed: int, precision: str, device: str, progress: bool, desc: str,
+             save_every: int, batch_loss, on_step=None) -> LoopResult:
+    """The shared training loop: seeded order per epoch, AdamW + linear schedule, gradient clipping
+    at norm 1.0 (HF Trainer's default), autocast, a running loss on the bar, resumable state.
+    ``batch_loss(indices)`` returns the loss of those items; ``on_step(steps_done_this_run)`` is
+    called after every step (progress hooks; tests use it to interrupt)."""
+    from tqdm.auto import tqdm
+
+    total = total_steps(n, batch_size, epochs)
+    per_epoch = math.ceil(n / batch_size)
+    params = [p for module in modules.values() for p in module.parameters()]
+    optimizer, scheduler = adamw_linear(params, lr, total, warmup)
+    state = TrainState(workdir, identity)
+    start, extra = state.load(modules, optimizer, scheduler)
+    first, running = extra.get("first_loss", math.nan), extra.get("running_loss", math.nan)
+    step, seen, started = start, 0, time.perf_counter()
+    bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None if progress else True, leave=False)
+    try:
+        while step < total:
+            epoch, offset = divmod(step, per_epoch)
+            indices = epoch_order(n, seed, epoch)[offset * batch_size:(offset + 1) * batch_size]
+            with autocast(device, precision):
+                loss = batch_loss(indices)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            step, seen = step + 1, seen + len(indices)
+            value = loss.item()
+            first = value if math.isnan(first) else first
+            running = value if math.isnan(running) else 0.95 * running + 0.05 * value
+            bar.update(1)
+            bar.set_postfix(loss=f"{running:.4f}")
+            if step % save_every == 0 and step < total:
+                state.save(modules, optimizer, scheduler, step, {"first_loss": first, "running_loss": running})
+            if on_step is not None:
+                on_step(step - start)
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - started
+    state.discard()
+    return LoopResult(step, first, running, seconds, seen / seconds if seconds else math.nan, start, precision)
