@@ -73,6 +73,11 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
                        layers=(), params={**spec.params, "model_used": model, "seed": request.seed})
 
     @property
+    def labelled_training(self) -> tuple[tuple[str, str], ...]:  # type: ignore[override]
+        """Trained here on STS-B train; the published default (stsb-roberta-base) was trained on it too."""
+        return (("stsb", "train"),) if self.trains or self.spec.backbone == PUBLISHED else ()
+
+    @property
     def trains(self) -> bool:
         return self.spec.params["model_used"] == TRAIN
 
@@ -113,7 +118,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
                                      self.ctx.encode.progress)
         info = {"train_pairs": len(train), "train_fingerprint": train.fingerprint, "steps": result.steps,
                 "first_loss": result.first_loss, "final_loss": result.last_loss,
-                "train_seconds": round(result.seconds, 2), "precision": result.precision}
+                "train_seconds": round(result.seconds, 2), "precision": result.precision, "recipe": result.recipe}
         return {}, info
 
     def activation(self) -> str:
@@ -154,7 +159,8 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
 
         swapped = self.score_pairs(split.s2, split.s1)
         return {"symmetry": {"spearman_ab_vs_ba": spearman(scores, swapped),
-                             "mean_abs_difference": float(np.abs(scores - swapped).mean())}}
+                             "mean_abs_difference": float(np.abs(scores - swapped).mean())},
+                "activation": self.activation()}  # applied to the logit: changes Pearson, not Spearman
 
     def encoder_impl(self) -> str:
         return "transformers (pair scorer)"

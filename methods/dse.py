@@ -3,7 +3,8 @@
 A sentence encoder (``--backbone``) trained so that the similarity of its embeddings reproduces
 the teacher's (the run's ``cross-encoder``) scores of sentence pairs. Training pairs are the STS-B
 train pairs (labels unused unless ``--dse-gold-weight``) plus as many shuffled cross-pairs of
-fit-set sentences, so the student also sees unrelated pairs. The teacher scores every pair once
+``--dse-pool`` sentences (default ``heldout``: never a sentence it is scored on), so the student also
+sees unrelated pairs. The teacher scores every pair once
 (cached). The student pools like microsoft/Distilled-Sentence-Embedding — the mean of its top 4
 layers, concatenated, [CLS] excluded — or a plain masked mean (``--dse-pooling mean``).
 
@@ -51,7 +52,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
         Option("objective", "cosine", "cosine (MSE of cosine vs teacher) or head ([u, v, u·v, |u−v|] head)",
                choices=("cosine", "head")),
         Option("gold_weight", 0.0, "weight of gold/5 on the labelled STS-B train pairs (DSE repo: 0.5)", type=float),
-        Option("cross_pairs", 1.0, "shuffled fit-set pairs per STS-B train pair (1.0)", type=float),
+        Option("cross_pairs", 1.0, "shuffled pool pairs per STS-B train pair (1.0)", type=float),
+        Option("pool", "heldout", "fit set the cross-pairs are drawn from (heldout: never a scored sentence; "
+               "target/test mark the score transductive)", in_label=False),
         Option("epochs", 1.0, "epochs over the training pairs (1)", type=float),
         Option("lr", 2e-5, "peak learning rate (2e-5)", type=float),
         Option("batch_size", 32, "pairs per batch (32)", type=int),
@@ -78,12 +81,17 @@ class DSE(TrainedMethod, EmbeddingMethod):
     def create(cls, spec: MethodSpec, ctx: MethodContext) -> DSE:
         return DSEHead(spec, ctx) if spec.params["objective"] == "head" else cls(spec, ctx)
 
+    labelled_training = (("stsb", "train"),)
+
+    def fit_set_name(self) -> str:
+        return self.spec.params["pool"]
+
     def teacher(self) -> CrossEncoder:
         """The run's cross-encoder (its --cross-encoder-* flags), as the teacher."""
         return self.ctx.sibling("cross-encoder")
 
     def training_pairs(self, fit_set: FitSet) -> tuple[list[str], list[str], list[float | None]]:
-        """STS-B train pairs (with gold/5) + shuffled cross-pairs of fit-set sentences (no gold)."""
+        """STS-B train pairs (with gold/5) + shuffled cross-pairs of pool sentences (no gold)."""
         train = self.ctx.task_split("stsb", "train")
         s1, s2 = list(train.s1), list(train.s2)
         gold: list[float | None] = [g / 5 for g in train.gold]
@@ -135,7 +143,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
                                   int(p["seed"]), resolve_device(self.ctx.encode.device), self.ctx.encode.progress)
         info = {"train_pairs": len(s1), "steps": result.steps, "first_loss": result.first_loss,
                 "final_loss": result.last_loss, "train_seconds": round(result.seconds, 2),
-                "precision": result.precision}
+                "precision": result.precision,
+                "recipe": {**result.recipe, "head_width": config.head_width if p["objective"] == "head" else None,
+                           "loss": f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {p['gold_weight']}"}}
         return {}, info
 
     def _provider_views(self):

@@ -118,7 +118,7 @@ class BertFlow(TrainedMethod, PostProcessor):
                             f"(currently {config.lr:g}; --flow-mixing conv1x1 at {dim} dims needs about 1e-4)")
         info = {"dim": dim, "steps": stats.steps, "first_bits_per_dim": stats.first_bits_per_dim,
                 "final_bits_per_dim": stats.last_bits_per_dim, "train_seconds": round(stats.seconds, 3),
-                "fit_dropout": bool(self.spec.params["fit_dropout"])}
+                "fit_dropout": bool(self.spec.params["fit_dropout"]), "recipe": stats.recipe}
         weights = {k: v.contiguous() for k, v in flow.state_dict().items()}
         return {"flow.safetensors": save(weights)}, info
 

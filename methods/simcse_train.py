@@ -35,8 +35,8 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
     artifact_kind = "simcse-train"
     artifact_noun = "fine-tuned checkpoint"
     options = (
-        Option("corpus", "", "training sentences: a fit set (target, train, corpus:FILE, nli, wiki1m:FILE); "
-               "default: the run's --fit-set", in_label=False),
+        Option("corpus", "heldout", "training sentences: a fit set (heldout, train, corpus:FILE, nli, wiki1m:FILE; "
+               "target/test hold the scored sentences and mark the score transductive)", in_label=False),
         Option("temperature", 0.05, "softmax temperature τ (0.05)", type=float),
         Option("lr", 3e-5, "peak learning rate, linear decay to 0 (3e-5)", type=float),
         Option("batch_size", 64, "sentences per batch (64)", type=int),
@@ -56,7 +56,7 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
         return replace(spec, params={**spec.params, "seed": request.seed})
 
     def fit_set_name(self) -> str:
-        return self.spec.params["corpus"] or self.ctx.fit_set
+        return self.spec.params["corpus"]
 
     def _config(self):
         from methods.training.simcse_loop import SimCSEConfig
@@ -93,7 +93,8 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
         info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
                 "train_seconds": round(result.seconds, 2),
                 "sentences_per_second": round(result.items_per_second, 2),
-                "resumed_from_step": result.resumed_from_step, "precision": result.precision}
+                "resumed_from_step": result.resumed_from_step, "precision": result.precision,
+                "recipe": {**result.recipe, "temperature": self.spec.params["temperature"]}}
         return {}, info  # the checkpoint files are in place: meta.json marks the folder complete
 
     def encoder_impl(self) -> str | None:

@@ -128,15 +128,26 @@ def test_ctrl_c_exits_130_and_keeps_what_was_written(bench, monkeypatch):
     assert code == 130 and "run the same command again to resume" in err
 
 
-def test_baseline_regression_exits_1_with_a_table(bench, senteval_root, tiny_bert, tmp_path):
+def test_baseline_regression_needs_a_drop_beyond_tolerance_and_outside_the_interval(bench, senteval_root,
+                                                                                     tiny_bert, tmp_path):
     args = ["--methods", "avg", "random", "--tasks", "stsb", *senteval_args(senteval_root, tiny_bert)]
     code, _, err = bench(*args)
     assert code == 0, err
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
+    scores = pd.read_csv(tmp_path / "out" / "scores.csv").set_index("method")
     baseline = tmp_path / "baseline.csv"
     board.to_csv(baseline, index=False)
     assert bench(*args, "--baseline", str(baseline))[0] == 0
-    board.loc[board["method"] == "avg", "STS-B"] += 5.0  # pretend avg used to be 5 points better
+    avg = board["method"] == "avg"
+    now, high = board.loc[avg, "STS-B"].item(), scores.loc["avg", "ci_high"]
+    assert high - now > 1.5  # the fixture's few pairs leave a wide interval
+    # A drop beyond the tolerance but inside this run's 95 % interval: reported, not a regression.
+    board.loc[avg, "STS-B"] = now + 1.5
+    board.to_csv(baseline, index=False)
+    code, out, _ = bench(*args, "--baseline", str(baseline), "--tolerance", "1")
+    assert code == 0 and "none a regression" in out and "| avg" in out
+    # Beyond the interval as well: a regression, exit 1.
+    board.loc[avg, "STS-B"] = high + 1.0
     board.to_csv(baseline, index=False)
     code, out, _ = bench(*args, "--baseline", str(baseline), "--tolerance", "1")
     assert code == 1

@@ -39,6 +39,19 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     assert board.loc["sbert", "STS-B"] == pytest.approx(82.03, abs=0.05)
     assert board.loc["avg", "STS-B"] > board.loc["random", "STS-B"] + 60
     assert board.loc["flow", "fit_set"] == "target" and board.loc["flow", "STS-B"] > 70
+    assert board.loc["whitening", "marks"] == "†"  # target holds the scored sentences
+    significance = pd.read_csv(tmp_path / "out" / "significance.csv")
+    boot = significance[significance["test"].str.startswith("paired bootstrap")]
+
+    def compared(a: str, b: str) -> pd.Series:
+        row = boot[((boot["method_a"] == a) & (boot["method_b"] == b)) | ((boot["method_a"] == b)
+                                                                        & (boot["method_b"] == a))]
+        assert len(row) == 1
+        return row.iloc[0]
+
+    same = compared("avg", "sbert")  # the same vectors, by two code paths
+    assert same["delta"] == 0 and same["p_value"] == 1
+    assert compared("avg", "cls")["p_value"] < 0.01
 
 
 def test_native_encoder_matches_transformers_on_minilm(shared_cache):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from harness.core.scoring import _rank, _weighted_spearman, cosine_rows, score_split, spearman
+from harness.core.bootstrap import _weighted_spearman
+from harness.core.scoring import _rank, cosine_rows, score_split, spearman
 
 # The worked example of harness/scoring.py's docstring, computed by hand there.
 COS = [0.1, 0.2, 0.3, 0.9, 0.8]

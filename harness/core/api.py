@@ -123,6 +123,9 @@ class Method:
     pooling: ClassVar[str] = "mean"
     layers: ClassVar[tuple[int, ...]] = (-1,)
     post: ClassVar[str | None] = None
+    # Labelled (task, split)s the method trains on, e.g. STS-B train: the runner warns and marks a
+    # score on a task built from the same pairs (STS-B was assembled from STS 2012-2017).
+    labelled_training: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         self.spec = spec

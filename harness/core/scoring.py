@@ -19,9 +19,7 @@ A split without subset labels has one implicit subset, so all three coincide.
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -127,90 +125,10 @@ def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] |
     else:
         rho = aggregate({n: s["spearman"] for n, s in per_subset.items()}, sizes, aggregation)
         r = aggregate({n: s["pearson"] for n, s in per_subset.items()}, sizes, aggregation)
-    ci = _bootstrap_ci(cos, gold_arr, labels.tolist(), aggregation, bootstrap, seed) if bootstrap > 0 else None
+    ci = None
+    if bootstrap > 0:
+        from harness.core.bootstrap import percentile_interval, resampled_scores
+
+        ci = percentile_interval(resampled_scores(cos, gold_arr, labels.tolist(), aggregation, bootstrap, seed))
     return TaskScores(spearman=rho, pearson=r, aggregation=aggregation, n_pairs=len(cos),
                       n_zero_vectors=n_zero, subsets=per_subset if subsets is not None else {}, ci95=ci)
-
-
-def _resample_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Average ranks of each item within every resample, without sorting each resample.
-
-    A bootstrap resample is described by ``counts[b, i]`` = how often item i was drawn. Items are
-    sorted once; within resample b an item's rank is (draws of all smaller values) + (draws of its
-    own value + 1) / 2 — the average rank of its tied copies. Everything is O(B·n) array work.
-    """
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
-    # float32 is exact here: ranks are sums of counts (< 2^24) and halves.
-    per_group = np.add.reduceat(counts[:, order], starts, axis=1).astype(np.float32)
-    below = np.cumsum(per_group, axis=1) - per_group
-    ranks = np.empty(counts.shape, dtype=np.float32)
-    ranks[:, order] = (below + (per_group + 1) / 2)[:, group]
-    return ranks
-
-
-def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """×100 Pearson of each row pair, each item weighted by its draw count."""
-    w = (counts / counts.sum(axis=1, keepdims=True)).astype(np.float32)
-    dx = rx - (w * rx).sum(axis=1, keepdims=True)
-    dy = ry - (w * ry).sum(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        covariance = (w * dx * dy).sum(axis=1, dtype=np.float64)
-        return 100 * covariance / np.sqrt((w * dx * dx).sum(axis=1, dtype=np.float64)
-                                          * (w * dy * dy).sum(axis=1, dtype=np.float64))
-
-
-def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Spearman ×100 of each resample given by ``counts`` (B, n): Pearson of the resample's ranks,
-    each item weighted by how often it was drawn."""
-    return _weighted_pearson(_resample_ranks(x, counts), _resample_ranks(y, counts), counts)
-
-
-@functools.lru_cache(maxsize=8)
-def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int) -> dict[str, tuple]:
-    """Bootstrap draws for one split, shared by every method scored on it (same seed → same draws,
-    so methods are compared on identical resamples, and the gold side is ranked once).
-
-    Returns {group: (indices, counts (rounds, len(indices)), ranks of gold within each resample)};
-    the key "" (all pairs, stratified by subset) is present as well.
-    """
-    gold = np.frombuffer(gold_bytes, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    label_array = np.asarray(labels)
-    groups = {name: np.flatnonzero(label_array == name) for name in dict.fromkeys(labels)}
-    counts = np.zeros((rounds, len(gold)), dtype=np.int32)
-    for idx in groups.values():
-        # counts[b, i] = how often pair i is drawn in resample b: a bincount of uniform draws.
-        draws = rng.integers(0, len(idx), size=(rounds, len(idx))) + (np.arange(rounds) * len(idx))[:, None]
-        counts[:, idx] = np.bincount(draws.ravel(), minlength=rounds * len(idx)).reshape(rounds, len(idx))
-    plan = {name: (idx, counts[:, idx], _resample_ranks(gold[idx], counts[:, idx])) for name, idx in groups.items()}
-    everything = np.arange(len(gold))
-    plan[""] = (everything, counts, _resample_ranks(gold, counts))
-    return plan
-
-
-def _bootstrap_ci(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
-                  rounds: int, seed: int) -> tuple[float, float]:
-    """95 % percentile interval of the aggregated Spearman over ``rounds`` resamples of the pairs,
-    stratified by subset (each subset is resampled to its own size)."""
-    plan = _resample_plan(gold.tobytes(), tuple(labels), rounds, seed)
-    subsets = [name for name in plan if name]
-    if aggregation == "all" or len(subsets) == 1:
-        stats = _spearman_of_resamples(cos, *plan[""])
-    else:
-        values = np.stack([_spearman_of_resamples(cos, *plan[name]) for name in subsets])
-        weights = np.array([len(plan[name][0]) for name in subsets], dtype=float)
-        if aggregation == "mean":
-            weights = np.ones_like(weights)
-        stats = (values * weights[:, None]).sum(axis=0) / weights.sum()
-    stats = stats[np.isfinite(stats)]
-    if not len(stats):
-        return (math.nan, math.nan)
-    low, high = np.percentile(stats, [2.5, 97.5])
-    return (float(low), float(high))
-
-
-def _spearman_of_resamples(cos: np.ndarray, idx: np.ndarray, counts: np.ndarray, gold_ranks: np.ndarray) -> np.ndarray:
-    return _weighted_pearson(_resample_ranks(cos[idx], counts), gold_ranks, counts)

@@ -153,6 +153,9 @@ def cost_for_run(methods: list[Method], pool: list[str], seed: int, out_dir: Pat
     if subjects is None:
         raise UserError("--cost compares a pair scorer with a sentence encoder distilled from it: run it with "
                         "--methods cross-encoder dse")
+    if len(pool) < 2:
+        raise UserError(f"--cost needs at least 2 distinct sentences to time, the run's tasks hold {len(pool)}")
+    queries = min(queries, len(pool) // 2)  # small tasks: half queries, half candidates
     shuffled = [pool[i] for i in np.random.default_rng(seed).permutation(len(pool))]
     query_texts, candidates = shuffled[:queries], shuffled[queries:]
     usable = [s for s in sizes if s <= len(candidates)] or [len(candidates)]

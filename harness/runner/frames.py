@@ -22,7 +22,31 @@ GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
-LONG_COLUMNS = ("task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created")
+LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created")
+
+
+def record_keys(rec: dict[str, Any]) -> dict[str, str]:
+    """The (row, protocol group) a record belongs to, as the leaderboard names them."""
+    protocol = rec["protocol"]
+    return {"method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
+            "kind": rec["method"]["kind"], "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
+            "aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
+            "max_length": str(protocol["max_length"]),
+            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+
+
+def record_marks(rec: dict[str, Any]) -> str:
+    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task."""
+    protocol = rec["protocol"]
+    return ("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
+
+
+def newest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per (row, protocol group, task): the newest file wins."""
+    chosen: dict[tuple, dict[str, Any]] = {}
+    for rec in sorted(records, key=lambda r: r["created"]):
+        chosen[(*record_keys(rec).values(), rec["task"]["title"])] = rec
+    return list(chosen.values())
 
 
 def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -33,14 +57,10 @@ def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     for rec in records:
         columns = rec.get("columns") or {}
         extra += [name for name in columns if name not in extra]
-        protocol, scores = rec["protocol"], rec["scores"]
+        scores = rec["scores"]
         ci = scores.get("spearman_ci95") or [math.nan, math.nan]
         rows.append({
-            "method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
-            "kind": rec["method"]["kind"], "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
-            "aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
-            "max_length": str(protocol["max_length"]),
-            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
+            **record_keys(rec), "marks": record_marks(rec),
             "task": rec["task"]["title"], "spearman": scores["spearman"], "pearson": scores["pearson"],
             "ci_low": ci[0], "ci_high": ci[1], "n_pairs": rec["task"]["n_pairs"], "created": rec["created"],
             **columns,
@@ -56,7 +76,7 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     if long.empty:
-        return pd.DataFrame(columns=[*ROW_KEYS, AVG, *GROUP_KEYS])
+        return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, *GROUP_KEYS])
     table = long.pivot_table(index=[*GROUP_KEYS, *ROW_KEYS], columns="task", values="spearman", aggfunc="last")
     tasks = [t for t in TASK_ORDER if t in table.columns]
     table = table[tasks]
@@ -69,12 +89,14 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
         values = [row[t] for t in wanted]
         averages.append(sum(values) / len(values) if values and not any(pd.isna(values)) else math.nan)
     table[AVG] = averages
+    marks = long.groupby([*GROUP_KEYS, *ROW_KEYS])["marks"].agg(lambda s: "".join(sorted(set("".join(s)))))
+    table["marks"] = [marks.get(tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS)), "") for _, row in table.iterrows()]
     extra = [c for c in long.columns if c not in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS)]
     for column in extra:  # a method's own columns (DSE's degradation vs its teacher): mean over tasks
         means = long.groupby([*GROUP_KEYS, *ROW_KEYS])[column].mean()
         table[column] = [means.get(tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS)), math.nan)
                          for _, row in table.iterrows()]
     table = table.sort_values([*GROUP_KEYS, AVG], ascending=[True] * len(GROUP_KEYS) + [False])
-    return table[[*ROW_KEYS, *tasks, AVG, *extra, *GROUP_KEYS]].reset_index(drop=True)
+    return table[[*ROW_KEYS, "marks", *tasks, AVG, *extra, *GROUP_KEYS]].reset_index(drop=True)
 
 

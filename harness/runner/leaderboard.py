@@ -18,6 +18,24 @@ def protocol_line(group: dict[str, Any]) -> str:
             f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · similarity=cosine")
 
 
+TIED = "★"
+CSV_ROUNDING = 1e-3  # leaderboard.csv keeps 4 decimals: a smaller "drop" is the file's rounding
+LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "
+          "significance.csv) · † fitted or trained on sentences of the scored split (transductive, the fit set "
+          "holds them) · ‡ trained on labelled data built from the scored task (STS-B train holds STS 2012-2017 "
+          "pairs)")
+
+
+def mark_tied(wide: pd.DataFrame, marks: set) -> pd.DataFrame:
+    """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
+    wide = wide.copy()
+    tasks = [t for t in TASK_ORDER if t in wide.columns]
+    wide["not_below_best"] = [
+        ",".join(t for t in tasks if (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), t) in marks)
+        for _, row in wide.iterrows()]
+    return wide
+
+
 def markdown(wide: pd.DataFrame) -> str:
     """One markdown table per protocol group, each under a header naming its protocol."""
     from tabulate import tabulate
@@ -25,22 +43,32 @@ def markdown(wide: pd.DataFrame) -> str:
     parts = ["# sts-bench leaderboard", "",
              "Spearman ×100 of cosine similarity vs gold on each task's test split. "
              "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
-             ""]
+             "", LEGEND, ""]
+    tasks = [t for t in TASK_ORDER if t in wide.columns]
     for group_values, group in wide.groupby(list(GROUP_KEYS), sort=True):
         group_dict = dict(zip(GROUP_KEYS, group_values))
-        columns = [c for c in group.columns if c not in GROUP_KEYS and not group[c].isna().all()]
+        group = group.copy()
+        tied = group["not_below_best"].str.split(",") if "not_below_best" in group else None
+        for task in tasks:
+            cells = []
+            for index, value in group[task].items():
+                mark = f" {TIED}" if tied is not None and task in tied[index] else ""
+                cells.append("—" if value != value else f"{value:.2f}{mark}")  # NaN != NaN
+            group[task] = cells
+        columns = [c for c in group.columns if c not in (*GROUP_KEYS, "not_below_best")
+                   and not group[c].isna().all() and not (c == "marks" and not group[c].any())]
         if set(group["kind"]) == {"embedding"}:
             columns.remove("kind")  # only informative once pair scorers are in the table
         parts += [f"## Protocol: {protocol_line(group_dict)}", "",
                   tabulate(group[columns].fillna(""), headers="keys", tablefmt="pipe", showindex=False,
-                           floatfmt=".2f", missingval="—"), ""]
+                           floatfmt=".2f", missingval="—", disable_numparse=False), ""]
     return "\n".join(parts)
 
 
-def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True) -> list[Path]:
+def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True, marks: set | None = None) -> list[Path]:
     """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    wide = wide_frame(long)
+    wide = mark_tied(wide_frame(long), marks or set())
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
     atomic_write_text(paths[0], wide.to_csv(index=False, float_format="%.4f"))
@@ -53,27 +81,39 @@ def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True) -> 
     return paths
 
 
-def compare_baseline(wide: pd.DataFrame, baseline_csv: Path, tolerance: float) -> tuple[pd.DataFrame, int]:
-    """Rows of (row, task) whose score dropped by more than ``tolerance`` points vs the baseline CSV,
-    and how many (row, task) cells could be compared at all."""
+def compare_baseline(long: pd.DataFrame, baseline_csv: Path, tolerance: float) -> tuple[pd.DataFrame, int]:
+    """Every (row, task) whose score dropped vs the baseline CSV (a leaderboard.csv), with the interval
+    of the change from this run's bootstrap interval, and how many cells could be compared at all.
+
+    A drop is a *regression* only when it is larger than ``tolerance`` and significant: the baseline
+    lies above this run's 95 % interval. Without an interval (``--bootstrap 0``) every drop larger
+    than ``tolerance`` counts.
+    """
     import pandas as pd
 
     base = pd.read_csv(baseline_csv, dtype={k: str for k in (*GROUP_KEYS, *ROW_KEYS)}, keep_default_na=False,
                        na_values=[""])
     keys = [k for k in (*GROUP_KEYS, *ROW_KEYS) if k in base.columns]
-    current = wide.copy()
+    current = long.copy()
     for frame in (current, base):
         for key in keys:
             frame[key] = frame[key].fillna("").astype(str)
     merged = current.merge(base, on=keys, suffixes=("", " (baseline)"))
     drops, compared = [], 0
-    for task in [t for t in [*TASK_ORDER] if t in current.columns and f"{t} (baseline)" in merged.columns]:
-        for _, row in merged.iterrows():
-            now, before = row[task], row[f"{task} (baseline)"]
-            if pd.isna(now) or pd.isna(before):
-                continue
-            compared += 1
-            if now < before - tolerance:
-                drops.append({"method": row["method"], "backbone": row["backbone"], "task": task,
-                              "baseline": before, "now": now, "change": now - before})
-    return pd.DataFrame(drops, columns=["method", "backbone", "task", "baseline", "now", "change"]), compared
+    for _, row in merged.iterrows():
+        task, now = row["task"], row["spearman"]
+        before = row.get(task if task in base.columns else "", float("nan"))
+        if pd.isna(now) or pd.isna(before):
+            continue
+        compared += 1
+        if now >= before - CSV_ROUNDING:
+            continue
+        low, high = row["ci_low"] - before, row["ci_high"] - before
+        beyond, significant = now < before - tolerance, bool(pd.isna(high) or high < 0)
+        drops.append({"method": row["method"], "backbone": row["backbone"], "task": task, "baseline": before,
+                      "now": now, "change": now - before,
+                      "change_ci95": "—" if pd.isna(high) else f"[{low:.2f}, {high:.2f}]",
+                      "beyond_tolerance": beyond, "significant": significant, "regression": beyond and significant})
+    columns = ["method", "backbone", "task", "baseline", "now", "change", "change_ci95", "beyond_tolerance",
+               "significant", "regression"]
+    return pd.DataFrame(drops, columns=columns), compared

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from harness.core.api import PairScoringMethod
 from harness.runner.results import RESULT_SCHEMA_VERSION, environment, git_sha, now_iso
 
 if TYPE_CHECKING:
     from harness.core.api import Method
+    from harness.core.data.fitsets import FitSet
     from harness.core.data.tasks import LoadedTask
     from harness.core.scoring import TaskScores
     from harness.runner.config import BenchConfig
@@ -25,12 +28,20 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
 
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
-                 timings: dict[str, float]) -> dict[str, Any]:
+                 timings: dict[str, float], similarity: np.ndarray, fit_set: FitSet | None = None,
+                 leakage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of one score. ``pairs`` keeps each pair's similarity (and gold), so tests between
+    methods (:mod:`harness.runner.significance`) are rebuilt from result files alone."""
     from harness.core import __version__
 
     split = task.eval
     protocol = cfg.protocol()
     protocol["fit_set"] = method.fit_set_name() if method.uses_fit_set else None
+    # Transductive: the method fitted or trained on sentences of the split it is scored on.
+    overlap = fit_set.overlap(split.sentences()) if fit_set is not None else 0
+    protocol["transductive"] = overlap > 0
+    protocol["fit_overlap_sentences"] = overlap if fit_set is not None else None
+    protocol["labelled_training"] = leakage
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
@@ -48,8 +59,11 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
         "fit": method.fit_info,
         "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
                    "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
-                   "bootstrap_rounds": cfg.bootstrap, "n_zero_vectors": scores.n_zero_vectors},
+                   "bootstrap_rounds": cfg.bootstrap, "bootstrap_seed": cfg.seed,
+                   "n_zero_vectors": scores.n_zero_vectors},
         "subset_scores": scores.subsets,
+        "pairs": {"similarity": [float(x) for x in similarity], "gold": [float(g) for g in split.gold],
+                  "subset": list(split.subsets) if split.subsets is not None else None},
         "env": environment(devices, cfg.dtype),
         "timings": timings,
     }

@@ -16,6 +16,7 @@ from harness.core.api import PairScoringMethod
 from harness.core.data.splits import LoadedTask, unique
 from harness.runner.config import BenchConfig
 from harness.runner.context import RunContext
+from harness.runner.leakage import labelled_overlaps, warn_leakage
 from harness.runner.plan import Plan, make_plan
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ def encode_stage(plan: Plan, ctx: RunContext) -> float:
     return time.perf_counter() - started
 
 
-def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig,
-             ctx: RunContext) -> dict[str, Any]:
+def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
+             leakage: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit (if the method fits), encode both sides, score; return the result record."""
     from harness.core.scoring import cosine_rows, score_split
     from harness.runner.records import build_record
@@ -79,7 +80,7 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
     scores = score_split(similarity, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
     t3 = time.perf_counter()
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
-    record = build_record(method, task, scores, cfg, ctx, timings)
+    record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
     record.update(method.annotate(split, similarity))
     if cfg.diagnostics and left is not None:
         from harness.runner.diagnostics import anisotropy, unique_rows
@@ -100,6 +101,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.frames import long_frame, wide_frame
     from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
     from harness.runner.results import load_results, write_result
+    from harness.runner.significance import comparisons, write_significance
 
     stages: dict[str, float] = {}
     started = time.perf_counter()
@@ -109,13 +111,15 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         from harness.runner.plan_report import describe
 
         return RunOutcome([], [], [], describe(plan, ctx), dry_run=True)
+    leaks = labelled_overlaps(plan.methods, plan.tasks, ctx)
+    warn_leakage(leaks)
     encode_s = stages["encode"] = encode_stage(plan, ctx)
     records, paths = [], []
     runs_dir = Path(cfg.output_dir) / "runs"
     for task in plan.tasks:
         for method in plan.methods:
             fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
-            record = evaluate(method, task, fit_set, cfg, ctx)
+            record = evaluate(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
             records.append(record)
             paths.append(write_result(runs_dir, record))
@@ -124,9 +128,12 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
 
     started = time.perf_counter()
-    this_run = wide_frame(long_frame(records))
-    table = markdown(this_run)
-    board = write_leaderboard(long_frame(load_results(runs_dir)), Path(cfg.output_dir), plots=cfg.plots)
+    this_run = long_frame(records)
+    table = markdown(wide_frame(this_run))
+    every_run = load_results(runs_dir)
+    significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
+    board = write_leaderboard(long_frame(every_run), Path(cfg.output_dir), plots=cfg.plots, marks=marks)
+    board.append(write_significance(significance, Path(cfg.output_dir)))
     if cfg.diagnostics:
         from harness.runner.diagnostics import write_diagnostics
 
@@ -156,5 +163,5 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         outcome.regressions = drops
         if compared == 0:
             say(f"warning: --baseline {baseline}: no (method, task) of this run is in it; nothing compared")
-        outcome.exit_code = 1 if len(drops) else 0
+        outcome.exit_code = 1 if drops["regression"].any() else 0
     return outcome

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,6 +74,7 @@ class FitStats:
     first_bits_per_dim: float
     last_bits_per_dim: float
     seconds: float
+    recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
 
 
 def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int, device: str = "cpu",
@@ -114,7 +116,11 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     finally:
         bar.close()
     flow.eval()
-    return flow, FitStats(step, first, running, time.perf_counter() - started)
+    recipe = {"optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)", "lr": config.lr,
+              "betas": list(optimizer.defaults["betas"]), "eps": optimizer.defaults["eps"],
+              "weight_decay": config.weight_decay, "schedule": "constant", "warmup_fraction": 0.0,
+              "clip_grad_norm": config.clip, "device": device}
+    return flow, FitStats(step, first, running, time.perf_counter() - started, recipe)
 
 
 def latents(flow: Glow, x: np.ndarray, device: str = "cpu", batch: int = 4096) -> np.ndarray:

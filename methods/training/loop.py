@@ -42,10 +42,15 @@ def autocast(device: str, precision: str) -> torch.autocast:
     return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
+ADAMW_BETAS = (0.9, 0.999)
+ADAMW_EPS = 1e-8
+CLIP_NORM = 1.0  # HF Trainer's default gradient clipping
+
+
 def adamw_linear(params, lr: float, total_steps: int, warmup_fraction: float = 0.0, weight_decay: float = 0.0):
     """AdamW (ε 1e-8) with linear warm-up over ``warmup_fraction`` of the steps, then linear decay
     to 0 — the HF Trainer / sentence-transformers schedule the reference recipes used."""
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, eps=1e-8)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, eps=ADAMW_EPS, betas=ADAMW_BETAS)
     warmup = int(total_steps * warmup_fraction)
 
     def factor(step: int) -> float:
@@ -129,6 +134,14 @@ class LoopResult:
     items_per_second: float
     resumed_from_step: int
     precision: str
+    recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
+
+
+def loop_recipe(lr: float, warmup: float, weight_decay: float, device: str, precision: str) -> dict[str, Any]:
+    """What :func:`run_loop` trains with, as data."""
+    return {"optimizer": "AdamW", "lr": lr, "betas": list(ADAMW_BETAS), "eps": ADAMW_EPS,
+            "weight_decay": weight_decay, "schedule": "linear warm-up, then linear decay to 0",
+            "warmup_fraction": warmup, "clip_grad_norm": CLIP_NORM, "device": device, "precision": precision}
 
 
 def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: int, batch_size: int, epochs: float,
@@ -157,7 +170,7 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
                 loss = batch_loss(indices)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            torch.nn.utils.clip_grad_norm_(params, CLIP_NORM)
             optimizer.step()
             scheduler.step()
             step, seen = step + 1, seen + len(indices)
@@ -174,4 +187,5 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
         bar.close()
     seconds = time.perf_counter() - started
     state.discard()
-    return LoopResult(step, first, running, seconds, seen / seconds if seconds else math.nan, start, precision)
+    return LoopResult(step, first, running, seconds, seen / seconds if seconds else math.nan, start, precision,
+                      loop_recipe(lr, warmup, 0.0, device, precision))

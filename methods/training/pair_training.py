@@ -117,6 +117,7 @@ class StudentConfig:
     warmup: float = 0.1
     max_length: int = 128
     precision: str = "auto"
+    head_width: int = 256  # hidden width of the [u, v, u·v, |u−v|] head (DSE repo: 512)
     save_every: int = 200
 
 
@@ -158,7 +159,7 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
     model = AutoModel.from_pretrained(base, local_files_only=True, add_pooling_layer=False).to(device)
     model.train()
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
-    head = PairHead(dim).to(device) if config.objective == "head" else None
+    head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
     teacher_t = torch.tensor(list(teacher), dtype=torch.float32)
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)

@@ -4,7 +4,10 @@ The fit set changes published numbers as much as the method does (BERT-flow "tar
 so it is one named setting, shared by every method that fits, recorded with its fingerprint
 in every score:
 
-* ``target``      — both sides of every pair of every split the source has for the task (labels unused)
+* ``target``      — both sides of every pair of every split the source has for the task (labels unused):
+                    the papers' *transductive* setting, since it holds the scored sentences
+* ``heldout``     — every split but the scored one, minus any scored sentence: what methods that
+                    train use by default (simcse-train, DSE's cross-pairs)
 * ``test``        — the evaluated split only
 * ``train``       — the task's train split (STS-B, SICK-R)
 * ``corpus:FILE`` — one sentence per line (blank lines skipped); ``wiki1m:FILE`` is the same reader,
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from harness.core.data.sources.rows import read_lines
 from harness.core.data.splits import LoadedTask, TaskSpec, unique
 from harness.core.errors import UserError
 
-FIT_SET_KINDS = ("target", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
+FIT_SET_KINDS = ("target", "heldout", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
 FILE_KINDS = ("corpus:", "wiki1m:")
 NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
 
@@ -35,6 +39,11 @@ class FitSet:
     sentences: tuple[str, ...]
     fingerprint: str
     origin: str
+
+    def overlap(self, sentences: Iterable[str]) -> int:
+        """How many of ``sentences`` (distinct) the fit set holds: > 0 makes a score transductive."""
+        mine = set(self.sentences)
+        return sum(1 for s in set(sentences) if s in mine)
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "n_sentences": len(self.sentences), "fingerprint": self.fingerprint,
@@ -47,7 +56,7 @@ def make_fit_set(name: str, sentences: list[str], origin: str) -> FitSet:
 
 
 def check_fit_set_name(name: str) -> None:
-    if name in ("target", "test", "train", "nli"):
+    if name in ("target", "heldout", "test", "train", "nli"):
         return
     if any(name.startswith(prefix) and len(name) > len(prefix) for prefix in FILE_KINDS):
         return
@@ -56,7 +65,7 @@ def check_fit_set_name(name: str) -> None:
 
 def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
     """Which splits of ``spec`` must be loaded to build this fit set (beyond the eval split)."""
-    if name == "target":
+    if name in ("target", "heldout"):
         return spec.splits
     if name == "train":
         if "train" not in spec.splits:
@@ -100,6 +109,20 @@ def read_nli(hub_root: str | None) -> FitSet:
     return make_fit_set("nli", unique(s for s in sentences if s), " + ".join(origins))
 
 
+def heldout(task: LoadedTask) -> FitSet:
+    """Every split but the evaluated one, minus any sentence that also occurs in the evaluated split:
+    the default corpus of methods that *train* (simcse-train, DSE's cross-pairs), so they never
+    see a sentence they are scored on."""
+    others = [name for name in task.splits if name != task.spec.eval_split]
+    scored = set(task.eval.sentences())
+    sentences = [s for s in task.sentences(others) if s not in scored]
+    if not sentences:
+        raise UserError(f"fit set heldout: the {task.source} source has no split of {task.spec.title} besides "
+                        f"'{task.spec.eval_split}' to train on; pass a corpus apart from the scored sentences "
+                        "(e.g. --simcse-train-corpus corpus:FILE or --dse-pool corpus:FILE)")
+    return make_fit_set("heldout", sentences, f"{task.spec.title} {'+'.join(others)} minus {task.spec.eval_split}")
+
+
 def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
     """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task)."""
     for prefix in FILE_KINDS:
@@ -116,4 +139,6 @@ def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> F
         return make_fit_set("train", task.sentences(["train"]), f"{task.spec.title} train")
     if name == "target":
         return make_fit_set("target", task.sentences(), f"{task.spec.title} {'+'.join(task.splits)}")
+    if name == "heldout":
+        return heldout(task)
     raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")

@@ -24,6 +24,7 @@ class TaskSpec:
     hub_revision: str = ""
     hub_splits: tuple[str, ...] = ("test",)
     eval_split: str = "test"
+    in_stsb: bool = False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
 
 
 @dataclass(frozen=True)

@@ -28,26 +28,26 @@ TASKS: dict[str, TaskSpec] = {
         "sts12", "STS12", "SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
         ("test",), "STS/STS12-en-test",
         ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-        "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384"),
+        "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", in_stsb=True),
     "sts13": TaskSpec(
         "sts13", "STS13", "SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN (1500)",
         ("test",), "STS/STS13-en-test", ("FNWN", "headlines", "OnWN"),
-        "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca"),
+        "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", in_stsb=True),
     "sts14": TaskSpec(
         "sts14", "STS14", "SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
         ("test",), "STS/STS14-en-test",
         ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-        "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375"),
+        "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", in_stsb=True),
     "sts15": TaskSpec(
         "sts15", "STS15", "SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
         ("test",), "STS/STS15-en-test",
         ("answers-forums", "answers-students", "belief", "headlines", "images"),
-        "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3"),
+        "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", in_stsb=True),
     "sts16": TaskSpec(
         "sts16", "STS16", "SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q (1186)",
         ("test",), "STS/STS16-en-test",
         ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-        "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513"),
+        "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", in_stsb=True),
     "stsb": TaskSpec(
         "stsb", "STS-B", "STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
         ("train", "dev", "test"), "STS/STSBenchmark", (),
