@@ -18,6 +18,7 @@ import sys
 
 def print_listing() -> None:
     from harness.core.data.tasks import TASKS
+    from harness.runner.papers_data import PAPERS, load_paper
     from methods import all_methods
 
     print("Methods:")
@@ -27,6 +28,9 @@ def print_listing() -> None:
     print("\nTasks (--tasks; sources: packaged = STS-B only, senteval, hub):")
     for spec in TASKS.values():
         print(f"  {spec.name:<12} {spec.description}")
+    print("\nPapers (--paper; their protocols, with the published numbers beside the measured ones):")
+    for name in PAPERS:
+        print(f"  {name:<14} {load_paper(name).title}")
 
 
 def main(argv: list[str] | None = None) -> int:

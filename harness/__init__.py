@@ -24,7 +24,12 @@ __all__ = ["BenchConfig", "UserError", "__version__", "run"]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
-    """Plan and execute one benchmark run; see :mod:`harness.runner.scheduler`."""
+    """Plan and execute one benchmark run (:mod:`harness.runner.scheduler`), or with ``cfg.paper`` every
+    row of that paper's protocol (:mod:`harness.runner.paper`)."""
+    if cfg.paper:
+        from harness.runner.paper import run_paper
+
+        return run_paper(cfg)
     from harness.runner.scheduler import run as _run
 
     return _run(cfg)

@@ -55,6 +55,9 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         Option("warmup", 0.1, "linear warm-up, fraction of the steps (0.1)", type=float),
         Option("max_length", 128, "tokens per pair (128)", type=int),
         Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
+        Option("base", "", "model the teacher is trained from with model=train (default: --backbone; DSE's "
+               "teacher: bert-large-uncased-whole-word-masking)", in_label=False),
+        Option("weight_decay", 0.0, "AdamW weight decay (DSE repo's BertAdam: 0.01)", type=float),
     )
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
@@ -68,8 +71,10 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         if model == "auto":
             model = TRAIN if request.backbone in PACKAGED_ALIASES else PUBLISHED
         trains = model == TRAIN
-        backbone = request.backbone if trains else model
-        return replace(spec, backbone=backbone, revision=request.revision if trains else None, pooling="joint",
+        base = spec.params["base"] or request.backbone
+        backbone = base if trains else model
+        revision = request.revision if trains and base == request.backbone else None
+        return replace(spec, backbone=backbone, revision=revision, pooling="joint",
                        layers=(), params={**spec.params, "model_used": model, "seed": request.seed})
 
     @property
@@ -112,7 +117,8 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         train, p = self.ctx.task_split("stsb", "train"), self.spec.params
         config = CrossEncoderConfig(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"], warmup=p["warmup"],
-                                    max_length=p["max_length"], precision=p["precision"])
+                                    max_length=p["max_length"], precision=p["precision"],
+                                    weight_decay=p["weight_decay"])
         result = train_cross_encoder(Path(ref.path), folder.dir, train.s1, train.s2, [g / 5 for g in train.gold],
                                      config, int(p["seed"]), resolve_device(self.ctx.encode.device),
                                      self.ctx.encode.progress)

@@ -59,6 +59,10 @@ class DSE(TrainedMethod, EmbeddingMethod):
         Option("lr", 2e-5, "peak learning rate (2e-5)", type=float),
         Option("batch_size", 32, "pairs per batch (32)", type=int),
         Option("max_length", 128, "tokens per sentence in training (128)", type=int),
+        Option("head_width", 256, "hidden width of the head with --dse-objective head (DSE repo: 512)", type=int),
+        Option("weight_decay", 0.0, "AdamW weight decay (DSE repo's BertAdam: 0.01)", type=float),
+        Option("select_every", 0, "keep the best student on STS-B dev, scored every N steps (-1: every epoch; "
+               "0: keep the last step)", type=int),
         Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
     )
 
@@ -138,12 +142,18 @@ class DSE(TrainedMethod, EmbeddingMethod):
         p = self.spec.params
         config = StudentConfig(pooling=p["pooling"], top_k=p["top_k"], objective=p["objective"],
                                gold_weight=p["gold_weight"], epochs=p["epochs"], lr=p["lr"],
-                               batch_size=p["batch_size"], max_length=p["max_length"], precision=p["precision"])
+                               batch_size=p["batch_size"], max_length=p["max_length"], precision=p["precision"],
+                               head_width=p["head_width"], weight_decay=p["weight_decay"],
+                               select_every=p["select_every"])
+        dev = None
+        if p["select_every"]:
+            split = self.ctx.task_split("stsb", "dev")
+            dev = (split.s1, split.s2, [g / 5 for g in split.gold])
         result, _ = train_student(Path(base.path), folder.dir, s1, s2, teacher_scores.tolist(), gold, config,
-                                  int(p["seed"]), resolve_device(self.ctx.encode.device), self.ctx.encode.progress)
+                                  int(p["seed"]), resolve_device(self.ctx.encode.device), self.ctx.encode.progress, dev)
         info = {"train_pairs": len(s1), "steps": result.steps, "first_loss": result.first_loss,
                 "final_loss": result.last_loss, "train_seconds": round(result.seconds, 2),
-                "precision": result.precision,
+                "precision": result.precision, "selection": result.selection,
                 "recipe": {**result.recipe, "head_width": config.head_width if p["objective"] == "head" else None,
                            "loss": f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {p['gold_weight']}"}}
         return {}, info
@@ -193,9 +203,12 @@ class DSE(TrainedMethod, EmbeddingMethod):
         if self._trained is None:
             raise UserError("--cost: the dse student was not trained in this run (no task evaluated it)")
         provider, views = self._provider_views()
-        teacher, settings = self.teacher(), replace(provider.settings, progress=False)
+        teacher = self.teacher()
+        # Both sides through the same engine (transformers) and the same batching (length-sorted,
+        # fixed batches), on fresh compute: neither may read the score or vector caches while timed.
+        settings = replace(provider.settings, progress=False, impl="transformers",
+                           batch_size=provider.settings.fixed_batch_size())
         device = resolve_device(settings.device)
-        # Fresh compute on both sides: neither may read the score or vector caches while being timed.
         scorer = PairScorer(teacher.checkpoint(), device, settings.dtype, teacher.spec.params["max_length"],
                             teacher.activation())
         forward = ForwardPass(provider.ref, settings)
@@ -207,8 +220,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
         def shape(folder: Path) -> ModelShape:
             return ModelShape.from_config(json.loads((folder / "config.json").read_text(encoding="utf-8")))
 
-        return CostSubjects(title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}",
-                            pair_score=lambda a, b: scorer.score(a, b, settings.fixed_batch_size()), encode=encode,
+        return CostSubjects(title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}, both sides "
+                                  f"transformers, length-sorted batches of {settings.batch_size}",
+                            pair_score=lambda a, b: scorer.score(a, b, settings.batch_size), encode=encode,
                             tokens=forward.token_lengths, cross_shape=shape(teacher.checkpoint()),
                             student_shape=shape(Path(provider.ref.path)))
 
@@ -237,3 +251,20 @@ class DSEHead(PairScoringMethod, DSE):
         u, v = torch.from_numpy(self.encode(s1)), torch.from_numpy(self.encode(s2))
         with torch.no_grad():
             return self._head(u, v).numpy()
+
+    def head_matrix(self, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """The head over every (query, candidate) pair: Q·C evaluations, one query row at a time."""
+        import torch
+
+        c = torch.from_numpy(np.ascontiguousarray(candidates))
+        with torch.no_grad():
+            return np.stack([self._head(torch.from_numpy(q).expand_as(c), c).numpy() for q in queries])
+
+    def cost_subjects(self) -> CostSubjects | None:
+        """As DSE's, but (b) and (c) run the head on all Q·C pairs instead of one matrix product:
+        2·(4d·h + h) FLOPs a pair for the two layers (d the embedding size, h the head width)."""
+        subjects = super().cost_subjects()
+        first = self._head.net[0]
+        dim, width = first.in_features // 4, first.out_features
+        return replace(subjects, title=subjects.title + ", head over all Q·C pairs", match=self.head_matrix,
+                       match_flops_per_pair=2.0 * (4 * dim * width + width))

@@ -50,6 +50,8 @@ class BertFlow(TrainedMethod, PostProcessor):
         Option("lr", 1e-3, "constant learning rate (1e-3; BERT-flow's NLI setting used 2e-5)", type=float),
         Option("batch_size", 32, "fit batch size (32)", type=int),
         Option("epochs", 1.0, "epochs over the fit set; fractions allowed (NLI setting: 0.15)", type=float),
+        Option("batches", "sentences", "sentences (batches of fit-set sentences) or pairs (BERT-flow's code: "
+               "batches of pairs, loss = side a + side b, remainder dropped)", choices=("sentences", "pairs")),
         Option("fit_dropout", False, "fit on vectors encoded with the backbone's dropout on, re-encoded every "
                "epoch (the original's behaviour; slow)", type=_flag),
     )
@@ -77,6 +79,9 @@ class BertFlow(TrainedMethod, PostProcessor):
 
     def training_plan(self, fit_set: FitSet | None) -> str:
         p = self.spec.params
+        if p["batches"] == "pairs":
+            return f"to train: ~{int(p['epochs'] * len(fit_set.pairs) / p['batch_size'])} flow steps on " \
+                   f"{len(fit_set.pairs)} pairs"
         steps = -(-int(p["epochs"] * len(fit_set.sentences)) // p["batch_size"])
         return f"to train: ~{steps} flow steps on {len(fit_set.sentences)} sentences"
 
@@ -96,7 +101,14 @@ class BertFlow(TrainedMethod, PostProcessor):
         from methods.training.flow_fit import train_flow
 
         config, seed = self._config(), int(self.spec.params["seed"])
-        sentences = list(fit_set.sentences)
+        sentences, pairs = list(fit_set.sentences), None
+        if self.spec.params["batches"] == "pairs":
+            if not fit_set.pairs:
+                raise UserError(f"--flow-batches pairs needs a fit set made of pairs (target, target-pairs, train, "
+                                f"test, nli); '{fit_set.name}' is a plain list of sentences")
+            sentences = list(dict.fromkeys(s for pair in fit_set.pairs for s in pair))
+            row = {s: i for i, s in enumerate(sentences)}
+            pairs = (np.array([row[a] for a, _ in fit_set.pairs]), np.array([row[b] for _, b in fit_set.pairs]))
         if self.spec.params["fit_dropout"]:
             provider, views = self.ctx.views(self.spec), self.backbone_views()
 
@@ -110,7 +122,8 @@ class BertFlow(TrainedMethod, PostProcessor):
                 return cached
 
         dim = self.ctx.backbone(self.spec.backbone, self.spec.revision).hidden_size
-        flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.encode.progress)
+        flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.encode.progress,
+                                 pairs=pairs)
         if not math.isfinite(stats.last_bits_per_dim) or stats.last_bits_per_dim > stats.first_bits_per_dim + 1.0:
             # A diverged flow still yields latents, and a meaningless score; refuse it (and cache nothing).
             raise UserError(f"flow: the fit on fit set '{fit_set.name}' diverged (bits/dim "

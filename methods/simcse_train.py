@@ -42,6 +42,8 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
         Option("batch_size", 64, "sentences per batch (64)", type=int),
         Option("max_length", 32, "training truncation in tokens (32)", type=int),
         Option("epochs", 1.0, "epochs over the corpus (1)", type=float),
+        Option("select_every", 0, "every N steps score STS-B dev and keep the best weights (SimCSE: 125; 0 = keep "
+               "the last step)", type=int),
         Option("precision", "auto", "auto (bf16 autocast where the hardware has it), fp32, bf16",
                choices=("auto", "fp32", "bf16")),
     )
@@ -63,7 +65,8 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
 
         p = self.spec.params
         return SimCSEConfig(temperature=p["temperature"], lr=p["lr"], batch_size=p["batch_size"],
-                            max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"])
+                            max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"],
+                            select_every=p["select_every"], eval_max_length=self.spec.max_length)
 
     def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
@@ -89,12 +92,17 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         trainer = SimCSETrainer(Path(base.path), folder.dir, self._config(), int(self.spec.params["seed"]),
                                 device=resolve_device(self.ctx.encode.device), progress=self.ctx.encode.progress)
-        result = trainer.train(list(fit_set.sentences))
+        dev = None
+        if self.spec.params["select_every"]:
+            split = self.ctx.task_split("stsb", "dev")
+            dev = (split.s1, split.s2, split.gold)
+        result = trainer.train(list(fit_set.sentences), dev)
         info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
                 "train_seconds": round(result.seconds, 2),
                 "sentences_per_second": round(result.items_per_second, 2),
                 "resumed_from_step": result.resumed_from_step, "precision": result.precision,
-                "recipe": {**result.recipe, "temperature": self.spec.params["temperature"]}}
+                "recipe": {**result.recipe, "temperature": self.spec.params["temperature"]},
+                "selection": result.selection}
         return {}, info  # the checkpoint files are in place: meta.json marks the folder complete
 
     def encoder_impl(self) -> str | None:

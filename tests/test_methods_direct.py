@@ -144,3 +144,34 @@ def test_the_pooling_table_is_the_one_list_of_poolings():
     assert str(View("pooler", 0)) == "pooler@0"
     with pytest.raises(ValueError, match="unknown pooling"):
         View("max", 1)
+
+
+def test_target_pairs_keeps_repeats_and_flow_fits_on_pair_batches(tiny_bert, tmp_path):
+    from harness.core.data.fitsets import build_fit_set
+    from harness.core.data.splits import LoadedTask
+    from harness.core.data.tasks import TASKS
+
+    repeated = SplitData(TRAIN.s1 + TRAIN.s1[:3], TRAIN.s2 + TRAIN.s2[:3], TRAIN.gold + TRAIN.gold[:3], None, "x")
+    task = LoadedTask(TASKS["stsb"], "fixture", {"train": repeated, "test": TRAIN})
+    fit_set = build_fit_set("target-pairs", task)
+    assert len(fit_set.sentences) == 2 * (len(repeated) + len(TRAIN)) and len(fit_set.pairs) == 83
+    ctx = context(tmp_path, tiny_bert, flow={"levels": 1, "depth": 1, "width": 8, "batches": "pairs",
+                                             "batch_size": 8})
+    method = build("flow", ctx)
+    method.fit(fit_set)
+    assert method.fit_info["steps"] == 83 // 8  # pairs of both sides per batch, the remainder dropped
+    assert method.fit_info["recipe"]["batches"].startswith("pairs")
+    with pytest.raises(Exception, match="needs a fit set made of pairs"):
+        build("flow", ctx).fit(make_fit_set("corpus:x", SENTENCES, "fixture"))
+
+
+def test_simcse_train_selects_the_best_step_on_stsb_dev(tiny_bert, tmp_path):
+    ctx = context(tmp_path, tiny_bert, **{"simcse-train": {"batch_size": 16, "precision": "fp32", "select_every": 1}})
+    ctx.splits[("stsb", "dev")] = TRAIN
+    method = build("simcse-train", ctx)
+    method.fit(make_fit_set("corpus", SENTENCES, "fixture"))
+    selection = method.fit_info["selection"]
+    steps = method.fit_info["steps"]
+    assert selection["data"] == "STS-B dev" and len(selection["evaluations"]) == steps
+    best = max(selection["evaluations"], key=lambda e: e[1])
+    assert selection["chosen_step"] == best[0] and selection["dev_score"] == best[1]

@@ -50,6 +50,7 @@ def dask_address():
 def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_path, request):
     argv = [a for a in shlex.split(command)[2:] if a != "..."]
     substitutes = {"bert-base-uncased": str(tiny_st), "~/SentEval/data/downstream": str(senteval_root),
+                   "DIR": str(senteval_root),
                    "/shared/sts-cache": str(tmp_path / "cache"), "bench.toml": str(tmp_path / "bench.toml")}
     if "tcp://HOST:8786" in argv:
         substitutes["tcp://HOST:8786"] = request.getfixturevalue("dask_address")

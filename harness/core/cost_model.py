@@ -43,3 +43,7 @@ class CostSubjects:
     tokens: Callable[[list[str]], list[int]]
     cross_shape: ModelShape
     student_shape: ModelShape
+    # How query and candidate vectors are compared: None = one cosine matrix product; a pair head
+    # instead runs on all Q·C pairs, at this many FLOPs each.
+    match: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    match_flops_per_pair: float | None = None

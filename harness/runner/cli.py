@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
     p.add_argument("--cost", action="store_true",
                    help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
+    p.add_argument("--paper", help="run a paper's own protocol and write results/paper-<name>.md/.csv: "
+                   "bert-flow | bert-whitening | simcse | sbert | dse (flags given override it)")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():
@@ -163,5 +165,6 @@ def from_cli(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
     for method, values in cli.pop("method_params", {}).items():
         merged_params[method] = {**merged_params.get(method, {}), **values}
     _check_method_params(merged_params)
-    cfg = replace(BenchConfig(), **{**settings, **cli, "method_params": merged_params})
+    explicit = frozenset([*settings, *cli])
+    cfg = replace(BenchConfig(), **{**settings, **cli, "method_params": merged_params}, explicit=explicit)
     return (cfg if list_only else cfg.validate()), list_only

@@ -7,7 +7,7 @@ max_length, dtype) are plain named fields here and are written next to every sco
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,18 @@ class BenchConfig:
     diagnostics: bool = False
     cost: bool = False
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    paper: str | None = None  # run a paper's protocol by name (harness/runner/paper.py)
+    # Settings the user gave (command line or config file), by field name or "method.option": they
+    # override a --paper preset. Fields that differ from their default count as given too.
+    explicit: frozenset[str] = frozenset()
+
+    def given(self) -> frozenset[str]:
+        """The settings the user chose: those named in ``explicit`` and those off their default."""
+        defaults = BenchConfig()
+        changed = {f.name for f in fields(self) if f.name not in ("explicit", "method_params")
+                   and getattr(self, f.name) != getattr(defaults, f.name)}
+        options = {f"{method}.{option}" for method, values in self.method_params.items() for option in values}
+        return frozenset(self.explicit | changed | options)
 
     def spec_request(self) -> SpecRequest:
         """What methods build their specs from: the run-wide settings a method may read."""
@@ -96,4 +108,8 @@ class BenchConfig:
         if not self.methods or not self.tasks:
             raise UserError("--methods and --tasks need at least one name each")
         check_fit_set_name(self.fit_set)
+        if self.paper is not None:
+            from harness.runner.papers_data import load_paper
+
+            load_paper(self.paper)  # an unknown name is one line with a suggestion
         return self

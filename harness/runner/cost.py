@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 PairScore = Callable[[list[str], list[str]], np.ndarray]
 Encode = Callable[[list[str]], np.ndarray]
+Match = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -59,9 +60,13 @@ def cosine_matrix(q: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def measure(pair_score: PairScore, encode: Encode, queries: list[str], pool: list[str], sizes: Sequence[int],
             cross_shape: ModelShape, student_shape: ModelShape, tokens: Callable[[list[str]], list[int]],
-            max_pairs: int = 10_000) -> tuple[list[CostRow], dict[int, tuple[np.ndarray, np.ndarray]]]:
+            max_pairs: int = 10_000, match: Match | None = None,
+            match_flops_per_pair: float | None = None) -> tuple[list[CostRow], dict[int, tuple]]:
     """Time (a), (b), (c) for every candidate count; also return both score matrices per size
-    (only where (a) was measured) so callers can compare the rankings."""
+    (only where (a) was measured) so callers can compare the rankings. ``match`` compares query and
+    candidate vectors (cosine by default; a pair head evaluates all Q·C pairs, at
+    ``match_flops_per_pair`` each)."""
+    match = match or cosine_matrix
     rows, matrices = [], {}
     q_tokens = tokens(queries)
     rate: float | None = None
@@ -82,14 +87,14 @@ def measure(pair_score: PairScore, encode: Encode, queries: list[str], pool: lis
         else:
             cross_seconds = pairs / rate
         started = time.perf_counter()
-        student = cosine_matrix(encode(queries), encode(candidates))
+        student = match(encode(queries), encode(candidates))
         student_seconds = time.perf_counter() - started
         cached_candidates = encode(candidates)  # (c): built beforehand, not timed
         started = time.perf_counter()
-        cosine_matrix(encode(queries), cached_candidates)
+        match(encode(queries), cached_candidates)
         cached_seconds = time.perf_counter() - started
         dim = cached_candidates.shape[1]
-        matmul = 2.0 * len(queries) * len(candidates) * dim
+        matmul = len(queries) * len(candidates) * (match_flops_per_pair or 2.0 * dim)
         q_flops = student_shape.forward_flops(q_tokens)
         rows.append(CostRow(len(queries), len(candidates), cross_seconds, not measured, student_seconds,
                             cached_seconds, cross_flops / 1e9,
@@ -160,7 +165,7 @@ def cost_for_run(methods: list[Method], pool: list[str], seed: int, out_dir: Pat
     query_texts, candidates = shuffled[:queries], shuffled[queries:]
     usable = [s for s in sizes if s <= len(candidates)] or [len(candidates)]
     rows, _ = measure(subjects.pair_score, subjects.encode, query_texts, candidates, usable, subjects.cross_shape,
-                      subjects.student_shape, subjects.tokens, max_pairs)
+                      subjects.student_shape, subjects.tokens, max_pairs, subjects.match, subjects.match_flops_per_pair)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "cost.md", out_dir / "cost.json"]
     atomic_write_text(paths[0], markdown(rows, subjects.title))

@@ -78,12 +78,17 @@ class FitStats:
 
 
 def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int, device: str = "cpu",
-               progress: bool = True) -> tuple[Glow, FitStats]:
+               progress: bool = True, pairs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Glow, FitStats]:
     """Fit a Glow. ``batches_of_epoch(epoch)`` returns that epoch's (n, dim) float32 array (the same
     cached vectors every epoch, or freshly dropout-encoded ones); rows are shuffled with ``seed``.
 
-    Runs ``ceil(epochs · n / batch_size)`` steps, so fractional epochs (BERT-flow's NLI setting
-    uses 0.15) stop part-way through the last one.
+    Sentence batches (``pairs`` None): ``ceil(epochs · n / batch_size)`` steps over the n rows, so
+    fractional epochs (BERT-flow's NLI setting uses 0.15) stop part-way through the last one.
+
+    Pair batches (``pairs`` = row indices of side a and side b, BERT-flow's ``run_siamese.py``): a
+    batch is ``batch_size`` pairs, the loss the mean NLL of side a plus that of side b, the last
+    partial batch of an epoch is dropped, and ``int(epochs · P / batch_size)`` steps run. Worked
+    example: STS-B target has P = 5749 + 1500 + 1379 = 8628 pairs → int(8628 / 32) = 269 steps.
     """
     from tqdm.auto import tqdm
 
@@ -91,18 +96,31 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     generator = torch.Generator().manual_seed(seed)
     flow = config.build(dim, seed).to(device)
     optimizer = AdamWeightDecay(flow.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    total = max(1, math.ceil(config.epochs * n / config.batch_size))
+    items = n if pairs is None else len(pairs[0])
+    if pairs is None:
+        total = max(1, math.ceil(config.epochs * n / config.batch_size))
+        last_start = n  # keep the partial last batch
+    else:
+        total = max(1, int(config.epochs * items / config.batch_size))
+        last_start = items - config.batch_size + 1  # drop remainder
+        side_a, side_b = torch.from_numpy(np.asarray(pairs[0])), torch.from_numpy(np.asarray(pairs[1]))
     started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
     bar = tqdm(total=total, desc="fit flow", unit="step", disable=None if progress else True, leave=False)
     try:
-        for epoch in range(math.ceil(config.epochs)):
+        for epoch in range(math.ceil(total * config.batch_size / items) + 1):
+            if step == total:
+                break
             data = torch.from_numpy(np.ascontiguousarray(batches_of_epoch(epoch), dtype=np.float32))
-            order = torch.randperm(n, generator=generator)
-            for start in range(0, n, config.batch_size):
+            order = torch.randperm(items, generator=generator)
+            for start in range(0, max(last_start, 1), config.batch_size):
                 if step == total:
                     break
-                batch = data[order[start:start + config.batch_size]].to(device)
-                loss = flow.bits_per_dim(batch)
+                chosen = order[start:start + config.batch_size]
+                if pairs is None:
+                    loss = flow.bits_per_dim(data[chosen].to(device))
+                else:
+                    loss = (flow.bits_per_dim(data[side_a[chosen]].to(device))
+                            + flow.bits_per_dim(data[side_b[chosen]].to(device)))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(flow.parameters(), config.clip)
@@ -119,7 +137,8 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     recipe = {"optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)", "lr": config.lr,
               "betas": list(optimizer.defaults["betas"]), "eps": optimizer.defaults["eps"],
               "weight_decay": config.weight_decay, "schedule": "constant", "warmup_fraction": 0.0,
-              "clip_grad_norm": config.clip, "device": device}
+              "clip_grad_norm": config.clip, "device": device,
+              "batches": "sentences" if pairs is None else "pairs (loss: side a + side b; remainder dropped)"}
     return flow, FitStats(step, first, running, time.perf_counter() - started, recipe)
 
 

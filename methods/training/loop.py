@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,13 @@ class TrainState:
         self.blob = Path(workdir) / "partial" / "state.safetensors"
         self.meta = Path(workdir) / "partial" / "state.json"
         self.identity = json.loads(json.dumps(identity))
+        self.kept: dict[str, torch.Tensor] = {}  # tensors a loop keeps aside (the best dev weights), restored by load
 
-    def save(self, modules: dict[str, nn.Module], optimizer, scheduler, step: int, extra: dict[str, Any]) -> None:
+    def save(self, modules: dict[str, nn.Module], optimizer, scheduler, step: int, extra: dict[str, Any],
+             kept: dict[str, torch.Tensor] | None = None) -> None:
         from safetensors.torch import save
 
-        tensors: dict[str, torch.Tensor] = {}
+        tensors: dict[str, torch.Tensor] = {f"keep.{k}": v for k, v in (kept or {}).items()}
         for prefix, module in modules.items():
             tensors.update({f"{prefix}.{k}": v for k, v in module.state_dict().items()})
         opt = optimizer.state_dict()
@@ -108,6 +111,7 @@ class TrainState:
         scheduler.last_epoch = info["scheduler_last_epoch"]
         scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # LambdaLR keeps the lr here
         torch.set_rng_state(tensors["rng"])
+        self.kept = {k[5:]: v for k, v in tensors.items() if k.startswith("keep.")}
         return int(info["step"]), dict(info.get("extra", {}))
 
     def discard(self) -> None:
@@ -125,6 +129,29 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
 
 
+@dataclass(frozen=True)
+class DevSelection:
+    """Model selection on a dev set, as SimCSE's and DSE's recipes do: every ``every`` optimiser steps
+    (-1: at the end of every epoch) and at the last step, ``evaluate()`` scores the current weights
+    (higher is better, e.g. Spearman on STS-B dev); the best weights are kept and restored at the end.
+    ``data`` names the dev set for the record. Never a scored split: the caller makes sure."""
+
+    every: int
+    evaluate: Callable[[], float]
+    data: str
+
+
+def _snapshot(modules: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
+    return {f"{prefix}.{k}": v.detach().cpu().clone() for prefix, module in modules.items()
+            for k, v in module.state_dict().items()}
+
+
+def _restore(modules: dict[str, nn.Module], tensors: dict[str, torch.Tensor]) -> None:
+    for prefix, module in modules.items():
+        cut = len(prefix) + 1
+        module.load_state_dict({k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")})
+
+
 @dataclass
 class LoopResult:
     steps: int
@@ -135,6 +162,7 @@ class LoopResult:
     resumed_from_step: int
     precision: str
     recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
+    selection: dict[str, Any] | None = None  # dev selection: the chosen step, its dev score, every evaluation
 
 
 def loop_recipe(lr: float, warmup: float, weight_decay: float, device: str, precision: str) -> dict[str, Any]:
@@ -146,7 +174,8 @@ def loop_recipe(lr: float, warmup: float, weight_decay: float, device: str, prec
 
 def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: int, batch_size: int, epochs: float,
              lr: float, warmup: float, seed: int, precision: str, device: str, progress: bool, desc: str,
-             save_every: int, batch_loss, on_step=None) -> LoopResult:
+             save_every: int, batch_loss, on_step=None, selection: DevSelection | None = None,
+             weight_decay: float = 0.0) -> LoopResult:
     """The shared training loop: seeded order per epoch, AdamW + linear schedule, gradient clipping
     at norm 1.0 (HF Trainer's default), autocast, a running loss on the bar, resumable state.
     ``batch_loss(indices)`` returns the loss of those items; ``on_step(steps_done_this_run)`` is
@@ -156,10 +185,13 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
     total = total_steps(n, batch_size, epochs)
     per_epoch = math.ceil(n / batch_size)
     params = [p for module in modules.values() for p in module.parameters()]
-    optimizer, scheduler = adamw_linear(params, lr, total, warmup)
+    optimizer, scheduler = adamw_linear(params, lr, total, warmup, weight_decay)
     state = TrainState(workdir, identity)
     start, extra = state.load(modules, optimizer, scheduler)
     first, running = extra.get("first_loss", math.nan), extra.get("running_loss", math.nan)
+    every = (per_epoch if selection.every < 0 else selection.every) if selection is not None else 0
+    evaluations: list[list[float]] = extra.get("evaluations", [])
+    best = state.kept  # the best weights so far (restored when resuming)
     step, seen, started = start, 0, time.perf_counter()
     bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None if progress else True, leave=False)
     try:
@@ -179,13 +211,30 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
             running = value if math.isnan(running) else 0.95 * running + 0.05 * value
             bar.update(1)
             bar.set_postfix(loss=f"{running:.4f}")
+            if selection is not None and (step % every == 0 or step == total):
+                for module in modules.values():
+                    module.eval()
+                with torch.no_grad():
+                    score = float(selection.evaluate())
+                for module in modules.values():
+                    module.train()
+                if not evaluations or score > max(s for _, s in evaluations):
+                    best = _snapshot(modules)
+                evaluations.append([step, score])
             if step % save_every == 0 and step < total:
-                state.save(modules, optimizer, scheduler, step, {"first_loss": first, "running_loss": running})
+                state.save(modules, optimizer, scheduler, step, {"first_loss": first, "running_loss": running,
+                                                                 "evaluations": evaluations}, best)
             if on_step is not None:
                 on_step(step - start)
     finally:
         bar.close()
     seconds = time.perf_counter() - started
     state.discard()
+    chosen = None
+    if selection is not None and evaluations:
+        _restore(modules, best)
+        step_kept, score_kept = max(evaluations, key=lambda e: e[1])
+        chosen = {"data": selection.data, "every_steps": every, "chosen_step": int(step_kept),
+                  "dev_score": score_kept, "evaluations": evaluations}
     return LoopResult(step, first, running, seconds, seen / seconds if seconds else math.nan, start, precision,
-                      loop_recipe(lr, warmup, 0.0, device, precision))
+                      loop_recipe(lr, warmup, weight_decay, device, precision), chosen)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding.pooling import pool_layers
+from harness.core.encoding.settings import usable_length
 from methods.training.loop import LoopResult, resolve_precision, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
@@ -36,6 +37,7 @@ class CrossEncoderConfig:
     warmup: float = 0.1
     max_length: int = 128
     precision: str = "auto"
+    weight_decay: float = 0.0
     save_every: int = 200
 
 
@@ -52,18 +54,19 @@ def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequen
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True).to(device)
     model.train()
     target = torch.tensor(list(gold01), dtype=torch.float32)
+    length = usable_length(config.max_length, getattr(model.config, "max_position_embeddings", None))
     precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
         inputs = tokenizer([s1[i] for i in indices], [s2[i] for i in indices], padding=True, truncation=True,
-                           max_length=config.max_length, return_tensors="pt").to(device)
+                           max_length=length, return_tensors="pt").to(device)
         predicted = model(**inputs).logits.squeeze(-1).float()
         return F.mse_loss(predicted, target[indices].to(device))
 
     identity = {"config": asdict(config), "seed": seed, "n": len(s1)}
     result = run_loop(workdir, identity, {"model": model}, len(s1), config.batch_size, config.epochs, config.lr,
-                   config.warmup, seed, precision, device, progress, "train cross-encoder", config.save_every,
-                   batch_loss)
+                      config.warmup, seed, precision, device, progress, "train cross-encoder", config.save_every,
+                      batch_loss, weight_decay=config.weight_decay)
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
     tokenizer.save_pretrained(workdir / "model")
@@ -84,7 +87,8 @@ class PairScorer:
         model = AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True)
         self.model = model.to(device).eval()
         self.device, self.autocast_dtype = device, torch_dtype(dtype)
-        self.max_length, self.activation = max_length, activation
+        self.max_length = usable_length(max_length, getattr(model.config, "max_position_embeddings", None))
+        self.activation = activation
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
         order = sorted(range(len(s1)), key=lambda i: -(len(s1[i]) + len(s2[i])))
@@ -118,6 +122,8 @@ class StudentConfig:
     max_length: int = 128
     precision: str = "auto"
     head_width: int = 256  # hidden width of the [u, v, u·v, |u−v|] head (DSE repo: 512)
+    weight_decay: float = 0.0  # DSE repo's BertAdam: 0.01
+    select_every: int = 0  # > 0 steps, or -1 once per epoch: keep the best weights on the dev pairs
     save_every: int = 200
 
 
@@ -147,8 +153,10 @@ def student_similarity(u: torch.Tensor, v: torch.Tensor, head: PairHead | None) 
 
 def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str], teacher: Sequence[float],
                   gold01: Sequence[float | None], config: StudentConfig, seed: int, device: str,
-                  progress: bool) -> tuple[LoopResult, PairHead | None]:
-    """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``."""
+                  progress: bool, dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+                  dev_name: str = "STS-B dev") -> tuple[LoopResult, PairHead | None]:
+    """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``. With
+    ``config.select_every`` and ``dev`` pairs, the saved student (and head) is the best on ``dev``."""
     from transformers import AutoModel, AutoTokenizer
 
     from harness.core.encoding.engines import quiet_transformers
@@ -161,12 +169,13 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
     head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
     teacher_t = torch.tensor(list(teacher), dtype=torch.float32)
+    length = usable_length(config.max_length, getattr(model.config, "max_position_embeddings", None))
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
         texts = [s1[i] for i in indices] + [s2[i] for i in indices]
-        inputs = tokenizer(texts, padding=True, truncation=True, max_length=config.max_length,
+        inputs = tokenizer(texts, padding=True, truncation=True, max_length=length,
                            return_tensors="pt").to(device)
         states = model(**inputs, output_hidden_states=True).hidden_states
         pooled = student_pool(states, inputs["attention_mask"], config.pooling, config.top_k).float()
@@ -180,10 +189,25 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
             loss = (1 - config.gold_weight) * loss + config.gold_weight * gold_loss
         return loss
 
+    selection = None
+    if config.select_every and dev is not None:
+        from methods.training.loop import DevSelection
+        from methods.training.select import dev_spearman
+
+        def embed(texts: list[str]) -> torch.Tensor:
+            inputs = tokenizer(texts, padding=True, truncation=True, max_length=length,
+                               return_tensors="pt").to(device)
+            states = model(**inputs, output_hidden_states=True).hidden_states
+            return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
+
+        selection = DevSelection(config.select_every,
+                                 lambda: dev_spearman(embed, *dev, lambda u, v: student_similarity(u, v, head)),
+                                 dev_name)
     modules: dict[str, nn.Module] = {"model": model, **({"head": head} if head is not None else {})}
     identity = {"config": asdict(config), "seed": seed, "n": len(s1)}
     result = run_loop(workdir, identity, modules, len(s1), config.batch_size, config.epochs, config.lr, config.warmup,
-                   seed, precision, device, progress, "distil student", config.save_every, batch_loss)
+                      seed, precision, device, progress, "distil student", config.save_every, batch_loss,
+                      selection=selection, weight_decay=config.weight_decay)
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
     tokenizer.save_pretrained(workdir / "model")

@@ -16,6 +16,7 @@ interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding.pooling import POOLINGS
-from methods.training.loop import LoopResult, resolve_precision, run_loop
+from harness.core.encoding.settings import usable_length
+from methods.training.loop import DevSelection, LoopResult, resolve_precision, run_loop
 
 
 def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -42,6 +44,8 @@ class SimCSEConfig:
     epochs: float = 1.0
     precision: str = "auto"  # "auto" | "fp32" | "bf16"
     save_every: int = 50
+    select_every: int = 0  # > 0: score STS-B dev every this many steps and keep the best weights (SimCSE: 125)
+    eval_max_length: int = 128  # truncation when scoring dev: the evaluation's, not training's max_length
 
 
 class _Mlp(nn.Module):
@@ -65,8 +69,10 @@ class SimCSETrainer:
         self.device, self.progress = device, progress
         self.on_step = on_step  # called with the steps done in this run (tests interrupt with it)
 
-    def train(self, sentences: list[str]) -> LoopResult:
-        """Run the recipe; the fine-tuned encoder (no MLP) is saved to ``workdir/model``."""
+    def train(self, sentences: list[str], dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+              dev_name: str = "STS-B dev") -> LoopResult:
+        """Run the recipe; the fine-tuned encoder (no MLP) is saved to ``workdir/model``. With
+        ``config.select_every`` and ``dev`` pairs, the saved encoder is the best on ``dev``."""
         from transformers import AutoModel, AutoTokenizer
 
         from harness.core.encoding.engines import quiet_transformers
@@ -78,20 +84,34 @@ class SimCSETrainer:
         model = AutoModel.from_pretrained(self.base, local_files_only=True, add_pooling_layer=False).to(self.device)
         model.train()
         std = getattr(model.config, "initializer_range", 0.02)
+        positions = getattr(model.config, "max_position_embeddings", None)
         mlp = _Mlp(model.config.hidden_size, std, torch.Generator().manual_seed(self.seed)).to(self.device)
 
         def batch_loss(indices: list[int]) -> torch.Tensor:
             doubled = [sentences[i] for i in indices for _ in (0, 1)]  # each twice: two dropout masks
-            inputs = tokenizer(doubled, padding=True, truncation=True, max_length=config.max_length,
+            inputs = tokenizer(doubled, padding=True, truncation=True,
+                               max_length=usable_length(config.max_length, positions),
                                return_tensors="pt").to(self.device)
             # [CLS] through the pooling table: what cls_before_pooler reads at evaluation
             z = mlp(POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 
+        selection = None
+        if config.select_every and dev is not None:
+            from methods.training.select import dev_spearman
+
+            def embed(texts: list[str]) -> torch.Tensor:
+                inputs = tokenizer(texts, padding=True, truncation=True,
+                                   max_length=usable_length(config.eval_max_length, positions),
+                                   return_tensors="pt").to(self.device)
+                return POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])
+
+            selection = DevSelection(config.select_every, lambda: dev_spearman(embed, *dev), dev_name)
         identity = {"config": asdict(config), "seed": self.seed, "n": len(sentences)}
         result = run_loop(self.workdir, identity, {"model": model, "mlp": mlp}, len(sentences), config.batch_size,
                           config.epochs, config.lr, 0.0, self.seed, resolve_precision(config.precision, self.device),
-                          self.device, self.progress, "simcse-train", config.save_every, batch_loss, self.on_step)
+                          self.device, self.progress, "simcse-train", config.save_every, batch_loss, self.on_step,
+                          selection)
         model.eval()
         model.save_pretrained(self.workdir / "model", safe_serialization=True)
         tokenizer.save_pretrained(self.workdir / "model")

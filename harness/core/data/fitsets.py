@@ -6,6 +6,8 @@ in every score:
 
 * ``target``      — both sides of every pair of every split the source has for the task (labels unused):
                     the papers' *transductive* setting, since it holds the scored sentences
+* ``target-pairs``— the same sentences as they occur in the pairs, repeats kept (BERT-whitening's
+                    and BERT-flow's code fit on this)
 * ``heldout``     — every split but the scored one, minus any scored sentence: what methods that
                     train use by default (simcse-train, DSE's cross-pairs)
 * ``test``        — the evaluated split only
@@ -28,7 +30,8 @@ from harness.core.data.sources.rows import read_lines
 from harness.core.data.splits import LoadedTask, TaskSpec, unique
 from harness.core.errors import UserError
 
-FIT_SET_KINDS = ("target", "heldout", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
+TASK_KINDS = ("target", "target-pairs", "heldout", "test", "train")
+FIT_SET_KINDS = ("target", "target-pairs", "heldout", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
 FILE_KINDS = ("corpus:", "wiki1m:")
 NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
 
@@ -39,6 +42,9 @@ class FitSet:
     sentences: tuple[str, ...]
     fingerprint: str
     origin: str
+    # The sentence pairs these sentences came from, for methods that fit on pairs (BERT-flow's pair
+    # batches); empty for a plain corpus.
+    pairs: tuple[tuple[str, str], ...] = ()
 
     def overlap(self, sentences: Iterable[str]) -> int:
         """How many of ``sentences`` (distinct) the fit set holds: > 0 makes a score transductive."""
@@ -50,13 +56,17 @@ class FitSet:
                 "origin": self.origin}
 
 
-def make_fit_set(name: str, sentences: list[str], origin: str) -> FitSet:
+def make_fit_set(name: str, sentences: list[str], origin: str, pairs: Iterable[tuple[str, str]] = ()) -> FitSet:
     digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-    return FitSet(name=name, sentences=tuple(sentences), fingerprint=digest, origin=origin)
+    return FitSet(name=name, sentences=tuple(sentences), fingerprint=digest, origin=origin, pairs=tuple(pairs))
+
+
+def task_pairs(task: LoadedTask, splits: Iterable[str]) -> list[tuple[str, str]]:
+    return [pair for name in splits for pair in zip(task.splits[name].s1, task.splits[name].s2)]
 
 
 def check_fit_set_name(name: str) -> None:
-    if name in ("target", "heldout", "test", "train", "nli"):
+    if name in TASK_KINDS or name == "nli":
         return
     if any(name.startswith(prefix) and len(name) > len(prefix) for prefix in FILE_KINDS):
         return
@@ -65,7 +75,7 @@ def check_fit_set_name(name: str) -> None:
 
 def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
     """Which splits of ``spec`` must be loaded to build this fit set (beyond the eval split)."""
-    if name in ("target", "heldout"):
+    if name in ("target", "target-pairs", "heldout"):
         return spec.splits
     if name == "train":
         if "train" not in spec.splits:
@@ -91,6 +101,7 @@ def read_nli(hub_root: str | None) -> FitSet:
     from datasets import load_dataset
 
     sentences: list[str] = []
+    pairs: list[tuple[str, str]] = []
     origins = []
     for repo in NLI_DATASETS:
         location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
@@ -103,10 +114,12 @@ def read_nli(hub_root: str | None) -> FitSet:
         missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
         if missing:
             raise UserError(f"--fit-set nli: {location} lacks column(s) {', '.join(missing)}")
-        sentences.extend(str(s).strip() for s in rows["premise"])
-        sentences.extend(str(s).strip() for s in rows["hypothesis"])
+        premises = [str(s).strip() for s in rows["premise"]]
+        hypotheses = [str(s).strip() for s in rows["hypothesis"]]
+        sentences += premises + hypotheses
+        pairs += [(a, b) for a, b in zip(premises, hypotheses) if a and b]
         origins.append(location)
-    return make_fit_set("nli", unique(s for s in sentences if s), " + ".join(origins))
+    return make_fit_set("nli", unique(s for s in sentences if s), " + ".join(origins), pairs)
 
 
 def heldout(task: LoadedTask) -> FitSet:
@@ -131,14 +144,22 @@ def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> F
     if name == "nli":
         return read_nli(hub_root)
     if name == "test":
-        return make_fit_set("test", task.eval.sentences(), f"{task.spec.title} test")
+        return make_fit_set("test", task.eval.sentences(), f"{task.spec.title} test",
+                            task_pairs(task, [task.spec.eval_split]))
     if name == "train":
         if "train" not in task.splits:
             raise UserError(f"--fit-set train: the {task.source} source has no train split for "
                             f"{task.spec.title}; use --fit-set target, test or corpus:FILE")
-        return make_fit_set("train", task.sentences(["train"]), f"{task.spec.title} train")
+        return make_fit_set("train", task.sentences(["train"]), f"{task.spec.title} train", task_pairs(task, ["train"]))
+    origin = f"{task.spec.title} {'+'.join(task.splits)}"
     if name == "target":
-        return make_fit_set("target", task.sentences(), f"{task.spec.title} {'+'.join(task.splits)}")
+        return make_fit_set("target", task.sentences(), origin, task_pairs(task, task.splits))
+    if name == "target-pairs":
+        # BERT-whitening's eval.py and BERT-flow's run_siamese.py: both sides of every pair of every
+        # split, in pair order, repeats kept (a sentence in five pairs weighs five times).
+        pairs = task_pairs(task, task.splits)
+        return make_fit_set("target-pairs", [s for pair in pairs for s in pair], origin + " (pairs, repeats kept)",
+                            pairs)
     if name == "heldout":
         return heldout(task)
     raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")

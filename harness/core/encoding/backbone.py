@@ -39,6 +39,7 @@ class BackboneRef:
     is_sentence_transformer: bool
     native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT with tokenizer.json)
     pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
+    max_positions: int | None = None  # position embeddings (config.json): the longest input it can read
 
     def key(self) -> dict[str, str]:
         """The part of every cache key that identifies the weights."""
@@ -155,4 +156,5 @@ def resolve_backbone(name: str, revision: str | None = None, memo: Path | None =
     return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
                        num_layers=num_layers, hidden_size=hidden,
                        is_sentence_transformer=(folder / "modules.json").is_file(),
-                       native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder))
+                       native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder),
+                       max_positions=config.get("max_position_embeddings"))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.settings import usable_length
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class TransformersEngine:
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
         self.model = model.to(device)
-        self.max_length = settings.max_length
+        self.max_length = usable_length(settings.max_length, ref.max_positions)
         # transformers fills absent pooler weights with random ones; never hand those out.
         self.pooler_random = any("pooler" in key for key in missing)
         self.handles_dtype = False  # mixed precision comes from autocast
@@ -94,7 +95,7 @@ class NativeEngine:
         from harness.core.encoding.native_bert import NativeTokenizer, load_native_bert
 
         folder = Path(ref.path)
-        self.tokenizer = NativeTokenizer(folder, settings.max_length)
+        self.tokenizer = NativeTokenizer(folder, usable_length(settings.max_length, ref.max_positions))
         self.model = load_native_bert(folder).to(device)
         compute = torch_dtype(settings.dtype)
         if compute is not None:

@@ -8,6 +8,12 @@ from dataclasses import dataclass
 AUTO_TOKENS = {"cpu": 4096, "cuda": 65536}
 
 
+def usable_length(requested: int, positions: int | None) -> int:
+    """The truncation a model can take: ``max_length``, capped at its position embeddings (a model
+    with 64 positions cannot read 128 tokens). ``usable_length(512, 64) == 64``."""
+    return min(requested, positions) if positions else requested
+
+
 @dataclass(frozen=True)
 class EncodeSettings:
     """``max_length`` and ``dtype`` change the vectors (they are in the cache key); the rest only
