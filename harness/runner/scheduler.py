@@ -100,6 +100,7 @@ def run(cfg: BenchConfig) -> RunOutcome:
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.frames import long_frame, wide_frame
     from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
+    from harness.runner.mteb_results import write_mteb_result
     from harness.runner.results import load_results, write_result
     from harness.runner.significance import comparisons, write_significance
 
@@ -123,6 +124,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
             records.append(record)
             paths.append(write_result(runs_dir, record))
+            write_mteb_result(Path(cfg.output_dir) / "mteb", record)
             say(f"{record['method']['label']:>16} · {task.spec.title:<7} Spearman {record['scores']['spearman']:6.2f}")
     for stage, key in (("fit", "fit_s"), ("score", "score_s")):
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
