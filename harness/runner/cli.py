@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
     p.add_argument("--cost", action="store_true",
                    help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
+    p.add_argument("--history", action="store_true",
+                   help="draw every method's score by commit from history.jsonl, name the commits where a score "
+                        "moved beyond its noise, rebuild index.html; runs no benchmark")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():

@@ -54,6 +54,7 @@ class BenchConfig:
     plots: bool = True
     diagnostics: bool = False
     cost: bool = False
+    history: bool = False  # --history: draw history.jsonl (scores by commit) and rebuild the pages; run nothing
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def spec_request(self) -> SpecRequest:

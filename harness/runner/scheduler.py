@@ -104,6 +104,11 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.results import load_results, write_result
     from harness.runner.significance import comparisons, write_significance
 
+    if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+        from harness.runner.pages import history_pages
+
+        pages, text = history_pages(cfg)
+        return RunOutcome([], [], pages, text, dry_run=True)
     stages: dict[str, float] = {}
     started = time.perf_counter()
     plan = make_plan(cfg, ctx)
@@ -147,6 +152,11 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
                       + [s for fit in plan.fit_sets.values() for s in fit.sentences])
         say("cost: timing the pair scorer vs its sentence encoder on fresh compute (no caches)")
         board += cost_for_run(plan.methods, pool, cfg.seed, Path(cfg.output_dir))
+    from harness.runner.history import append_history
+    from harness.runner.pages import write_pages
+
+    append_history(Path(cfg.output_dir), records)
+    board += write_pages(cfg, every_run, marks, significance)[0]
     stages["write"] = time.perf_counter() - started
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
