@@ -46,7 +46,9 @@ def _config(method: str, backbone: str, fit_set: str, settings: Mapping[str, Any
             options: dict[str, Any]) -> BenchConfig:
     from harness.runner.cli import _check_method_params
 
-    names = {f.name for f in fields(BenchConfig)} - {"methods", "tasks", "backbone", "fit_set", "method_params"}
+    # What MTEB decides (tasks and their data) or mteb_model's own arguments decide is not a setting.
+    names = {f.name for f in fields(BenchConfig)} - {"methods", "tasks", "source", "backbone", "fit_set",
+                                                      "method_params", "history", "dry_run", "baseline"}
     for key in settings:
         if key not in names:
             raise UserError(f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method options "
