@@ -7,6 +7,7 @@ cheap on purpose (no torch, no transformers, not even the runner): names are res
 >>> import harness
 >>> cfg = harness.BenchConfig(methods=("avg",), tasks=("stsb",))   # doctest: +SKIP
 >>> outcome = harness.run(cfg)                                       # doctest: +SKIP
+>>> model = harness.mteb_model("whitening", k=256)                   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from harness.runner.config import BenchConfig
     from harness.runner.scheduler import RunOutcome
 
-__all__ = ["BenchConfig", "UserError", "__version__", "run"]
+__all__ = ["BenchConfig", "UserError", "__version__", "mteb_model", "run"]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
@@ -33,6 +34,14 @@ def run(cfg: BenchConfig) -> RunOutcome:
     from harness.runner.scheduler import run as _run
 
     return _run(cfg)
+
+
+def mteb_model(method: str, backbone: str = "minilm", **kwargs: Any) -> Any:
+    """Any sts-bench method as an MTEB model (``mteb.evaluate`` accepts it); method options by their
+    names, e.g. ``harness.mteb_model("whitening", k=256)``. See :mod:`harness.runner.mteb_model`."""
+    from harness.runner.mteb_model import mteb_model as _mteb_model
+
+    return _mteb_model(method, backbone, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

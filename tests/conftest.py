@@ -39,6 +39,13 @@ def hub_root(tmp_path_factory) -> Path:
     return write_hub(tmp_path_factory.mktemp("hub"))
 
 
+@pytest.fixture(scope="session")
+def real_cache(tmp_path_factory) -> Path:
+    """The embedded default's cache, shared by every ``real`` test module (the report page test
+    reads the same vectors as test_real.py instead of encoding STS-B again)."""
+    return tmp_path_factory.mktemp("real-cache")
+
+
 @pytest.fixture
 def bench(tmp_path, capsys):
     """Run the real CLI entry point; returns (exit code, stdout, stderr). Cache and outputs go to

@@ -104,4 +104,21 @@ def write_hub(root: Path, seed: int = 1, n: int = 10) -> Path:
             rows = [{"sentence1": a, "sentence2": b, "score": g} for a, b, g in pairs(rng, n)]
             (folder / f"{hub_split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n",
                                                        encoding="utf-8")
+    write_mteb_only(root, rng, n)
     return root
+
+
+def write_mteb_only(root: Path, rng: np.random.Generator, n: int) -> None:
+    """Two MTEB STS tasks sts-bench does not register, in the layout of their hub datasets: BIOSSES
+    (one subset) and STSBenchmarkMultilingualSTS (language subsets, and a ``similarity_score`` column
+    that only MTEB's own ``dataset_transform`` renames to ``score``)."""
+    biosses = root / "biosses-sts"
+    biosses.mkdir(parents=True, exist_ok=True)
+    rows = [{"sentence1": a, "sentence2": b, "score": g} for a, b, g in pairs(rng, n)]
+    (biosses / "test.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    for lang in ("en", "de"):
+        folder = root / "stsb_multi_mt" / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "dev", "test"):
+            rows = [{"sentence1": a, "sentence2": b, "similarity_score": g} for a, b, g in pairs(rng, n)]
+            (folder / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")

@@ -19,8 +19,8 @@ BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "e
 
 
 @pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("real-cache")
+def shared_cache(real_cache) -> Path:
+    return real_cache
 
 
 def test_minilm_avg_reproduces_the_mteb_leaderboard_figure(shared_cache, tmp_path):

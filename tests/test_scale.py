@@ -1,4 +1,4 @@
-"""Scheduler and scale: dry runs, token-budget batches, OOM back-off, worker processes, dask,
+"""Scheduler and scale: dry runs, token-budget batches, OOM back-off, worker processes, dask, ray,
 SIGKILL resumption and concurrent runs on one cache."""
 
 from __future__ import annotations
@@ -154,6 +154,21 @@ def test_dask_local_cluster_results_are_byte_equal_to_the_local_backend(senteval
     assert json.dumps(scores_of(distributed)) == json.dumps(scores_of(local))
     view_files = sorted(p.name for p in (tmp_path / "cache-local").glob("vectors/*/part-*.npy"))
     assert view_files == sorted(p.name for p in (tmp_path / "cache-dask").glob("vectors/*/part-*.npy"))
+
+
+@pytest.mark.slow
+def test_ray_local_results_are_byte_equal_to_the_local_backend(senteval_root, tiny_bert, tmp_path):
+    """--backend ray with no address starts a local ray for the run, and stops it at the end."""
+    ray = pytest.importorskip("ray")
+
+    local = harness.run(run_cfg(senteval_root, tiny_bert, tmp_path, "local"))
+    distributed = harness.run(run_cfg(senteval_root, tiny_bert, tmp_path, "ray", backend="ray"))
+    assert not ray.is_initialized()
+    assert distributed.sentences_forwarded == local.sentences_forwarded > 0
+    assert json.dumps(scores_of(distributed)) == json.dumps(scores_of(local))
+    view_files = sorted(p.name for p in (tmp_path / "cache-local").glob("vectors/*/part-*.npy"))
+    assert view_files == sorted(p.name for p in (tmp_path / "cache-ray").glob("vectors/*/part-*.npy"))
+    assert distributed.records[0]["env"]["devices"] == ["ray workers (auto)"]
 
 
 def test_dask_without_an_address_is_one_clear_line(bench):

@@ -27,6 +27,7 @@ class Backend:
             raise UserError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
         self.backend, self.devices, self.address = backend, device_list(device), address
         self._client: Any = None
+        self._ray_started: bool | None = None  # None: ray not used; True: this run started ray and stops it
 
     def executor(self) -> Executor | None:
         if self.backend == "local":
@@ -72,16 +73,26 @@ class Backend:
             raise UserError(f"--scheduler-address {self.address}: cannot reach the dask scheduler ({err})") from None
 
     def _start_ray(self) -> None:
+        if self._ray_started is not None:
+            return
         try:
             import ray
             from ray.util.joblib import register_ray
         except ImportError:
             raise UserError("--backend ray needs ray: pip install 'ray[default]'") from None
+        self._ray_started = False
         if not ray.is_initialized():
-            ray.init(address=self.address or None)
+            from harness.runner.ray_local import start_ray
+
+            self._ray_started = start_ray(self.address)
         register_ray()
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._ray_started:
+            import ray
+
+            ray.shutdown()
+        self._ray_started = None

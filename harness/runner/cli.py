@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
     p.add_argument("--paper", help="run a paper's own protocol and write results/paper-<name>.md/.csv: "
                    "bert-flow | bert-whitening | simcse | sbert | dse (flags given override it)")
+    p.add_argument("--history", action="store_true",
+                   help="draw every method's score by commit from history.jsonl, name the commits where a score "
+                        "moved beyond its noise, rebuild index.html; runs no benchmark")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():

@@ -54,6 +54,7 @@ class BenchConfig:
     plots: bool = True
     diagnostics: bool = False
     cost: bool = False
+    history: bool = False  # --history: draw history.jsonl (scores by commit) and rebuild the pages; run nothing
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     paper: str | None = None  # run a paper's protocol by name (harness/runner/paper.py)
     # Settings the user gave (command line or config file), by field name or "method.option": they

@@ -25,6 +25,18 @@ AVG = "Avg."
 LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created")
 
 
+def ordered_tasks(titles: Iterable[str]) -> list[str]:
+    """Registered tasks in registry order, then any other task (an MTEB task) by name."""
+    present = set(titles)
+    return [t for t in TASK_ORDER if t in present] + sorted(present - set(TASK_ORDER))
+
+
+def wide_tasks(wide: pd.DataFrame) -> list[str]:
+    """The task columns of a :func:`wide_frame` table: those between ``marks`` and ``Avg.``."""
+    columns = list(wide.columns)
+    return columns[columns.index("marks") + 1:columns.index(AVG)]
+
+
 def record_keys(rec: dict[str, Any]) -> dict[str, str]:
     """The (row, protocol group) a record belongs to, as the leaderboard names them."""
     protocol = rec["protocol"]
@@ -78,7 +90,7 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
     if long.empty:
         return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, *GROUP_KEYS])
     table = long.pivot_table(index=[*GROUP_KEYS, *ROW_KEYS], columns="task", values="spearman", aggfunc="last")
-    tasks = [t for t in TASK_ORDER if t in table.columns]
+    tasks = ordered_tasks(table.columns)
     table = table[tasks]
     table.columns.name = None
     table = table.reset_index()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.frames import GROUP_KEYS, ROW_KEYS, TASK_ORDER, wide_frame
+from harness.runner.frames import GROUP_KEYS, ROW_KEYS, wide_frame, wide_tasks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +29,7 @@ LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootst
 def mark_tied(wide: pd.DataFrame, marks: set) -> pd.DataFrame:
     """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
     wide = wide.copy()
-    tasks = [t for t in TASK_ORDER if t in wide.columns]
+    tasks = wide_tasks(wide)
     wide["not_below_best"] = [
         ",".join(t for t in tasks if (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), t) in marks)
         for _, row in wide.iterrows()]
@@ -44,7 +44,7 @@ def markdown(wide: pd.DataFrame) -> str:
              "Spearman ×100 of cosine similarity vs gold on each task's test split. "
              "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
              "", LEGEND, ""]
-    tasks = [t for t in TASK_ORDER if t in wide.columns]
+    tasks = wide_tasks(wide)
     for group_values, group in wide.groupby(list(GROUP_KEYS), sort=True):
         group_dict = dict(zip(GROUP_KEYS, group_values))
         group = group.copy()

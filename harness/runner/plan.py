@@ -41,7 +41,7 @@ class Plan:
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     """Build every method and load every task and fit set; group the encode work by backbone."""
     methods = ctx.build_methods(unique(cfg.methods))
-    specs = [get_task(name) for name in unique(cfg.tasks)]
+    specs = [get_task(name, cfg.source) for name in unique(cfg.tasks)]
     fit_names = unique(m.fit_set_name() for m in methods if m.uses_fit_set)
     for name in fit_names:
         check_fit_set_name(name)

@@ -59,7 +59,7 @@ def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
     groups are in the markdown tables."""
     import numpy as np
 
-    from harness.runner.frames import GROUP_KEYS, TASK_ORDER
+    from harness.runner.frames import GROUP_KEYS, ordered_tasks
 
     plt = _pyplot()
 
@@ -68,7 +68,7 @@ def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
     short = data["backbone"].map(lambda b: Path(b).name or b)  # a folder's name, not its whole path
     data["row"] = (data["method"] + " · " + short + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
                    ).map(lambda label: label if len(label) <= 60 else label[:57] + "...")
-    tasks = [t for t in TASK_ORDER if t in set(data["task"])]
+    tasks = ordered_tasks(data["task"])
     rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
                              sharey=True, squeeze=False)

@@ -54,7 +54,7 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
         "backbone": backbone_record(method, ctx),
         "task": {"name": task.spec.name, "title": task.spec.title, "source": task.source,
                  "split": task.spec.eval_split, "origin": split.origin, "fingerprint": split.fingerprint,
-                 "n_pairs": len(split), "subsets": split.subset_sizes()},
+                 "n_pairs": len(split), "subsets": split.subset_sizes(), "mteb_name": task.spec.mteb_name or None},
         "protocol": protocol,
         "fit": method.fit_info,
         "scores": {"spearman": scores.spearman, "pearson": scores.pearson,

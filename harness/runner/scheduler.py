@@ -100,9 +100,15 @@ def run(cfg: BenchConfig) -> RunOutcome:
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.frames import long_frame, wide_frame
     from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
+    from harness.runner.mteb_results import write_mteb_result
     from harness.runner.results import load_results, write_result
     from harness.runner.significance import comparisons, write_significance
 
+    if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+        from harness.runner.pages import history_pages
+
+        pages, text = history_pages(cfg)
+        return RunOutcome([], [], pages, text, dry_run=True)
     stages: dict[str, float] = {}
     started = time.perf_counter()
     plan = make_plan(cfg, ctx)
@@ -123,6 +129,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
             records.append(record)
             paths.append(write_result(runs_dir, record))
+            write_mteb_result(Path(cfg.output_dir) / "mteb", record)
             say(f"{record['method']['label']:>16} · {task.spec.title:<7} Spearman {record['scores']['spearman']:6.2f}")
     for stage, key in (("fit", "fit_s"), ("score", "score_s")):
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
@@ -145,6 +152,11 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
                       + [s for fit in plan.fit_sets.values() for s in fit.sentences])
         say("cost: timing the pair scorer vs its sentence encoder on fresh compute (no caches)")
         board += cost_for_run(plan.methods, pool, cfg.seed, Path(cfg.output_dir))
+    from harness.runner.history import append_history
+    from harness.runner.pages import write_pages
+
+    append_history(Path(cfg.output_dir), records)
+    board += write_pages(cfg, every_run, marks, significance)[0]
     stages["write"] = time.perf_counter() - started
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)

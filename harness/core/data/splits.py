@@ -25,6 +25,7 @@ class TaskSpec:
     hub_splits: tuple[str, ...] = ("test",)
     eval_split: str = "test"
     in_stsb: bool = False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
+    mteb_name: str = ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from harness.core.data.splits import LoadedTask, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 
 # Each source is a module with ``load(spec, splits, *, senteval_dir=None, hub_root=None)`` returning
-# {split: SplitData}; adding a source is one module and one line here.
+# {split: SplitData}; adding a source is one module and one line here. A source that knows tasks
+# beyond TASKS (mteb: any MTEB STS task) also has ``task_spec(name, exact) -> TaskSpec | None``.
 SOURCE_MODULES = {
     "packaged": "harness.core.data.sources.packaged",
     "senteval": "harness.core.data.sources.senteval",
     "hub": "harness.core.data.sources.hub",
+    "mteb": "harness.core.data.sources.mteb_tasks",
 }
 SOURCES = tuple(SOURCE_MODULES)
 
@@ -28,47 +30,62 @@ TASKS: dict[str, TaskSpec] = {
         "sts12", "STS12", "SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
         ("test",), "STS/STS12-en-test",
         ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-        "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", in_stsb=True),
+        "mteb/sts12-sts", "a0d554a64d88156834ff5ae9920b964011b16384", in_stsb=True, mteb_name="STS12"),
     "sts13": TaskSpec(
         "sts13", "STS13", "SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN (1500)",
         ("test",), "STS/STS13-en-test", ("FNWN", "headlines", "OnWN"),
-        "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", in_stsb=True),
+        "mteb/sts13-sts", "7e90230a92c190f1bf69ae9002b8cea547a64cca", in_stsb=True, mteb_name="STS13"),
     "sts14": TaskSpec(
         "sts14", "STS14", "SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
         ("test",), "STS/STS14-en-test",
         ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-        "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", in_stsb=True),
+        "mteb/sts14-sts", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", in_stsb=True, mteb_name="STS14"),
     "sts15": TaskSpec(
         "sts15", "STS15", "SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
         ("test",), "STS/STS15-en-test",
         ("answers-forums", "answers-students", "belief", "headlines", "images"),
-        "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", in_stsb=True),
+        "mteb/sts15-sts", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", in_stsb=True, mteb_name="STS15"),
     "sts16": TaskSpec(
         "sts16", "STS16", "SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q (1186)",
         ("test",), "STS/STS16-en-test",
         ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-        "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", in_stsb=True),
+        "mteb/sts16-sts", "4d8694f8f0e0100860b497b999b3dbed754a0513", in_stsb=True, mteb_name="STS16"),
     "stsb": TaskSpec(
         "stsb", "STS-B", "STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
         ("train", "dev", "test"), "STS/STSBenchmark", (),
-        "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", ("train", "dev", "test")),
+        "mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", ("train", "dev", "test"),
+        mteb_name="STSBenchmark"),
     "sickr": TaskSpec(
         "sickr", "SICK-R", "SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
         ("train", "dev", "test"), "SICK", (),
-        "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d"),
+        "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", mteb_name="SICK-R"),
 }
 
 _ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
 
 
-def get_task(name: str) -> TaskSpec:
-    """Look a task up by name, forgiving case, '-' and '_': ``STS-B`` → ``stsb``, ``SICK-R`` → ``sickr``."""
+def get_task(name: str, source: str | None = None) -> TaskSpec:
+    """Look a task up by name, forgiving case, '-' and '_': ``STS-B`` → ``stsb``, ``SICK-R`` → ``sickr``.
+
+    MTEB's names of the registered tasks (``STSBenchmark``) name them too. A source with a
+    ``task_spec`` hook (``mteb``) is asked for names the registry does not hold: first for the exact
+    name (MTEB's ``STSB`` is C-MTEB's Chinese STS-B, not ``stsb``), then case-insensitively.
+    """
+    for spec in TASKS.values():
+        if name == spec.mteb_name:
+            return spec
+    hook = getattr(importlib.import_module(SOURCE_MODULES[source]), "task_spec", None) if source in SOURCE_MODULES \
+        else None
+    if hook is not None and (found := hook(name, exact=True)) is not None:
+        return found
     key = name.lower().replace("-", "").replace("_", "")
     key = _ALIASES.get(key, key)
-    if key not in TASKS:
-        raise UserError(f"unknown task '{name}'{did_you_mean(key, list(TASKS))}; "
-                        f"known tasks: {', '.join(TASKS)} (see --list)")
-    return TASKS[key]
+    if key in TASKS:
+        return TASKS[key]
+    if hook is not None and (found := hook(name, exact=False)) is not None:
+        return found
+    raise UserError(f"unknown task '{name}'{did_you_mean(key, list(TASKS))}; "
+                    f"known tasks: {', '.join(TASKS)} (see --list)")
 
 
 def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_dir: str | None = None,

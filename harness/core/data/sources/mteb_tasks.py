@@ -1,0 +1,176 @@
+"""MTEB's STS tasks as a source: any task of MTEB's task registry whose type is STS (STS17, STS22,
+BIOSSES, STSBenchmarkMultilingualSTS, ...), read through MTEB's own task objects.
+
+The task object decides everything MTEB decides: the dataset and its pinned revision, the column
+names, the ``dataset_transform`` and the language subsets (``hf_subsets``). Without ``hub_root``
+the data comes from ``task.load_data()`` (the hub, or offline the HuggingFace datasets cache that
+an earlier MTEB run filled). With ``hub_root`` it comes from local files laid out as the hub
+source's: ``<hub_root>/<dataset name>/<split>.jsonl``, and for multilingual tasks
+``<hub_root>/<dataset name>/<hf_subset>/<split>.jsonl``; MTEB's ``dataset_transform`` still runs.
+
+A task of several language subsets keeps them as subset labels (``en-en``, ``de-en``...): MTEB
+scores each subset on its own and averages them, which is ``--aggregation mean`` here.
+Gold scores are read as stored (MTEB rescales them linearly, which changes no correlation).
+
+``mteb`` is imported only when this source is used: importing it takes seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.core.data.sources.rows import check_sentence, parse_score
+from harness.core.data.splits import LoadedTask, SplitData, TaskSpec, unique
+from harness.core.errors import UserError, did_you_mean
+
+# sts-bench split → the names MTEB's datasets use for it, in order of preference.
+SPLIT_NAMES = {"train": ("train",), "dev": ("validation", "dev"), "test": ("test",)}
+SPLITS = ("train", "dev", "test")
+
+
+def _sts_task_names() -> list[str]:
+    import mteb
+
+    return sorted(task.metadata.name for task in mteb.get_tasks(task_types=["STS"]))
+
+
+def _our_split(mteb_split: str) -> str:
+    return next((ours for ours, names in SPLIT_NAMES.items() if mteb_split in names), mteb_split)
+
+
+def task_spec(name: str, exact: bool = True) -> TaskSpec | None:
+    """A TaskSpec built from the metadata of MTEB's task ``name``; None when MTEB has no such name
+    (``exact``), a one-line error naming the closest STS tasks otherwise."""
+    names = _sts_task_names()
+    match = name if name in names else None
+    if match is None and not exact:
+        folded = [n for n in names if n.casefold() == name.casefold()]
+        match = folded[0] if len(folded) == 1 else None
+    if match is None and exact:
+        return None
+    if match is None:
+        import mteb
+
+        try:
+            mteb.get_task(name)
+        except KeyError:
+            raise UserError(f"unknown MTEB STS task '{name}'{did_you_mean(name, names)}; MTEB's STS tasks are: "
+                            f"{', '.join(names)}") from None
+        match = name  # MTEB knows it, as another type of task: mteb_task says which
+    return spec_from_task(mteb_task(match))
+
+
+def mteb_task(name: str) -> Any:
+    """MTEB's task object for ``name``; a one-line error if it is unknown or not an STS task."""
+    import mteb
+    from mteb.abstasks.sts import AbsTaskSTS
+
+    try:
+        task = mteb.get_task(name)
+    except KeyError:
+        names = _sts_task_names()
+        raise UserError(f"unknown MTEB task '{name}'{did_you_mean(name, names)}; --source mteb reads MTEB's STS "
+                        "tasks") from None
+    if not isinstance(task, AbsTaskSTS):
+        raise UserError(f"MTEB task {name} is a {task.metadata.type} task; --source mteb reads STS tasks only "
+                        "(sentence pairs with a gold score)")
+    return task
+
+
+def spec_from_task(task: Any) -> TaskSpec:
+    """The TaskSpec of an MTEB task object: its name, description, dataset and revision, eval split."""
+    meta = task.metadata
+    eval_split = next((s for s in meta.eval_splits if _our_split(s) == "test"), meta.eval_splits[0])
+    description = " ".join(str(meta.description).split())
+    subsets = f"; {len(task.hf_subsets)} language subsets" if len(task.hf_subsets) > 1 else ""
+    return TaskSpec(name=meta.name, title=meta.name, description=f"MTEB {meta.type}: {description[:90]}{subsets}",
+                    splits=SPLITS, senteval_dir="", hub_path=str(meta.dataset["path"]),
+                    hub_revision=str(meta.dataset.get("revision") or ""), hub_splits=SPLITS,
+                    eval_split=_our_split(eval_split), mteb_name=meta.name)
+
+
+def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
+    task = mteb_task(spec.mteb_name or spec.name)
+    if hub_root:
+        _load_local(task, Path(hub_root).expanduser())
+    elif not task.data_loaded:
+        try:
+            task.load_data()
+        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise UserError(f"could not load MTEB task {task.metadata.name} ({spec.hub_path}@{spec.hub_revision}): "
+                            f"{first}; offline, pass --hub-root DIR holding {spec.hub_path.split('/')[-1]}/ "
+                            "(see --source hub) or run once online to fill the datasets cache") from None
+    origin = str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]) if hub_root \
+        else f"{spec.hub_path}@{spec.hub_revision}"
+    return split_data(task, splits, origin)
+
+
+def _load_local(task: Any, root: Path) -> None:
+    """Fill ``task.dataset`` from ``<root>/<dataset name>/`` and run MTEB's own transform on it."""
+    from datasets import load_dataset
+
+    folder = root / str(task.metadata.dataset["path"]).split("/")[-1]
+    multilingual = task.metadata.is_multilingual
+    try:
+        if multilingual:
+            task.dataset = {subset: load_dataset(str(folder / subset)) for subset in task.hf_subsets
+                            if (folder / subset).is_dir()}
+            if not task.dataset:
+                raise FileNotFoundError(f"no subset folder ({', '.join(task.hf_subsets[:4])}, ...) in {folder}")
+            task.hf_subsets = [s for s in task.hf_subsets if s in task.dataset]
+        else:
+            task.dataset = load_dataset(str(folder))
+    except Exception as err:  # missing folder, unreadable files: one line naming the layout expected
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        layout = "<subset>/<split>.jsonl" if multilingual else "<split>.jsonl"
+        raise UserError(f"--hub-root: cannot read {folder} ({first}); it should hold {layout} with columns "
+                        "sentence1, sentence2, score") from None
+    task.dataset_transform()
+    task.data_loaded = True
+
+
+def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, SplitData]:
+    """The pairs of each requested split of a loaded MTEB task; language subsets become subset labels."""
+    columns = type(task).column_names
+    if not all(isinstance(c, str) for c in columns):
+        raise UserError(f"MTEB task {task.metadata.name} compares non-text inputs; sts-bench reads text pairs only")
+    subsets = list(task.hf_subsets) if task.metadata.is_multilingual else ["default"]
+    out: dict[str, SplitData] = {}
+    for split in splits:
+        s1: list[str] = []
+        s2: list[str] = []
+        gold: list[float] = []
+        labels: list[str] = []
+        for subset in subsets:
+            data = task.dataset[subset] if task.metadata.is_multilingual else task.dataset
+            name = next((n for n in SPLIT_NAMES.get(split, (split,)) if n in data), None)
+            if name is None:
+                continue
+            rows = data[name]
+            missing = [c for c in (*columns, "score") if c not in rows.column_names]
+            if missing:
+                raise UserError(f"{origin} [{subset}/{name}]: missing column(s) {', '.join(missing)}")
+            for i, (a, b, score) in enumerate(zip(rows[columns[0]], rows[columns[1]], rows["score"])):
+                where = f"{origin} [{subset}/{name}] row {i}"
+                s1.append(check_sentence(str(a or ""), where, columns[0]))
+                s2.append(check_sentence(str(b or ""), where, columns[1]))
+                gold.append(parse_score(str(score), where))
+                labels.append(subset)
+        if s1:
+            keep = labels if len(unique(labels)) > 1 or task.metadata.is_multilingual else None
+            out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(keep) if keep else None, origin=origin)
+    return out
+
+
+def loaded_task(task: Any) -> LoadedTask:
+    """An MTEB task object whose data is loaded (or set directly, as MTEB's tests do), as sts-bench's
+    ``LoadedTask``: what fit sets (``target``, ``test``...) are built from."""
+    if not task.data_loaded and task.dataset is None:
+        raise UserError(f"MTEB task {task.metadata.name} has no data loaded; call task.load_data() or set task.dataset")
+    spec = spec_from_task(task)
+    # The eval split first, as a run loads them: fit sets keep the same sentence order either way.
+    splits = unique([spec.eval_split, *SPLITS])
+    return LoadedTask(spec=spec, source="mteb", splits=split_data(task, splits, f"mteb:{task.metadata.name}"))

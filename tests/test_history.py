@@ -1,0 +1,94 @@
+"""The history store and ``--history``: append-safe lines verified on read, content-addressed
+similarities, and moves named only when a change beats its noise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.runner.history import BLOBS, HISTORY_FILE, append_history, read_history
+from harness.runner.history_report import history_report
+
+
+def record(similarity: np.ndarray, gold: np.ndarray, commit: str | None, created: str) -> dict:
+    """A result record as the runner writes it, reduced to what the history reads."""
+    return {"harness": {"git_sha": commit}, "created": created,
+            "method": {"label": "avg", "kind": "embedding", "spec": {"backbone": "minilm"}},
+            "fit": None, "task": {"title": "STS-B", "fingerprint": "f" * 64, "n_pairs": len(gold)},
+            "protocol": {"aggregation": "all", "source": "packaged", "dtype": "fp32", "max_length": 128,
+                         "first_last_layers": [1, -1]},
+            "scores": {"spearman": 100 * float(np.corrcoef(np.argsort(np.argsort(similarity)),
+                                                            np.argsort(np.argsort(gold)))[0, 1]),
+                       "spearman_ci95": None, "bootstrap_rounds": 200, "bootstrap_seed": 1},
+            "pairs": {"similarity": similarity.tolist(), "gold": gold.tolist(), "subset": None},
+            "env": {"python": "3.11", "devices": ["cpu"]}}
+
+
+@pytest.fixture
+def history(tmp_path) -> Path:
+    """Four commits: a good model, the same vectors again, a tiny real change, and a broken model."""
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 300)
+    good = gold + rng.normal(0, 1.0, 300)
+    broken = rng.normal(0, 1, 300)
+    tiny = good + rng.normal(0, 1e-3, 300)
+    for i, (commit, sim) in enumerate([("a" * 40, good), ("b" * 40, good), ("c" * 40, tiny), ("d" * 40, broken)]):
+        append_history(tmp_path, [record(sim, gold, commit, f"2025-01-0{i + 1}T00:00:00+00:00")])
+    return tmp_path
+
+
+def test_a_move_is_named_only_where_it_beats_the_noise(history):
+    report = history_report(history, rounds=200, seed=1)
+    assert report.commits == ["aaaaaaaa", "bbbbbbbb", "cccccccc", "dddddddd"]
+    (move,) = report.moves  # a → b: the same vectors; b → c: a change within the noise; c → d: broken
+    assert move["commit"] == "dddddddd" and move["previous"] == "cccccccc" and move["change"] < -50
+    assert move["test"].startswith("paired bootstrap") and move["p_value"] < 0.05
+    assert (history / "plots" / "history.png").is_file() and "dddddddd" in (history / "history.md").read_text()
+
+
+def test_back_up_is_a_move_too_and_identical_vectors_are_not(tmp_path):
+    rng = np.random.default_rng(1)
+    gold = rng.uniform(0, 5, 300)
+    for i, sim in enumerate([rng.normal(0, 1, 300), gold + rng.normal(0, 1, 300)]):
+        append_history(tmp_path, [record(sim, gold, f"{i}" * 40, f"2025-02-0{i + 1}T00:00:00+00:00")] * 2)
+    (move,) = history_report(tmp_path, rounds=200, seed=1).moves
+    assert move["change"] > 50 and move["commit"] == "11111111"
+
+
+def test_without_the_vectors_the_intervals_decide(history):
+    for blob in (history / BLOBS).glob("*.npy"):
+        blob.write_bytes(blob.read_bytes()[:-8])  # damaged: fails its checksum, so it is not used
+    lines = [json.loads(line) for line in (history / HISTORY_FILE).read_text().splitlines()]
+    assert all(line["ci95"] is None for line in lines)
+    report = history_report(history, rounds=200, seed=1, plots=False)
+    assert report.moves == []  # no vectors and no intervals: nothing can be called a move
+
+
+def test_damaged_lines_are_skipped_and_said(history, caplog):
+    path = history / HISTORY_FILE
+    lines = path.read_text().splitlines()
+    edited = json.loads(lines[1])
+    edited["spearman"] = 99.0  # an edit the checksum catches
+    path.write_text("\n".join([lines[0], json.dumps(edited), *lines[2:], '{"schema": 1, "torn'][:5]) + "\n")
+    entries = read_history(history)
+    assert len(entries) == 3 and all(e["spearman"] != 99.0 for e in entries)
+    assert "skipped 2 damaged or unknown line(s)" in caplog.text
+
+
+def test_every_run_appends_and_history_draws_it(bench, senteval_root, tiny_bert, tmp_path):
+    for _ in range(2):
+        code, _, err = bench("--methods", "avg", "random", "--tasks", "stsb", "--source", "senteval", "--senteval-dir",
+                             str(senteval_root), "--backbone", str(tiny_bert), "--bootstrap", "100")
+        assert code == 0, err
+    entries = read_history(tmp_path / "out")
+    assert len(entries) == 4 and len({e["run"] for e in entries}) == 2
+    assert {e["commit"] for e in entries} == {entries[0]["commit"]}  # this checkout's commit (or None outside git)
+    assert entries[0]["env"]["dtype"] == "fp32" and entries[0]["source"] == "senteval"
+    code, out, err = bench("--history")
+    assert code == 0, err
+    assert "No score moved by more than its noise." in out and "Latest score of each series" in out
+    assert (tmp_path / "out" / "plots" / "history.png").is_file()
+    assert "id=\"history\"" in (tmp_path / "out" / "index.html").read_text()
