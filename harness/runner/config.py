@@ -7,7 +7,7 @@ max_length, dtype) are plain named fields here and are written next to every sco
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,9 @@ class BenchConfig:
         from harness.core.encoding.engines import IMPLS
         from harness.core.scoring import AGGREGATIONS
         from harness.runner.backends import BACKENDS
+        from harness.runner.validate import check_fields
 
+        check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
         for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
                                      ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES),
                                      ("--encoder-impl", self.encoder_impl, IMPLS),
@@ -89,8 +91,9 @@ class BenchConfig:
                             ("--threads", self.threads)):
             if value < 0:
                 raise UserError(f"{name} {value}: must not be negative")
-        if self.tolerance < 0 or self.bootstrap < 0:
-            raise UserError("--tolerance and --bootstrap must not be negative")
+        if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
+            raise UserError(f"--tolerance {self.tolerance}, --bootstrap {self.bootstrap} and --seed {self.seed}: "
+                            "none may be negative")
         if len(self.first_last_layers) != 2:
             raise UserError(f"--first-last-layers: expected two layer ids like 1,-1, got {self.first_last_layers}")
         if not self.methods or not self.tasks:

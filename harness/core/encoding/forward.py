@@ -22,7 +22,7 @@ from harness.core.encoding.devices import available_cpus, resolve_device, torch_
 from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl
 from harness.core.encoding.pooling import View, pool_view
 from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
-from harness.core.errors import UserError
+from harness.core.errors import ResourceError, UserError
 
 if TYPE_CHECKING:
     pass
@@ -199,7 +199,7 @@ class ForwardPass:
             if not is_out_of_memory(err):
                 raise
             if len(ids) == 1:
-                raise UserError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
+                raise ResourceError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
                                 "lower --max-length or use another device") from None
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
