@@ -100,9 +100,11 @@ def run(cfg: BenchConfig) -> RunOutcome:
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.frames import long_frame, wide_frame
     from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
+    from harness.runner.preflight import preflight
     from harness.runner.results import load_results, write_result
     from harness.runner.significance import comparisons, write_significance
 
+    preflight(cfg)  # baseline file, writable folders: fail now, not after the compute
     stages: dict[str, float] = {}
     started = time.perf_counter()
     plan = make_plan(cfg, ctx)
