@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
     p.add_argument("--cost", action="store_true",
                    help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
+    p.add_argument("--allow-gold-out-of-range", action="store_true",
+                   help="warn instead of failing when a gold score lies outside the task's range (STS 0-5, SICK 1-5)")
     p.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")

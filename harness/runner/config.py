@@ -54,6 +54,7 @@ class BenchConfig:
     plots: bool = True
     diagnostics: bool = False
     cost: bool = False
+    allow_gold_out_of_range: bool = False  # warn instead of failing on a gold score outside the task's range
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def spec_request(self) -> SpecRequest:
