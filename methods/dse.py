@@ -221,12 +221,12 @@ class DSEHead(PairScoringMethod, DSE):
         self._head = None
 
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
-        from safetensors.torch import load_file
+        from safetensors.torch import load
 
         from methods.training.pair_training import PairHead
 
         super().load(folder, info)
-        weights = load_file(str(folder.path("head.safetensors")))
+        weights = load(folder.read("head.safetensors"))  # bytes checked against meta.json
         head = PairHead(weights["net.0.weight"].shape[1] // 4, weights["net.0.weight"].shape[0])
         head.load_state_dict(weights)
         self._head = head.eval()
