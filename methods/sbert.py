@@ -90,7 +90,7 @@ class SBert(EmbeddingMethod):
                   disable=None if self.ctx.encode.progress else True, leave=False) as bar:
             for start in range(0, len(todo), chunk):
                 texts = todo[start:start + chunk]
-                vectors = np.empty((len(texts), model.get_sentence_embedding_dimension()), dtype=np.float32)
+                vectors: np.ndarray | None = None
                 # One token length per batch, tiny batches topped up: a sentence's vector does not
                 # depend on its batch-mates (harness.core.encoding.batching).
                 lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
@@ -101,6 +101,8 @@ class SBert(EmbeddingMethod):
                                         enabled=autocast_dtype is not None):
                         out = model.encode([texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,
                                            show_progress_bar=False)
+                    if vectors is None:
+                        vectors = np.empty((len(texts), np.shape(out)[1]), dtype=np.float32)
                     vectors[ids] = np.asarray(out, dtype=np.float32)[:len(ids)]
                 store.add(texts, vectors)
                 self.ctx.count_forwarded(len(texts), str(model.device))
