@@ -2,8 +2,9 @@
 ``error:`` line and the exit code that means it (harness/runner/exits.py), before anything is
 computed when it can be seen up front. The cases are data: adding one is one line.
 
-Trained artifacts, vectors and the disk-full runs are in tests/test_faults_artifacts.py; the
-SIGKILL/resume and two-runs-on-one-cache tests are in tests/test_scale.py (``slow``).
+Trained artifacts and vectors are in tests/test_faults_artifacts.py, full and read-only disks in
+tests/test_faults_disk.py; the SIGKILL/resume and two-runs-on-one-cache tests are in
+tests/test_scale.py (``slow``).
 """
 
 from __future__ import annotations
