@@ -5,8 +5,10 @@
     python run_bench.py --methods whitening avg --tasks stsb --backbone bert-base-uncased
     python run_bench.py --list
 
-Exit codes: 0 ok · 1 a score dropped below --baseline by more than --tolerance · 2 bad input ·
+Exit codes (harness/runner/exits.py): 0 ok · 1 a regression against --baseline, nothing else ·
+2 bad input · 3 environment or I/O failure (disk full, permission denied, out of memory) · 4 a bug ·
 130 interrupted (everything encoded so far stays cached; the next run resumes from it).
+2 and 3 print one ``error:`` line; ``--debug`` or STS_BENCH_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
@@ -37,22 +39,20 @@ def main(argv: list[str] | None = None) -> int:
     # The hub is optional: a folder or an already-cached snapshot must load without network calls.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    from harness.runner.exits import debug_requested, guarded
+
+    return guarded(lambda: _main(argv), debug=debug_requested(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     import harness
     from harness.runner.cli import from_cli
 
-    try:
-        cfg, list_only = from_cli(argv)
-        if list_only:
-            print_listing()
-            return 0
-        outcome = harness.run(cfg)
-    except harness.UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: vectors encoded so far are cached and result files written so far are kept; "
-              "run the same command again to resume", file=sys.stderr)
-        return 130
+    cfg, list_only = from_cli(argv)
+    if list_only:
+        print_listing()
+        return 0
+    outcome = harness.run(cfg)
     print(outcome.table)
     if outcome.dry_run:
         return 0

@@ -35,6 +35,19 @@ if TYPE_CHECKING:
     from methods.cross_encoder import CrossEncoder
 
 DSE_SCHEMA = 1  # bump whenever the training code changes what it produces
+
+
+def _selection(text: str) -> str:
+    """``off``, ``epoch`` or a positive step count (kept as text: it is a name or a number)."""
+    text = str(text).strip().lower()
+    if text in ("off", "epoch") or (text.isdigit() and int(text) > 0):
+        return text
+    raise ValueError(f"expected off, epoch or a positive number of steps, got {text!r}")
+
+
+def selection_steps(value: str) -> int:
+    """The training loop's ``select_every``: 0 off, -1 once per epoch, else every N steps."""
+    return {"off": 0, "epoch": -1}[value] if value in ("off", "epoch") else int(value)
 VS_TEACHER = "vs teacher (%)"
 
 
@@ -61,8 +74,8 @@ class DSE(TrainedMethod, EmbeddingMethod):
         Option("max_length", 128, "tokens per sentence in training (128)", type=int),
         Option("head_width", 256, "hidden width of the head with --dse-objective head (DSE repo: 512)", type=int),
         Option("weight_decay", 0.0, "AdamW weight decay (DSE repo's BertAdam: 0.01)", type=float),
-        Option("select_every", 0, "keep the best student on STS-B dev, scored every N steps (-1: every epoch; "
-               "0: keep the last step)", type=int),
+        Option("select_every", "off", "keep the best student on STS-B dev, scored every N steps or every 'epoch' "
+               "('off': keep the last step)", type=_selection),
         Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
     )
 
@@ -144,9 +157,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
                                gold_weight=p["gold_weight"], epochs=p["epochs"], lr=p["lr"],
                                batch_size=p["batch_size"], max_length=p["max_length"], precision=p["precision"],
                                head_width=p["head_width"], weight_decay=p["weight_decay"],
-                               select_every=p["select_every"])
+                               select_every=selection_steps(p["select_every"]))
         dev = None
-        if p["select_every"]:
+        if p["select_every"] != "off":
             split = self.ctx.task_split("stsb", "dev")
             dev = (split.s1, split.s2, [g / 5 for g in split.gold])
         result, _ = train_student(Path(base.path), folder.dir, s1, s2, teacher_scores.tolist(), gold, config,
@@ -235,12 +248,12 @@ class DSEHead(PairScoringMethod, DSE):
         self._head = None
 
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
-        from safetensors.torch import load_file
+        from safetensors.torch import load
 
         from methods.training.pair_training import PairHead
 
         super().load(folder, info)
-        weights = load_file(str(folder.path("head.safetensors")))
+        weights = load(folder.read("head.safetensors"))  # bytes checked against meta.json
         head = PairHead(weights["net.0.weight"].shape[1] // 4, weights["net.0.weight"].shape[0])
         head.load_state_dict(weights)
         self._head = head.eval()

@@ -92,7 +92,7 @@ class BertFlow(TrainedMethod, PostProcessor):
         from safetensors.torch import load
 
         flow = self._config().build(int(info["dim"]), int(self.spec.params["seed"]))
-        flow.load_state_dict(load(folder.path("flow.safetensors").read_bytes()))
+        flow.load_state_dict(load(folder.read("flow.safetensors")))  # bytes checked against meta.json
         self._flow = flow.eval()
 
     def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:

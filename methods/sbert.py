@@ -80,6 +80,7 @@ class SBert(EmbeddingMethod):
         import torch
         from tqdm.auto import tqdm
 
+        from harness.core.encoding.batching import equal_length_batches, topped_up
         from harness.core.encoding.devices import resolve_device, torch_dtype
 
         model = self._load(resolve_device(self.ctx.encode.device))
@@ -89,11 +90,21 @@ class SBert(EmbeddingMethod):
                   disable=None if self.ctx.encode.progress else True, leave=False) as bar:
             for start in range(0, len(todo), chunk):
                 texts = todo[start:start + chunk]
-                with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
-                                    enabled=autocast_dtype is not None):
-                    vectors = model.encode(texts, batch_size=self.ctx.encode.fixed_batch_size(), convert_to_numpy=True,
+                vectors: np.ndarray | None = None
+                # One token length per batch, tiny batches topped up: a sentence's vector does not
+                # depend on its batch-mates (harness.core.encoding.batching).
+                lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
+                                                               max_length=model.max_seq_length)["input_ids"]]
+                for ids in equal_length_batches(lengths, self.ctx.encode.fixed_batch_size(), 0):
+                    rows = topped_up(ids, lengths[ids[0]])
+                    with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
+                                        enabled=autocast_dtype is not None):
+                        out = model.encode([texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,
                                            show_progress_bar=False)
-                store.add(texts, np.asarray(vectors, dtype=np.float32))
+                    if vectors is None:
+                        vectors = np.empty((len(texts), np.shape(out)[1]), dtype=np.float32)
+                    vectors[ids] = np.asarray(out, dtype=np.float32)[:len(ids)]
+                store.add(texts, vectors)
                 self.ctx.count_forwarded(len(texts), str(model.device))
                 bar.update(len(texts))
 

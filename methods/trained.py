@@ -2,7 +2,8 @@
 
 The sequence is the same for all of them, so it lives here once:
 
-    key → folder in the artifact store → complete? load it : train (resumable) → save → mark complete → load
+    key → folder in the artifact store → complete and every checksum right? load it
+        : (discard a damaged folder with one warning) train (resumable) → save → checksum → mark complete → load
 
 A subclass says only what differs: its artifact key, how to train into the folder, how to load
 from it, and a line for ``--dry-run``. Fitting twice on the same fit set is a no-op, and loading
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.core.api import Method, MethodContext, MethodSpec
+from harness.core.artifacts import ArtifactCorrupt
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
@@ -62,14 +64,23 @@ class TrainedMethod(Method):
         if self._fitted_on == marker:
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
         folder = self.artifact(fit_set)
-        if folder.complete():
+        intact, problem = folder.verify()  # sha256 of every file against meta.json
+        if problem:
+            folder.discard(problem)  # one warning line; trained again below, never loaded
+        info = None
+        if intact:
             info = {**folder.meta()["info"], "loaded_from_cache": True}
-        else:
+            try:
+                self.load(folder, info)
+            except ArtifactCorrupt as err:  # changed between the check and the read
+                folder.discard(str(err))
+                info = None
+        if info is None:
             files, trained = self.train(folder, fit_set)
             folder.commit(files, trained)
             self.ctx.count_trained()
             info = {**trained, "loaded_from_cache": False}
-        self.load(folder, info)
+            self.load(folder, info)
         described = {"fit_set": fit_set.describe()} if fit_set is not None else {}
         self.fit_info = {**described, **self.fit_details(folder), **info}
         self._fitted_on = marker

@@ -101,7 +101,8 @@ def write_hub(root: Path, seed: int = 1, n: int = 10) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         for split in spec.hub_splits:
             hub_split = {"dev": "validation"}.get(split, split)
-            rows = [{"sentence1": a, "sentence2": b, "score": g} for a, b, g in pairs(rng, n)]
+            scale = (lambda g: 1 + g * 0.8) if spec.name == "sickr" else (lambda g: g)  # SICK is rated 1-5
+            rows = [{"sentence1": a, "sentence2": b, "score": scale(g)} for a, b, g in pairs(rng, n)]
             (folder / f"{hub_split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n",
                                                        encoding="utf-8")
     write_mteb_only(root, rng, n)

@@ -79,7 +79,7 @@ def test_simcse_sbert_and_dse_presets():
     student, teacher = cfg.method_params["dse"], cfg.method_params["cross-encoder"]
     assert (student["objective"], student["head_width"], student["gold_weight"], student["cross_pairs"]) == \
         ("head", 512, 0.5, 0.0)
-    assert (student["epochs"], student["select_every"], student["weight_decay"]) == (5.0, -1, 0.01)
+    assert (student["epochs"], student["select_every"], student["weight_decay"]) == (5.0, "epoch", 0.01)
     assert (teacher["base"], teacher["epochs"], teacher["model"]) == ("bert-large-uncased-whole-word-masking", 3.0,
                                                                      "train")
     assert dse.skipped == {"glue": "not run: not an sts-bench task"}

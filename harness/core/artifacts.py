@@ -7,13 +7,18 @@ fine-tuned checkpoints) and the memo of model-folder fingerprints (``fingerprint
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.core.encoding.cache import CACHE_SCHEMA, VectorStore
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, key_hash
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, canonical_json, file_sha256, key_hash
+
+log = logging.getLogger("sts_bench.artifacts")
 
 
 class ArtifactStore:
@@ -42,21 +47,46 @@ class ArtifactStore:
 class ArtifactDir:
     """A folder of trained artifacts (flow weights, fine-tuned checkpoints) for one cache key.
 
-    ``<cache>/<kind>/<key hash>/`` holds the files plus ``meta.json``, written last: a folder
-    without a meta.json matching its key is an interrupted write and is never used as complete.
+    ``<cache>/<kind>/<key hash>/`` holds the files plus ``meta.json``, written last. meta.json holds
+    the key, the training facts, the sha256 of **every** file in the folder (those committed here
+    and those a trainer wrote directly, such as ``model/``) and a checksum of itself. A folder
+    without meta.json is an interrupted write (its ``partial/`` training state may still resume);
+    a folder whose meta.json or files do not match is corrupt: :meth:`verify` says why, and
+    :meth:`discard` removes it with one warning line, so it is trained again and never loaded.
     """
 
     def __init__(self, root: Path, kind: str, key: Mapping[str, Any]) -> None:
         self.key = {"schema": CACHE_SCHEMA, "kind": kind, **key}
         self.dir = Path(root) / kind / key_hash(self.key)
 
-    def complete(self) -> bool:
-        meta = self.dir / "meta.json"
+    # -- reading ----------------------------------------------------------------------------------
+    def verify(self) -> tuple[bool, str | None]:
+        """``(True, None)``: complete and intact. ``(False, None)``: nothing committed yet.
+        ``(False, reason)``: committed but damaged — discard it."""
+        meta_path = self.dir / "meta.json"
+        if not meta_path.is_file():
+            return False, None if not meta_path.exists() else f"{meta_path} is not a file"
         try:
-            stored = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        return stored.get("key") == json.loads(json.dumps(self.key))
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            return False, f"{meta_path} is unreadable ({err.__class__.__name__})"
+        if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
+            return False, f"{meta_path} has no checksums (written by an older sts-bench or damaged)"
+        if meta.get("checksum") != _meta_checksum(meta):
+            return False, f"{meta_path} does not match its own checksum"
+        if meta.get("key") != json.loads(json.dumps(self.key)):
+            return False, f"{meta_path} belongs to another key"
+        for name, digest in meta["files"].items():
+            path = self.dir / name
+            if not path.is_file() or path.is_symlink():
+                return False, f"{path} is missing"
+            if file_sha256(path) != digest:
+                return False, f"{path} does not match its checksum (altered or truncated)"
+        return True, None
+
+    def complete(self) -> bool:
+        """Committed and intact (reads every file: a flipped byte anywhere makes it incomplete)."""
+        return self.verify()[0]
 
     def path(self, name: str) -> Path:
         return self.dir / name
@@ -64,9 +94,47 @@ class ArtifactDir:
     def meta(self) -> dict[str, Any]:
         return json.loads((self.dir / "meta.json").read_text(encoding="utf-8"))
 
+    def read(self, name: str) -> bytes:
+        """The bytes of committed file ``name``, checked against meta.json as they are read."""
+        data = (self.dir / name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != self.meta()["files"].get(name):
+            raise ArtifactCorrupt(f"{self.dir / name} does not match its checksum")
+        return data
+
+    # -- writing ----------------------------------------------------------------------------------
+    def discard(self, reason: str) -> None:
+        """Remove a damaged folder (one warning line): the caller trains it again."""
+        log.warning("artifact: %s; discarding %s and training it again", reason, self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def commit(self, files: Mapping[str, bytes], info: Mapping[str, Any]) -> None:
-        """Write every file atomically, then meta.json (key + ``info``) to mark the folder complete."""
+        """Write every file atomically, then meta.json (key + ``info`` + the sha256 of every file in
+        the folder) to mark the folder complete."""
         for name, data in files.items():
             atomic_write_bytes(self.dir / name, data)
-        meta = {"key": self.key, "info": dict(info)}
+        checksums = {str(path.relative_to(self.dir)): file_sha256(path) for path in self._payload()}
+        meta: dict[str, Any] = {"key": self.key, "info": dict(info), "files": checksums}
+        meta["checksum"] = _meta_checksum(meta)
         atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+
+    def _payload(self) -> list[Path]:
+        """Every file of the artifact: all but meta.json, resumable state and in-flight temp files."""
+        if not self.dir.is_dir():
+            return []
+        out = []
+        for path in sorted(self.dir.rglob("*")):
+            rel = path.relative_to(self.dir)
+            if rel.parts[0] in ("meta.json", "partial") or path.name.startswith(".tmp-") or not path.is_file():
+                continue
+            out.append(path)
+        return out
+
+
+class ArtifactCorrupt(Exception):
+    """A committed artifact file changed after its checksum was recorded (caught by TrainedMethod)."""
+
+
+def _meta_checksum(meta: Mapping[str, Any]) -> str:
+    """sha256 of meta.json's content without its own checksum field."""
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()

@@ -1,4 +1,9 @@
-"""The one exception type that reaches the user as a single line (no traceback)."""
+"""The exception types that reach the user as a single line (no traceback).
+
+``UserError`` is bad input (exit 2); ``ResourceError`` is the machine failing the run: disk full,
+permission denied, out of memory (exit 3). ``harness.runner.exits`` maps both, and the ``OSError`` and
+``MemoryError`` they stand for, to their exit codes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,13 @@ class UserError(Exception):
 
     ``run_bench.py`` prints it as ``error: <message>`` and exits with status 2. Anything already
     computed (cached vectors, written result files) stays on disk.
+    """
+
+
+class ResourceError(Exception):
+    """The environment failed, not the input: one line naming the resource, where, and what to do.
+
+    ``run_bench.py`` prints it as ``error: <message>`` and exits with status 3.
     """
 
 

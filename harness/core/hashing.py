@@ -83,6 +83,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None:  # a failed write (disk full) names no file; the user needs to know which
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", action="store_true",
                    help="draw every method's score by commit from history.jsonl, name the commits where a score "
                         "moved beyond its noise, rebuild index.html; runs no benchmark")
+    p.add_argument("--allow-gold-out-of-range", action="store_true",
+                   help="warn instead of failing when a gold score lies outside the task's range (STS 0-5, SICK 1-5)")
+    p.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():
@@ -108,8 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
-    """Turn flat settings (CLI namespace or TOML table) into BenchConfig field values."""
-    names = {f.name for f in fields(BenchConfig)}
+    """Turn flat settings (CLI namespace or TOML table) into BenchConfig field values, each checked
+    against its field's type (:mod:`harness.runner.validate`)."""
+    from harness.runner.validate import check_field, check_fields
+
+    names = {f.name for f in fields(BenchConfig)} - {"explicit"}  # explicit is derived, never set
     out: dict[str, Any] = {}
     params: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
@@ -119,15 +125,28 @@ def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
         elif isinstance(value, dict):
             params.setdefault(key, {}).update(value)
         elif key in ("methods", "tasks"):
-            out[key] = split_names([value] if isinstance(value, str) else value)
+            listed = [value] if isinstance(value, str) else value
+            check_field(BenchConfig, key, listed, where)
+            out[key] = split_names(listed)
         elif key == "fit_corpus":
+            check_field(BenchConfig, "fit_set", value, where)
             out["fit_set"] = f"corpus:{value}"
-        elif key == "first_last_layers":
-            out[key] = tuple(value) if not isinstance(value, str) else parse_layers(value)
+        elif key == "first_last_layers" and isinstance(value, str):
+            try:
+                out[key] = parse_layers(value)
+            except argparse.ArgumentTypeError as err:
+                raise UserError(f"{where}: first_last_layers: {err}") from None
+        elif key == "batch_size" and isinstance(value, str):  # README documents `batch_size = "auto"`
+            try:
+                out[key] = parse_batch_size(value)
+            except argparse.ArgumentTypeError as err:
+                raise UserError(f"{where}: batch_size: {err}") from None
         elif key in names:
-            out[key] = value
+            check_field(BenchConfig, key, value, where)
+            out[key] = tuple(value) if key == "first_last_layers" and isinstance(value, list) else value
         else:
             raise UserError(f"{where}: unknown setting '{key}'{did_you_mean(key, sorted(names))}")
+    check_fields(BenchConfig, out, where)
     if params:
         out["method_params"] = params
     return out
@@ -141,33 +160,31 @@ def load_config_file(path: str) -> dict[str, Any]:
         raise UserError(f"--config {path}: no such file")
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"--config {path}: not UTF-8 text (byte {err.start}); save it as UTF-8 TOML") from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"--config {path}: not valid TOML ({err})") from None
-    return _from_mapping({k.replace("-", "_"): v for k, v in data.items()}, str(path))
+    settings = _from_mapping({k.replace("-", "_"): v for k, v in data.items()}, str(path))
+    if "method_params" in settings:
+        from harness.runner.validate import check_method_params
 
-
-def _check_method_params(params: dict[str, dict[str, Any]]) -> None:
-    from methods import get_method
-
-    for method_name, values in params.items():
-        known = {opt.name for opt in get_method(method_name).options}
-        for option in values:
-            if option not in known:
-                raise UserError(f"unknown option '{option}' for method {method_name}"
-                                f"{did_you_mean(option, sorted(known))}")
+        settings["method_params"] = check_method_params(settings["method_params"], str(path))
+    return settings
 
 
 def from_cli(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
     """Parse ``argv`` into a validated config; the bool says ``--list`` was asked for."""
+    from harness.runner.validate import check_method_params
+
     namespace = vars(build_parser().parse_args(argv))
+    namespace.pop("debug", None)  # read by run_bench.py before parsing (harness.runner.exits)
     list_only = bool(namespace.pop("list", False))
     config_path = namespace.pop("config", None)
     settings = load_config_file(config_path) if config_path else {}
     cli = _from_mapping(namespace, "command line")
     merged_params = {**settings.pop("method_params", {})}
-    for method, values in cli.pop("method_params", {}).items():
+    for method, values in check_method_params(cli.pop("method_params", {}), None).items():
         merged_params[method] = {**merged_params.get(method, {}), **values}
-    _check_method_params(merged_params)
     explicit = frozenset([*settings, *cli])
     cfg = replace(BenchConfig(), **{**settings, **cli, "method_params": merged_params}, explicit=explicit)
     return (cfg if list_only else cfg.validate()), list_only

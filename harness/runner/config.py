@@ -55,6 +55,7 @@ class BenchConfig:
     diagnostics: bool = False
     cost: bool = False
     history: bool = False  # --history: draw history.jsonl (scores by commit) and rebuild the pages; run nothing
+    allow_gold_out_of_range: bool = False  # warn instead of failing on a gold score outside the task's range
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     paper: str | None = None  # run a paper's protocol by name (harness/runner/paper.py)
     # Settings the user gave (command line or config file), by field name or "method.option": they
@@ -87,7 +88,9 @@ class BenchConfig:
         from harness.core.encoding.engines import IMPLS
         from harness.core.scoring import AGGREGATIONS
         from harness.runner.backends import BACKENDS
+        from harness.runner.validate import check_fields
 
+        check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
         for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
                                      ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES),
                                      ("--encoder-impl", self.encoder_impl, IMPLS),
@@ -102,8 +105,9 @@ class BenchConfig:
                             ("--threads", self.threads)):
             if value < 0:
                 raise UserError(f"{name} {value}: must not be negative")
-        if self.tolerance < 0 or self.bootstrap < 0:
-            raise UserError("--tolerance and --bootstrap must not be negative")
+        if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
+            raise UserError(f"--tolerance {self.tolerance}, --bootstrap {self.bootstrap} and --seed {self.seed}: "
+                            "none may be negative")
         if len(self.first_last_layers) != 2:
             raise UserError(f"--first-last-layers: expected two layer ids like 1,-1, got {self.first_last_layers}")
         if not self.methods or not self.tasks:

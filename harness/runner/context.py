@@ -73,7 +73,7 @@ class RunContext:
 
         spec, cfg = get_task(task), self.cfg
         loaded = load_task(spec, cfg.source, [split, spec.eval_split], senteval_dir=cfg.senteval_dir,
-                           hub_root=cfg.hub_root)
+                           hub_root=cfg.hub_root, lenient_gold=cfg.allow_gold_out_of_range)
         if split not in loaded.splits:
             raise UserError(f"the {cfg.source} source has no {spec.title} {split} split to train on; "
                             "use --source packaged")

@@ -91,8 +91,9 @@ def compare_baseline(long: pd.DataFrame, baseline_csv: Path, tolerance: float) -
     """
     import pandas as pd
 
-    base = pd.read_csv(baseline_csv, dtype={k: str for k in (*GROUP_KEYS, *ROW_KEYS)}, keep_default_na=False,
-                       na_values=[""])
+    from harness.runner.preflight import read_baseline
+
+    base = read_baseline(baseline_csv)
     keys = [k for k in (*GROUP_KEYS, *ROW_KEYS) if k in base.columns]
     current = long.copy()
     for frame in (current, base):

@@ -44,16 +44,17 @@ TASK_FREE = ("corpus:", "wiki1m:", "nli")
 
 def _config(method: str, backbone: str, fit_set: str, settings: Mapping[str, Any],
             options: dict[str, Any]) -> BenchConfig:
-    from harness.runner.cli import _check_method_params
+    from harness.runner.validate import check_method_params
 
     # What MTEB decides (tasks and their data) or mteb_model's own arguments decide is not a setting.
     names = {f.name for f in fields(BenchConfig)} - {"methods", "tasks", "source", "backbone", "fit_set",
-                                                      "method_params", "history", "dry_run", "baseline"}
+                                                      "method_params", "history", "dry_run", "baseline", "paper",
+                                                      "explicit"}
     for key in settings:
         if key not in names:
             raise UserError(f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method options "
                             "go as keyword arguments, run-wide settings in settings={...}")
-    _check_method_params({method: options})
+    options = check_method_params({method: options}, "mteb_model")[method]
     cfg = replace(BenchConfig(progress=False, plots=False), **{**dict(settings), "methods": (method,), "source": "mteb",
                                                                  "backbone": backbone, "fit_set": fit_set,
                                                                  "method_params": {method: dict(options)}})

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.core.hashing import atomic_write_text, key_hash
+from harness.runner.results import file_slug
 
 IDENTITY_PROTOCOL = ("similarity", "source", "fit_set", "first_last_layers", "max_length", "dtype")
 ENGLISH = ["eng-Latn"]  # the language of every registered task (STS12-16, STS-B, SICK-R)
@@ -45,7 +45,7 @@ def mteb_version() -> str | None:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.=_-]+", "-", text).strip("-") or "model"
+    return file_slug(text, r"[^A-Za-z0-9.=_-]+") or "model"
 
 
 def model_identity(label: str, spec: dict[str, Any], backbone: dict[str, Any] | None,

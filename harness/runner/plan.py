@@ -49,7 +49,8 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
         splits = unique([spec.eval_split, *extra])
-        tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root))
+        tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root,
+                               lenient_gold=cfg.allow_gold_out_of_range))
     fit_sets = {(task.spec.name, name): build_fit_set(name, task, cfg.hub_root) for task in tasks for name in fit_names}
 
     eval_sentences = unique(s for task in tasks for s in task.eval.sentences())

@@ -19,11 +19,19 @@ def _pyplot():
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Lay out, write the PNG (creating its folder) and free the figure."""
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
+    """Lay out, render the PNG to bytes, write it atomically (creating its folder) and free the
+    figure: a failure (disk full) leaves the previous good PNG in place, never a truncated one."""
+    import io
+
+    from harness.core.hashing import atomic_write_bytes
+
+    try:
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+    finally:
+        _pyplot().close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
     return path
 
 

@@ -60,12 +60,28 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+MAX_SLUG = 60  # characters of the label kept in a file name; file systems stop at 255 bytes
+
+
+def file_slug(label: str, allowed: str = r"[^A-Za-z0-9.=-]+") -> str:
+    """A label as a file name: odd characters become '-', and a long one is cut and tagged with a hash
+    of the whole label (file systems refuse names over 255 bytes; the full label stays in the JSON)."""
+    slug = re.sub(allowed, "-", label).strip("-")
+    if len(slug) > MAX_SLUG:
+        slug = f"{slug[:MAX_SLUG - 9]}-{key_hash({'label': label}, 8)}"
+    return slug
+
+
 def result_path(runs_dir: Path, record: dict[str, Any]) -> Path:
-    """``runs/<method>__<task>__<id>.json``; the id hashes spec + protocol + task source, so a re-run
-    with the same settings overwrites its file and any other setting gets a file of its own."""
+    """``runs/<method>__<task>__<id>.json``. The id hashes spec + protocol + task source and the
+    fingerprints of the data (task pairs, fit set, backbone weights), so a re-run with the same
+    settings on the same data overwrites its file, and any other setting or data gets its own.
+    A long label is cut and tagged with a hash of the whole label (which stays in the JSON)."""
+    fit_set = (record.get("fit") or {}).get("fit_set") or {}
     identity = {"method": record["method"]["spec"], "protocol": record["protocol"],
-                "task": [record["task"]["name"], record["task"]["source"]]}
-    slug = re.sub(r"[^A-Za-z0-9.=-]+", "-", record["method"]["label"]).strip("-")
+                "task": [record["task"]["name"], record["task"]["source"], record["task"]["fingerprint"]],
+                "fit_set": fit_set.get("fingerprint"), "backbone": (record.get("backbone") or {}).get("fingerprint")}
+    slug = file_slug(record["method"]["label"])
     return runs_dir / f"{slug}__{record['task']['name']}__{key_hash(identity, 10)}.json"
 
 

@@ -101,9 +101,11 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.frames import long_frame, wide_frame
     from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
     from harness.runner.mteb_results import write_mteb_result
+    from harness.runner.preflight import preflight
     from harness.runner.results import load_results, write_result
     from harness.runner.significance import comparisons, write_significance
 
+    preflight(cfg)  # baseline file, writable folders: fail now, not after the compute
     if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
         from harness.runner.pages import history_pages
 

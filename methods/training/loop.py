@@ -3,13 +3,16 @@ AdamW with a linear schedule, and resumable training state stored as safetensors
 
 Resumable state = module weights, optimiser moments, scheduler position, torch RNG state and a
 few numbers, written every ``save_every`` steps under ``<workdir>/partial/``. ``state.json`` is
-written last and carries the run's identity (settings + seed): a state from other settings, or a
-half-written one, is ignored and training starts over cleanly. No pickle is written or read.
+written last and carries the run's identity (settings + seed) and the sha256 of the tensors: a
+state from other settings, or a half-written one, is ignored, and a damaged one is discarded with
+one warning; training then starts over cleanly. No pickle is written or read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +24,8 @@ import torch
 from torch import nn
 
 from harness.core.hashing import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger("sts_bench.training")
 
 
 def bf16_available(device: str) -> bool:
@@ -83,19 +88,28 @@ class TrainState:
             for name, value in state.items():
                 tensors[f"opt.{index}.{name}"] = value if torch.is_tensor(value) else torch.tensor(value)
         tensors["rng"] = torch.get_rng_state()
-        atomic_write_bytes(self.blob, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}))
+        blob = save({k: v.detach().contiguous().cpu() for k, v in tensors.items()})
+        atomic_write_bytes(self.blob, blob)
         info = {"identity": self.identity, "step": step, "scheduler_last_epoch": scheduler.last_epoch,
-                "param_groups": opt["param_groups"], "extra": extra}
+                "param_groups": opt["param_groups"], "extra": extra, "sha256": hashlib.sha256(blob).hexdigest()}
         atomic_write_text(self.meta, json.dumps(info))  # last: marks the state complete
 
     def load(self, modules: dict[str, nn.Module], optimizer, scheduler) -> tuple[int, dict[str, Any]]:
         """Restore and return (step, extra); (0, {}) when there is no usable state."""
+        from safetensors import SafetensorError
         from safetensors.torch import load
 
+        if not self.meta.exists():
+            return 0, {}
         try:
             info = json.loads(self.meta.read_text(encoding="utf-8"))
-            tensors = load(self.blob.read_bytes())
-        except (OSError, ValueError):
+            blob = self.blob.read_bytes()
+            if not isinstance(info, dict) or info.get("sha256") != hashlib.sha256(blob).hexdigest():
+                raise ValueError("state.safetensors does not match the checksum in state.json")
+            tensors = load(blob)
+        except (OSError, ValueError, SafetensorError) as err:
+            log.warning("training state under %s is unusable (%s); training starts over", self.meta.parent, err)
+            self.discard()
             return 0, {}
         if info.get("identity") != self.identity:
             return 0, {}

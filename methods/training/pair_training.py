@@ -91,16 +91,23 @@ class PairScorer:
         self.activation = activation
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        order = sorted(range(len(s1)), key=lambda i: -(len(s1[i]) + len(s2[i])))
+        """One score per pair. Batches hold pairs of one token length, tiny ones topped up with
+        repeats, so a pair's score does not depend on its batch-mates (the scores are cached)."""
+        from harness.core.encoding.batching import equal_length_batches, topped_up
+
+        if not len(s1):
+            return np.empty(0, dtype=np.float32)
+        lengths = [len(ids) for ids in self.tokenizer(list(s1), list(s2), truncation=True,
+                                                      max_length=self.max_length)["input_ids"]]
         out = np.empty(len(s1), dtype=np.float32)
         device_type = self.device.split(":")[0]
-        for start in range(0, len(order), batch_size):
-            ids = order[start:start + batch_size]
-            inputs = self.tokenizer([s1[i] for i in ids], [s2[i] for i in ids], padding=True, truncation=True,
+        for ids in equal_length_batches(lengths, batch_size, 0):
+            rows = topped_up(ids, lengths[ids[0]])
+            inputs = self.tokenizer([s1[i] for i in rows], [s2[i] for i in rows], padding=True, truncation=True,
                                     max_length=self.max_length, return_tensors="pt").to(self.device)
             with torch.inference_mode(), torch.autocast(device_type, dtype=self.autocast_dtype or torch.float32,
                                                         enabled=self.autocast_dtype is not None):
-                logits = self.model(**inputs).logits[:, 0].float()
+                logits = self.model(**inputs).logits[:len(ids), 0].float()
             if self.activation == "sigmoid":
                 logits = torch.sigmoid(logits)
             out[ids] = logits.cpu().numpy()

@@ -26,6 +26,7 @@ class TaskSpec:
     eval_split: str = "test"
     in_stsb: bool = False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
     mteb_name: str = ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
+    gold_range: tuple[float, float] = (0.0, 5.0)  # what the annotators could give; SICK's scale is 1-5
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class SplitData:
     subsets: tuple[str, ...] | None
     origin: str
     fingerprint: str = field(default="")
+    # "file:line" (or "dataset row i") of each pair's gold score, for errors; not part of the data.
+    where: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (len(self.s1) == len(self.s2) == len(self.gold)):
@@ -53,6 +56,14 @@ class SplitData:
 
     def __len__(self) -> int:
         return len(self.s1)
+
+    def locate(self, index: int) -> str:
+        """Where pair ``index`` came from: ``file:line`` when the source kept it."""
+        return self.where[index] if self.where else f"{self.origin} (pair {index + 1})"
+
+    def outside(self, low: float, high: float) -> list[int]:
+        """Indices of pairs whose gold score lies outside ``[low, high]``."""
+        return [i for i, g in enumerate(self.gold) if not low <= g <= high]
 
     def subset_sizes(self) -> dict[str, int]:
         """Pairs per subset, in first-seen order; ``{}`` when the split has no subsets."""

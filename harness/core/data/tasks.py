@@ -7,9 +7,10 @@ A task is named once (``TaskSpec``) and can be read from three sources (``packag
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Sequence
 
-from harness.core.data.splits import LoadedTask, TaskSpec
+from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 
 # Each source is a module with ``load(spec, splits, *, senteval_dir=None, hub_root=None)`` returning
@@ -22,6 +23,7 @@ SOURCE_MODULES = {
     "mteb": "harness.core.data.sources.mteb_tasks",
 }
 SOURCES = tuple(SOURCE_MODULES)
+log = logging.getLogger("sts_bench.tasks")
 
 
 # Dataset revisions are the ones MTEB pins, so our `hub` numbers are comparable with MTEB's.
@@ -58,7 +60,8 @@ TASKS: dict[str, TaskSpec] = {
     "sickr": TaskSpec(
         "sickr", "SICK-R", "SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
         ("train", "dev", "test"), "SICK", (),
-        "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", mteb_name="SICK-R"),
+        "mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", mteb_name="SICK-R",
+        gold_range=(1.0, 5.0)),
 }
 
 _ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
@@ -88,10 +91,26 @@ def get_task(name: str, source: str | None = None) -> TaskSpec:
                     f"known tasks: {', '.join(TASKS)} (see --list)")
 
 
+def check_gold(spec: TaskSpec, split: str, data: SplitData, lenient: bool = False) -> None:
+    """Every gold score within the task's range (``TaskSpec.gold_range``): a score outside it is a
+    broken file, an error naming its ``file:line`` — or, with ``lenient``, one warning line."""
+    low, high = spec.gold_range
+    bad = data.outside(low, high)
+    if not bad:
+        return
+    first = f"{data.locate(bad[0])}: gold score {data.gold[bad[0]]:g} is outside {spec.title}'s range {low:g}-{high:g}"
+    if not lenient:
+        more = f" ({len(bad)} such scores in its {split} split)" if len(bad) > 1 else ""
+        raise UserError(f"{first}{more}; fix the file, or pass --allow-gold-out-of-range to score it anyway")
+    log.warning("%s; %d such score(s) in %s %s kept because of --allow-gold-out-of-range", first, len(bad),
+                spec.title, split)
+
+
 def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_dir: str | None = None,
-              hub_root: str | None = None) -> LoadedTask:
+              hub_root: str | None = None, lenient_gold: bool = False) -> LoadedTask:
     """Read ``splits`` of ``spec`` from ``source``; splits the source lacks are skipped silently
-    (e.g. MTEB's hub has only the test split of STS12-16), but the eval split must exist."""
+    (e.g. MTEB's hub has only the test split of STS12-16), but the eval split must exist. Gold
+    scores are checked against the task's range (:func:`check_gold`)."""
     if source not in SOURCE_MODULES:
         raise UserError(f"unknown source '{source}'{did_you_mean(source, SOURCES)}; "
                         f"use one of: {', '.join(SOURCES)}")
@@ -99,4 +118,6 @@ def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_di
                                                                  hub_root=hub_root)
     if spec.eval_split not in data:
         raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
+    for split, split_data in data.items():
+        check_gold(spec, split, split_data, lenient_gold)
     return LoadedTask(spec=spec, source=source, splits=data)

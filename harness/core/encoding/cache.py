@@ -2,15 +2,18 @@
 
 Layout of one store (``<cache>/vectors/<key hash>/``)::
 
-    meta.json                 {"schema": 1, "key": {...the full key, in plain text...}, "dim": 384}
+    meta.json                 {"schema": 2, "key": {...the full key, in plain text...}, "dim": 384}
     part-<sha256 prefix>.npy  rows of (sha256(sentence) as 32 bytes, float32 vector)
 
 Each part is written once, atomically (temporary file + ``os.replace``), and is named by the
 sha256 of its own bytes, so a truncated or altered part is detected on open, reported with a warning
 and discarded: its sentences are simply encoded again. Parts are appended as encoding proceeds, so
 an interrupted run keeps everything finished before the interrupt, and two runs writing the same
-store at once only ever add whole files. Parts are plain ``.npy`` of a structured dtype, read with
-``allow_pickle=False`` and memory-mapped.
+store at once only ever add whole files. Parts are read in name order and the first part holding
+a sentence wins; a part that repeats sentences of earlier parts (two runs encoding one window at
+once) is rewritten without them, so the store never keeps two rows for one sentence. A folder
+where a part belongs is removed with a warning. Parts are plain ``.npy`` of a structured dtype,
+read with ``allow_pickle=False`` and memory-mapped.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 
 from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, text_digest
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-mates)
 log = logging.getLogger("sts_bench.cache")
 
 
@@ -73,18 +76,57 @@ class VectorStore:
             shutil.rmtree(self.dir, ignore_errors=True)
             return self._index
         self.dim = int(meta["dim"])
-        for path in sorted(self.dir.glob("part-*.npy")):
+        for path in sorted(self.dir.glob("part-*.npy")):  # by name: the first part holding a sentence wins
             part = self._open_part(path)
             if part is None:
                 continue
+            digests = [digest.tobytes() for digest in part["key"]]
+            fresh, seen = [], set()
+            for row, digest in enumerate(digests):
+                if digest not in self._index and digest not in seen:
+                    fresh.append(row)
+                    seen.add(digest)
+            if len(fresh) < len(digests):
+                part = self._without_repeats(path, part, fresh)
+                if part is None:
+                    continue
+                digests = [digests[row] for row in fresh]
             number = len(self._parts)
             self._parts.append(part)
-            for row, digest in enumerate(part["key"]):
-                self._index[digest.tobytes()] = (number, row)
+            for row, digest in enumerate(digests):
+                self._index[digest] = (number, row)
         return self._index
+
+    def _without_repeats(self, path: Path, part: np.ndarray, rows: list[int]) -> np.ndarray | None:
+        """Rewrite a part that repeats sentences an earlier part holds (two runs encoding the same
+        window at once), keeping only ``rows``: the store never keeps two rows for one sentence."""
+        log.info("cache: %s repeats %d sentence(s) of earlier parts; keeping %d new row(s)", path,
+                 len(part) - len(rows), len(rows))
+        kept = None
+        if rows:
+            name = self._write_part(np.ascontiguousarray(part[rows]))
+            kept = np.load(self.dir / name, mmap_mode="r", allow_pickle=False)
+            if name == path.name:
+                return kept
+        path.unlink(missing_ok=True)
+        return kept
+
+    def _write_part(self, part: np.ndarray) -> str:
+        """Write ``part`` atomically as ``part-<sha256 of its bytes>.npy``; returns the file name."""
+        buffer = io.BytesIO()
+        np.save(buffer, part, allow_pickle=False)
+        data = buffer.getvalue()
+        name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
+        atomic_write_bytes(self.dir / name, data)
+        return name
 
     def _open_part(self, path: Path) -> np.ndarray | None:
         expected = path.stem.removeprefix("part-")
+        if path.is_dir() and not path.is_symlink():
+            log.warning("cache: %s is a folder where a part file belongs; removing it, its sentences will be "
+                        "encoded again", path)
+            shutil.rmtree(path, ignore_errors=True)
+            return None
         try:
             if not file_sha256(path).startswith(expected):
                 raise ValueError("checksum mismatch")
@@ -154,11 +196,7 @@ class VectorStore:
         part = np.empty(len(fresh), dtype=_row_dtype(self.dim))
         part["key"] = np.frombuffer(b"".join(fresh), dtype=np.uint8).reshape(-1, 32)
         part["vec"] = vectors[list(fresh.values())]
-        buffer = io.BytesIO()
-        np.save(buffer, part, allow_pickle=False)
-        data = buffer.getvalue()
-        name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
-        atomic_write_bytes(self.dir / name, data)
+        name = self._write_part(part)
         number = len(self._parts)
         # Keep a memory map of what was written, not the array: a long encode job's memory must
         # not grow with the number of sentences it has stored.

@@ -1,7 +1,8 @@
 """The backbone forward pass: one pass per sentence emits every requested pooled view.
 
-Sentences are tokenized, sorted by token length (longest first, so an out-of-memory error shows
-up in the first batch, not the last) and padded per batch; each batch runs once under
+Sentences are tokenized and grouped by token length (longest first, so an out-of-memory error
+shows up in the first batch, not the last); a batch holds one length only, so nothing is padded
+and a sentence's vector never depends on its batch-mates (:mod:`.batching`). Each batch runs once under
 ``torch.inference_mode`` with ``output_hidden_states=True`` and every view (e.g. cls@12, mean@12,
 mean@1) is pooled from that one output. Batches hold ``batch_size`` sentences, or with
 ``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the
@@ -18,11 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.batching import equal_length_batches, topped_up
 from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
 from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl
 from harness.core.encoding.pooling import View, pool_view
 from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
-from harness.core.errors import UserError
+from harness.core.errors import ResourceError, UserError
 
 if TYPE_CHECKING:
     pass
@@ -54,22 +56,14 @@ def bound_kernel_cache() -> None:
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
-    """Index batches over length-sorted items: fixed ``batch_size``, or (batch_size 0) greedy under
-    ``max_tokens`` counted as batch size × longest item (what padding makes the model compute).
+    """Index batches of items of one token length each (no padding, so a sentence's vector does not
+    depend on its batch-mates: :mod:`harness.core.encoding.batching`), longest first: fixed
+    ``batch_size``, or (batch_size 0) as many as fit ``max_tokens``.
 
     >>> plan_batches([5, 3, 3, 2], 0, 8)
     [[0], [1, 2], [3]]
     """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    if batch_size > 0:
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    batches: list[list[int]] = []
-    for index in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(index)
-        else:
-            batches.append([index])
-    return batches
+    return equal_length_batches(lengths, batch_size, max_tokens)
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -188,18 +182,20 @@ class ForwardPass:
 
         autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
         try:
-            batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in ids]).items()}
+            rows = topped_up(ids, engine.length(items[ids[0]]))  # tiny batches: see batching.py
+            batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
             with torch.inference_mode(), torch.autocast(self.device.split(":")[0],
                                                         dtype=autocast_dtype or torch.float32,
                                                         enabled=autocast_dtype is not None):
                 states, pooled = engine.forward(batch)
-                arrays = {view: self._pool(states, pooled, batch["attention_mask"], view) for view in views}
+                arrays = {view: self._pool(states, pooled, batch["attention_mask"], view)[:len(ids)]
+                          for view in views}
             return [(ids, arrays)]
         except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
                 raise
             if len(ids) == 1:
-                raise UserError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
+                raise ResourceError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
                                 "lower --max-length or use another device") from None
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()

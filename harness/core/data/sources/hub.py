@@ -49,12 +49,13 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
         if missing:
             raise UserError(f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; "
                             f"expected {', '.join(COLUMNS)}")
-        s1, s2, gold = [], [], []
+        s1, s2, gold, wheres = [], [], [], []
         for i, (a, b, score) in enumerate(zip(rows["sentence1"], rows["sentence2"], rows["score"])):
             where = f"{location} [{hub_split}] row {i}"
             s1.append(check_sentence(str(a or ""), where, "sentence1"))
             s2.append(check_sentence(str(b or ""), where, "sentence2"))
             gold.append(parse_score(str(score), where))
+            wheres.append(where)
         origin = f"{spec.hub_path}@{revision}" if revision else location
-        out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=origin)
+        out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=origin, where=tuple(wheres))
     return out

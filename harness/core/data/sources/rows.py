@@ -45,6 +45,7 @@ def read_stsb_csv(path: Path, normalize_space: bool = False) -> SplitData:
     s1: list[str] = []
     s2: list[str] = []
     gold: list[float] = []
+    wheres: list[str] = []
     for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
@@ -59,4 +60,5 @@ def read_stsb_csv(path: Path, normalize_space: bool = False) -> SplitData:
         s1.append(check_sentence(a, where, "sentence1"))
         s2.append(check_sentence(b, where, "sentence2"))
         gold.append(parse_score(fields[4], where))
-    return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path))
+        wheres.append(where)
+    return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path), where=tuple(wheres))

@@ -70,6 +70,7 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
     s2: list[str] = []
     gold: list[float] = []
     labels: list[str] = []
+    wheres: list[str] = []
     for subset in subsets:
         input_path = _require(folder / f"STS.input.{subset}.txt", root)
         gold_path = _require(folder / f"STS.gs.{subset}.txt", root)
@@ -89,13 +90,15 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
             s2.append(check_sentence(" ".join(fields[1].split()), where, "sentence 2"))
             gold.append(parse_score(score.strip(), f"{gold_path}:{lineno}"))
             labels.append(subset)
-    return SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(labels), origin=str(folder))
+            wheres.append(f"{gold_path}:{lineno}")
+    return SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(labels), origin=str(folder), where=tuple(wheres))
 
 
 def _read_sick(path: Path) -> SplitData:
     s1: list[str] = []
     s2: list[str] = []
     gold: list[float] = []
+    wheres: list[str] = []
     for lineno, line in enumerate(read_lines(path), start=1):
         if lineno == 1 or not line.strip():
             continue  # header: pair_ID sentence_A sentence_B relatedness_score entailment_judgment
@@ -107,4 +110,5 @@ def _read_sick(path: Path) -> SplitData:
         s1.append(check_sentence(" ".join(fields[1].split()), where, "sentence_A"))
         s2.append(check_sentence(" ".join(fields[2].split()), where, "sentence_B"))
         gold.append(parse_score(fields[3], where))
-    return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path))
+        wheres.append(where)
+    return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path), where=tuple(wheres))
