@@ -93,8 +93,8 @@ class Packing:
         self.cls_rows = torch.empty_like(firsts).scatter_(0, order, firsts)
 
     def gather(self, padded: torch.Tensor) -> torch.Tensor:
-        """(batch, length) → (tokens,): the real tokens of a padded id tensor, packed."""
-        return padded.reshape(-1)[self.flat]
+        """(batch, length, ...) → (tokens, ...): the real tokens of a padded tensor, packed."""
+        return padded.reshape(self.batch * self.width, *padded.shape[2:])[self.flat]
 
     def unpack(self, packed: torch.Tensor) -> torch.Tensor:
         """(tokens, hidden) → (batch, length, hidden), zeros at padding."""
