@@ -54,3 +54,34 @@ def test_whitening_fit_is_read_back_from_the_cache(tiny_bert, tmp_path, monkeypa
     again.fit(fit_set)
     np.testing.assert_array_equal(again.encode(SENTENCES), expected)
     assert again.fit_info["rank"] == first.fit_info["rank"]
+
+
+def test_a_warm_rerun_copies_its_reports_without_importing_pandas_or_torch(tiny_bert, tmp_path):
+    """Same records → the same leaderboard files, copied from the cache in a fresh process that
+    imports neither pandas nor torch; a changed record (another seed) rebuilds them."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import json, sys, harness; "
+            "cfg = harness.BenchConfig(methods=('cls', 'avg', 'whitening'), backbone=sys.argv[1], fit_set='test', "
+            "cache_dir=sys.argv[2], output_dir=sys.argv[3], progress=False, plots=False, seed=int(sys.argv[4])); "
+            "out = harness.run(cfg); "
+            "print(json.dumps({'forwarded': out.sentences_forwarded, 'table': out.table, "
+            "'imported': sorted(m for m in ('pandas', 'torch', 'scipy.stats') if m in sys.modules)}))")
+
+    def run(out: str, seed: int = 1234) -> dict:
+        done = subprocess.run([sys.executable, "-c", code, str(tiny_bert), str(tmp_path / "cache"),
+                               str(tmp_path / out), str(seed)], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = run("cold"), run("warm")
+    assert cold["imported"] == ["pandas", "torch"] and warm["imported"] == []
+    assert warm["forwarded"] == 0 and warm["table"] == cold["table"]
+    for name in ("leaderboard.csv", "leaderboard.md", "scores.csv", "significance.csv"):
+        assert (tmp_path / "warm" / name).read_bytes() == (tmp_path / "cold" / name).read_bytes()
+    reseeded = run("reseeded", seed=7)  # other bootstrap draws: intervals change, reports are rebuilt
+    assert "pandas" in reseeded["imported"]

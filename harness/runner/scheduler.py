@@ -98,10 +98,8 @@ def run(cfg: BenchConfig) -> RunOutcome:
 
 
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
-    from harness.runner.frames import long_frame, wide_frame
-    from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
+    from harness.runner.reports import write_reports
     from harness.runner.results import load_results, write_result
-    from harness.runner.significance import comparisons, write_significance
 
     stages: dict[str, float] = {}
     started = time.perf_counter()
@@ -128,12 +126,8 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
 
     started = time.perf_counter()
-    this_run = long_frame(records)
-    table = markdown(wide_frame(this_run))
-    every_run = load_results(runs_dir)
-    significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-    board = write_leaderboard(long_frame(every_run), Path(cfg.output_dir), plots=cfg.plots, marks=marks)
-    board.append(write_significance(significance, Path(cfg.output_dir)))
+    # Leaderboards, scores, significance: copied from the cache when no record's content changed.
+    table, board = write_reports(records, load_results(runs_dir), Path(cfg.output_dir), cfg, ctx.artifacts)
     if cfg.diagnostics:
         from harness.runner.diagnostics import write_diagnostics
 
@@ -159,7 +153,10 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
             from harness.core.errors import UserError
 
             raise UserError(f"--baseline {cfg.baseline}: no such file (results were written to {runs_dir})")
-        drops, compared = compare_baseline(this_run, baseline, cfg.tolerance)
+        from harness.runner.frames import long_frame
+        from harness.runner.leaderboard import compare_baseline
+
+        drops, compared = compare_baseline(long_frame(records), baseline, cfg.tolerance)
         outcome.regressions = drops
         if compared == 0:
             say(f"warning: --baseline {baseline}: no (method, task) of this run is in it; nothing compared")
