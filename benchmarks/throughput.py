@@ -94,7 +94,8 @@ def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str)
             return seconds
 
         encoders.append(Encoder(f"sts-bench ({forward.impl})", dtype, "auto", run))
-    return ref, encoders, vectors
+    lengths = forward.token_lengths(texts)  # tokens per sentence as the model sees them (truncated)
+    return ref, encoders, vectors, lengths
 
 
 def main() -> None:
@@ -117,19 +118,25 @@ def main() -> None:
     parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
+    load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
     if args.sentences:
         texts = texts[:args.sentences]
     model_dir = packaged_model_dir() if args.model == "minilm" else str(Path(args.model).resolve())
-    ref, encoders, vectors = harness_encoders(args.model, texts, args.dtypes, args.impl)
+    ref, encoders, vectors, lengths = harness_encoders(args.model, texts, args.dtypes, args.impl)
+    skipped = []
     peers: dict[str, PeerProcess] = {}
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
         texts_file = Path(tmp) / "texts.json"
         texts_file.write_text(json.dumps(texts), encoding="utf-8")
         for spec in args.peers:
             backend, dtype = spec.split(":")
-            peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file)
+            try:
+                peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file)
+            except RuntimeError as err:  # e.g. an architecture the backend cannot export
+                skipped.append(f"ST {backend} {dtype}: not measured ({str(err).splitlines()[-1][:200]})")
+                continue
             encoders += [Encoder(f"ST {backend}", dtype, str(size), lambda p=peer, s=size: p.encode_seconds(s))
                          for size in args.batch_sizes]
         for number in range(args.rounds):
@@ -158,7 +165,6 @@ def main() -> None:
         return 100 * spearman(cosine_rows(v[left], v[right])[0], kept)
 
     config = json.loads((Path(ref.path) / "config.json").read_text())
-    lengths = harness_token_lengths(ref, texts)
     flops = ModelShape.from_config(config).forward_flops(lengths)
     peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
     lines = [f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
@@ -188,19 +194,12 @@ def main() -> None:
             if key not in ours:
                 lines.append(f"- {key[0]} {key[1]} (batch {best[key].batch}): **{med[key] / med[fastest]:.2f}×**, "
                              f"|ΔSpearman| {abs(spearmans[fastest] - spearmans[key]):.4f}")
+    lines += [f"- {line}" for line in skipped]
     lines += ["", "every batch size (median seconds): " + "; ".join(
         f"{e.name} {e.dtype} b{e.batch} {statistics.median(e.times):.2f}" for e in encoders if e.batch != "auto")]
-    from benchmarks.report import emit
+    from benchmarks.report import emit, load_line
 
-    emit(lines, args.out)
-
-
-def harness_token_lengths(ref, texts: list[str]) -> list[int]:
-    """Tokens per sentence as the model sees them (special tokens, truncation to 128)."""
-    from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.settings import EncodeSettings
-
-    return ForwardPass(ref, EncodeSettings(device="cpu", progress=False)).token_lengths(texts)
+    emit([*lines, "", load_line(load_at_start)], args.out)
 
 
 if __name__ == "__main__":
