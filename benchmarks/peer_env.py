@@ -74,7 +74,7 @@ class PeerProcess:
     """One loaded peer (``peer_worker.py serve``) answering encode requests, so its timings can be
     interleaved with the harness's in one run. It waits on its stdin between requests."""
 
-    def __init__(self, model_dir: str, backend: str, dtype: str, texts_file: Path) -> None:
+    def __init__(self, model_dir: str, backend: str, dtype: str, texts_file: Path, threads: int = 0) -> None:
         self.label = f"ST {backend} {dtype}"
         EXPORTS.mkdir(parents=True, exist_ok=True)
         self.log = EXPORTS / f"worker-{backend}-{dtype}.log"
@@ -82,7 +82,7 @@ class PeerProcess:
             self._proc = subprocess.Popen([str(python_for(backend)), str(WORKER), "serve"], cwd=ROOT, text=True,
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         self.ask({"op": "load", "model": exported(model_dir, backend), "backend": backend, "dtype": dtype,
-                  "texts": str(texts_file)})
+                  "texts": str(texts_file), "threads": threads})
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None

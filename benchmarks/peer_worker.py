@@ -37,19 +37,33 @@ BACKENDS = ("torch", "onnx", "openvino")
 _OV_PRECISION = {"fp32": "f32", "bf16": "bf16"}
 
 
-def load(model: str, backend: str, dtype: str):
-    """A SentenceTransformer on CPU for ``backend`` (an exported folder for onnx/openvino)."""
+def load(model: str, backend: str, dtype: str, threads: int = 0):
+    """A SentenceTransformer on CPU for ``backend`` (an exported folder for onnx/openvino), on
+    ``threads`` threads (0: the backend's default, all cores)."""
     from sentence_transformers import SentenceTransformer
 
     kwargs: dict[str, Any] = {}
-    if backend == "torch" and dtype == "bf16":
+    if backend == "torch":
         import torch
 
-        kwargs["model_kwargs"] = {"dtype": torch.bfloat16}
-    elif backend == "onnx" and dtype != "fp32":
-        raise SystemExit("the ONNX Runtime peer runs the fp32 graph only")
-    elif backend == "openvino":
-        kwargs["model_kwargs"] = {"ov_config": {"INFERENCE_PRECISION_HINT": _OV_PRECISION[dtype]}}
+        if threads:
+            torch.set_num_threads(threads)
+        if dtype == "bf16":
+            kwargs["model_kwargs"] = {"dtype": torch.bfloat16}
+    elif backend == "onnx":
+        if dtype != "fp32":
+            raise SystemExit("the ONNX Runtime peer runs the fp32 graph only")
+        if threads:
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads
+            kwargs["model_kwargs"] = {"session_options": options}
+    else:
+        config = {"INFERENCE_PRECISION_HINT": _OV_PRECISION[dtype]}
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        kwargs["model_kwargs"] = {"ov_config": config}
     return SentenceTransformer(model, device="cpu", backend=backend, **kwargs)
 
 
@@ -76,7 +90,7 @@ def serve() -> None:
         request = json.loads(line)
         op = request["op"]
         if op == "load":
-            st = load(request["model"], request["backend"], request["dtype"])
+            st = load(request["model"], request["backend"], request["dtype"], request.get("threads", 0))
             texts = json.loads(Path(request["texts"]).read_text(encoding="utf-8"))
             encode(st, texts[:64], 32)  # first-call costs out of the timings
             answer: dict[str, Any] = {"ok": True}

@@ -65,7 +65,7 @@ class Encoder:
     times: list[float] = field(default_factory=list)
 
 
-def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str):
+def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str, threads: int = 0):
     """The harness's forward pass in each dtype, on the windows a run would use."""
     import numpy as np
 
@@ -81,7 +81,8 @@ def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str)
     vectors: dict[str, np.ndarray] = {}
     encoders = []
     for dtype in dtypes:
-        forward = ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False, impl=impl))
+        forward = ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False, impl=impl,
+                                                  threads=threads))
         list(forward.encode_windows([texts[:64]], [view]))  # load weights, first-call costs
 
         def run(forward=forward, key=f"sts-bench {dtype}") -> float:
@@ -116,6 +117,8 @@ def main() -> None:
                         help="backend:dtype of the sentence-transformers peers (none: harness only)")
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], help="harness dtypes")
     parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of every encoder (0: all cores); 1 resists a busy machine best")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
     load_at_start = os.getloadavg()
@@ -124,7 +127,7 @@ def main() -> None:
     if args.sentences:
         texts = texts[:args.sentences]
     model_dir = packaged_model_dir() if args.model == "minilm" else str(Path(args.model).resolve())
-    ref, encoders, vectors, lengths = harness_encoders(args.model, texts, args.dtypes, args.impl)
+    ref, encoders, vectors, lengths = harness_encoders(args.model, texts, args.dtypes, args.impl, args.threads)
     skipped = []
     peers: dict[str, PeerProcess] = {}
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
@@ -133,7 +136,7 @@ def main() -> None:
         for spec in args.peers:
             backend, dtype = spec.split(":")
             try:
-                peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file)
+                peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file, args.threads)
             except RuntimeError as err:  # e.g. an architecture the backend cannot export
                 skipped.append(f"ST {backend} {dtype}: not measured ({str(err).splitlines()[-1][:200]})")
                 continue
@@ -166,6 +169,8 @@ def main() -> None:
 
     config = json.loads((Path(ref.path) / "config.json").read_text())
     flops = ModelShape.from_config(config).forward_flops(lengths)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
     lines = [f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
              f"({torch.get_num_threads()} threads), median of {args.rounds} interleaved rounds; "

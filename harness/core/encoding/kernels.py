@@ -147,6 +147,8 @@ def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int) -> torch.T
     hidden = qkv.shape[-1] // 3
     out = torch.empty((qkv.shape[0], hidden), dtype=qkv.dtype, device=qkv.device)
     for count, length, start in packing.groups:
+        if length == 0:  # an empty row (no [CLS] even): nothing to attend
+            continue
         rows = slice(start, start + count * length)
         if qkv.device.type == "cpu" and length <= SHORT:
             out[rows] = short_attention(qkv[rows], count, length, heads)

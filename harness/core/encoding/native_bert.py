@@ -111,8 +111,11 @@ class NativeBert(nn.Module):
 
 
 def _norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-    """LayerNorm in the input's dtype with fp32 weights (statistics are accumulated in fp32)."""
-    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    """LayerNorm with fp32 weights: on CPU straight on a bf16/fp16 input (the kernel accumulates in
+    fp32), elsewhere through an fp32 copy, which every backend supports."""
+    if x.device.type == "cpu" or x.dtype == torch.float32:
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    return F.layer_norm(x.float(), norm.normalized_shape, norm.weight, norm.bias, norm.eps).to(x.dtype)
 
 
 def _hf_weights(folder: Path) -> dict[str, torch.Tensor]:
