@@ -1,26 +1,41 @@
-"""Encode throughput against sentence-transformers, and as a fraction of this machine's matmul peak.
+"""Encode throughput against sentence-transformers on torch, ONNX Runtime and OpenVINO, and as a
+fraction of this machine's matmul peak.
 
-    .venv/bin/python benchmarks/throughput.py            # ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/throughput.py                 # MiniLM, ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/throughput.py --model DIR --sentences 512 --rounds 2
 
-Same model (packaged MiniLM), same sentences (the 2,552 unique sentences of STS-B test), both
-already loaded: only encoding is timed, median of ``--rounds``. ``avg`` Spearman on STS-B test
-is computed from each side's vectors. The peak probe times a square bf16 (and fp32) matmul with
-the same thread count; "% of peak" is the harness's useful FLOPs (2·P·n + 4·L·n²·H over the real
-token lengths, padding not counted) per second over that probe.
+Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
+them), every encoder loaded once in its own process and waiting while the others run: only
+encoding (tokenization included) is timed, in rounds whose order rotates, medians reported. Each
+sentence-transformers peer is timed at every ``--batch-sizes`` value in every round and reported at
+its best. The ONNX and OpenVINO peers run in ``.venv-peers`` (built on first use; see
+:mod:`benchmarks.peer_env`). ``avg`` Spearman on STS-B test is computed from each encoder's vectors.
+
+"% of matmul peak" is useful FLOPs (2·P·n + 4·L·n²·H over the real token lengths, padding not
+counted) per second over a square matmul of the encoder's dtype timed in the same run with the
+same thread count.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# (backend, dtype) of the sentence-transformers peers; OpenVINO's bf16 is its default on this CPU.
+PEERS = (("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("openvino", "fp32"), ("openvino", "bf16"))
 
 
 def matmul_peak(dtype, size: int = 4096, repeats: int = 5) -> float:
@@ -39,78 +54,157 @@ def _timed(fn) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    import json
+@dataclass
+class Encoder:
+    """One thing being timed: the harness in one dtype, or a peer at one batch size."""
 
+    name: str
+    dtype: str
+    batch: str  # "auto" for the harness (token budget), the sentence count for a peer
+    run: Callable[[], float]  # encodes all sentences, returns seconds
+    times: list[float] = field(default_factory=list)
+
+
+def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str, threads: int = 0):
+    """The harness's forward pass in each dtype, on the windows a run would use."""
     import numpy as np
-    import torch
 
-    from benchmarks.peers import load_stsb_test, packaged_model_dir
-    from harness.core.cost_model import ModelShape
     from harness.core.encoding.backbone import resolve_backbone
     from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.native_bert import NativeTokenizer
     from harness.core.encoding.pooling import View
     from harness.core.encoding.settings import EncodeSettings
     from harness.core.encoding.windows import make_windows
+
+    ref = resolve_backbone(model)
+    view = View("mean", ref.layer_index(-1))
+    windows = make_windows(texts, EncodeSettings().window)
+    vectors: dict[str, np.ndarray] = {}
+    encoders = []
+    for dtype in dtypes:
+        forward = ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False, impl=impl,
+                                                  threads=threads))
+        list(forward.encode_windows([texts[:64]], [view]))  # load weights, first-call costs
+
+        def run(forward=forward, key=f"sts-bench {dtype}") -> float:
+            started = time.perf_counter()
+            rows: dict[str, np.ndarray] = {}
+            for window, arrays in forward.encode_windows(windows, [view]):
+                rows.update(zip(window, arrays[view]))
+            seconds = time.perf_counter() - started
+            vectors[key] = np.stack([rows[t] for t in texts])
+            return seconds
+
+        encoders.append(Encoder(f"sts-bench ({forward.impl})", dtype, "auto", run))
+    lengths = forward.token_lengths(texts)  # tokens per sentence as the model sees them (truncated)
+    return ref, encoders, vectors, lengths
+
+
+def main() -> None:
+    import numpy as np
+    import torch
+
+    from benchmarks.peer_env import PeerProcess
+    from benchmarks.peers import load_stsb_test, packaged_model_dir
+    from harness.core.cost_model import ModelShape
     from harness.core.scoring import cosine_rows, spearman
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="minilm", help="'minilm' (packaged) or a local model folder")
+    parser.add_argument("--sentences", type=int, default=0, help="only the first N unique sentences (0: all)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--peers", nargs="*", default=[f"{b}:{d}" for b, d in PEERS],
+                        help="backend:dtype of the sentence-transformers peers (none: harness only)")
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], help="harness dtypes")
+    parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of every encoder (0: all cores); 1 resists a busy machine best")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
+    load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
-    ref = resolve_backbone("minilm")
-    view = View("mean", ref.layer_index(-1))
-    from sentence_transformers import SentenceTransformer
-
-    st = {"fp32": SentenceTransformer(packaged_model_dir(), device="cpu"),
-          "bf16": SentenceTransformer(packaged_model_dir(), device="cpu", model_kwargs={"dtype": torch.bfloat16})}
-    ours = {dtype: ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False)) for dtype in st}
-    windows = make_windows(texts, EncodeSettings().window)  # the windows a run would use
-    times: dict[str, list[float]] = {f"{side} {dtype}": [] for side in ("st", "harness") for dtype in st}
-    vectors: dict[str, np.ndarray] = {}
-    for dtype in st:  # warm-up: load weights, first-call costs
-        st[dtype].encode(texts[:64])
-        list(ours[dtype].encode_windows([texts[:64]], [view]))
-    for _ in range(args.rounds):
-        for dtype in st:
-            started = time.perf_counter()
-            vectors[f"st {dtype}"] = st[dtype].encode(texts, batch_size=32, convert_to_numpy=True)
-            times[f"st {dtype}"].append(time.perf_counter() - started)
-            started = time.perf_counter()
-            row: dict[str, np.ndarray] = {}
-            for window, arrays in ours[dtype].encode_windows(windows, [view]):
-                row.update(zip(window, arrays[view]))
-            times[f"harness {dtype}"].append(time.perf_counter() - started)
-            vectors[f"harness {dtype}"] = np.stack([row[t] for t in texts])
+    if args.sentences:
+        texts = texts[:args.sentences]
+    model_dir = packaged_model_dir() if args.model == "minilm" else str(Path(args.model).resolve())
+    ref, encoders, vectors, lengths = harness_encoders(args.model, texts, args.dtypes, args.impl, args.threads)
+    skipped = []
+    peers: dict[str, PeerProcess] = {}
+    with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
+        texts_file = Path(tmp) / "texts.json"
+        texts_file.write_text(json.dumps(texts), encoding="utf-8")
+        for spec in args.peers:
+            backend, dtype = spec.split(":")
+            try:
+                peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file, args.threads)
+            except RuntimeError as err:  # e.g. an architecture the backend cannot export
+                skipped.append(f"ST {backend} {dtype}: not measured ({str(err).splitlines()[-1][:200]})")
+                continue
+            encoders += [Encoder(f"ST {backend}", dtype, str(size), lambda p=peer, s=size: p.encode_seconds(s))
+                         for size in args.batch_sizes]
+        for number in range(args.rounds):
+            shift = number * len(encoders) // max(args.rounds, 1)  # rotate who goes first
+            for encoder in encoders[shift:] + encoders[:shift]:
+                encoder.times.append(encoder.run())
+            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        best: dict[tuple[str, str], Encoder] = {}
+        for encoder in encoders:
+            key = (encoder.name, encoder.dtype)
+            if key not in best or statistics.median(encoder.times) < statistics.median(best[key].times):
+                best[key] = encoder
+        for spec, peer in peers.items():  # vectors at the best batch size, for Spearman
+            backend, dtype = spec.split(":")
+            chosen = best[(f"ST {backend}", dtype)]
+            peer.encode_seconds(int(chosen.batch))
+            peer.save_vectors(Path(tmp) / "v.npy")
+            vectors[f"ST {backend} {dtype}"] = np.load(Path(tmp) / "v.npy")
+            peer.close()
     index = {t: i for i, t in enumerate(texts)}
-    left, right = [index[t] for t in s1], [index[t] for t in s2]
-    rho = {k: 100 * spearman(cosine_rows(v[left], v[right])[0], gold) for k, v in vectors.items()}
-    med = {k: statistics.median(v) for k, v in times.items()}
-    config = json.loads((Path(ref.path) / "config.json").read_text())
-    lengths = [len(ids) for ids, _ in NativeTokenizer(Path(ref.path), 128).encode(texts)]
-    flops = ModelShape.from_config(config).forward_flops(lengths)
-    peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
-    lines = [f"{len(texts)} sentences, MiniLM, CPU ({torch.get_num_threads()} threads), median of {args.rounds}", "",
-             "| encoder | dtype | seconds | sentences/s | avg Spearman | % of matmul peak |",
-             "|---|---|---:|---:|---:|---:|"]
-    for side in ("st", "harness"):
-        for dtype in st:
-            key = f"{side} {dtype}"
-            name = "sentence-transformers" if side == "st" else "sts-bench"
-            share = 100 * flops / med[key] / peak[dtype]
-            lines.append(f"| {name} | {dtype} | {med[key]:.2f} | {len(texts) / med[key]:.0f} | {rho[key]:.4f} | "
-                         f"{share:.0f} % |")
-    lines += ["", f"matmul peak probe (4096², {torch.get_num_threads()} threads): bf16 {peak['bf16'] / 1e9:.0f} "
-              f"GFLOP/s, fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s; useful work {flops / 1e9:.0f} GFLOP",
-              f"harness bf16 vs sentence-transformers fp32: {med['st fp32'] / med['harness bf16']:.2f}×; "
-              f"vs sentence-transformers bf16: {med['st bf16'] / med['harness bf16']:.2f}×; "
-              f"|ΔSpearman| harness bf16 vs fp32: {abs(rho['harness bf16'] - rho['harness fp32']):.4f}"]
-    from benchmarks.report import emit
+    pairs = [(index[a], index[b], g) for a, b, g in zip(s1, s2, gold) if a in index and b in index]
+    left, right, kept = (list(column) for column in zip(*pairs))
 
-    emit(lines, args.out)
+    def rho(key: str) -> float:
+        v = vectors[key]
+        return 100 * spearman(cosine_rows(v[left], v[right])[0], kept)
+
+    config = json.loads((Path(ref.path) / "config.json").read_text())
+    flops = ModelShape.from_config(config).forward_flops(lengths)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
+    lines = [f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
+             f"({torch.get_num_threads()} threads), median of {args.rounds} interleaved rounds; "
+             f"{len(pairs)} STS-B test pairs scored", "",
+             "| encoder | dtype | batch | seconds | sentences/s | avg Spearman | % of matmul peak |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    med = {key: statistics.median(e.times) for key, e in best.items()}
+    spearmans = {}
+    for (name, dtype), encoder in best.items():
+        key = f"sts-bench {dtype}" if name.startswith("sts-bench") else f"{name} {dtype}"
+        spearmans[(name, dtype)] = rho(key)
+        share = 100 * flops / med[(name, dtype)] / peak[dtype]
+        lines.append(f"| {name} | {dtype} | {encoder.batch} | {med[(name, dtype)]:.2f} | "
+                     f"{len(texts) / med[(name, dtype)]:.0f} | {spearmans[(name, dtype)]:.4f} | {share:.0f} % |")
+    ours = [k for k in best if k[0].startswith("sts-bench")]
+    reference = next((spearmans[k] for k in ours if k[1] == "fp32"), None)
+    lines += ["", f"matmul peak probe (4096², {torch.get_num_threads()} threads): bf16 {peak['bf16'] / 1e9:.0f} "
+              f"GFLOP/s, fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s; useful work {flops / 1e9:.1f} GFLOP", ""]
+    if ours:
+        fastest = min(ours, key=lambda k: med[k])
+        drift = "" if reference is None else \
+            f", |ΔSpearman| vs sts-bench fp32 {abs(spearmans[fastest] - reference):.4f}"
+        lines.append(f"sts-bench {fastest[1]} (its fastest{drift}) against each peer at its best batch size:")
+        lines.append("")
+        for key in best:
+            if key not in ours:
+                lines.append(f"- {key[0]} {key[1]} (batch {best[key].batch}): **{med[key] / med[fastest]:.2f}×**, "
+                             f"|ΔSpearman| {abs(spearmans[fastest] - spearmans[key]):.4f}")
+    lines += [f"- {line}" for line in skipped]
+    lines += ["", "every batch size (median seconds): " + "; ".join(
+        f"{e.name} {e.dtype} b{e.batch} {statistics.median(e.times):.2f}" for e in encoders if e.batch != "auto")]
+    from benchmarks.report import emit, load_line
+
+    emit([*lines, "", load_line(load_at_start)], args.out)
 
 
 if __name__ == "__main__":

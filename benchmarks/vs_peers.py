@@ -8,7 +8,9 @@ machine drift hits all steps alike; medians over rounds are reported.
 
     (a) the harness, ``avg``, empty cache (fp32 and bf16)
     (b) MTEB's own STSBenchmark evaluation, same model, same data fed in locally (fp32)
-    (c) sentence-transformers ``encode`` of both sides (fp32 and bf16)
+    (c) sentence-transformers ``encode`` of both sides (fp32 and bf16), and with its ONNX Runtime and
+        OpenVINO backends (``.venv-peers``, see ``benchmarks/peer_env.py``; the model exported once
+        beforehand, as the harness's model is installed beforehand; OpenVINO in its default bf16)
     (d) the harness, ``cls avg first-last whitening``, empty cache, whitening fit on the test split
         (``--fit-set test``) so (d) needs exactly the sentences of (a)
     (e) (d) again, warm
@@ -70,7 +72,23 @@ def timed(command: list[str]) -> dict:
     return result
 
 
-def one_round(work: Path) -> dict[str, dict]:
+def backend_step(backend: str, dtype: str, model: str, texts: Path, work: Path) -> dict:
+    """sentence-transformers with ``backend`` as a fresh process; Spearman from the saved vectors."""
+    import numpy as np
+
+    from benchmarks.peer_env import WORKER, python_for
+    from benchmarks.peers import _cosine_spearman, load_stsb_test
+
+    vectors = work / f"vectors-{backend}-{dtype}.npy"
+    result = timed([str(python_for(backend)), str(WORKER), "once", "--model", model, "--backend", backend,
+                    "--dtype", dtype, "--texts", str(texts), "--vectors", str(vectors)])
+    s1, _, gold = load_stsb_test()
+    embeddings = np.load(vectors)
+    result["spearman"] = _cosine_spearman(embeddings[:len(s1)], embeddings[len(s1):], gold)
+    return result
+
+
+def one_round(work: Path, exports: dict[str, str], texts: Path) -> dict[str, dict]:
     py = sys.executable
     me = str(Path(__file__).resolve())
     peers = str(ROOT / "benchmarks" / "peers.py")
@@ -85,6 +103,8 @@ def one_round(work: Path) -> dict[str, dict]:
     out["b mteb fp32"] = timed([py, peers, "mteb"])
     out["c st fp32"] = timed([py, peers, "st", "--dtype", "fp32"])
     out["c st bf16"] = timed([py, peers, "st", "--dtype", "bf16"])
+    out["c st onnx fp32"] = backend_step("onnx", "fp32", exports["onnx"], texts, work)
+    out["c st openvino bf16"] = backend_step("openvino", "bf16", exports["openvino"], texts, work)
     harness("d fp32", VIEW_METHODS, "fp32", "cache-d-fp32")
     harness("e fp32", VIEW_METHODS, "fp32", "cache-d-fp32")
     harness("d bf16", VIEW_METHODS, "bf16", "cache-d-bf16")
@@ -97,7 +117,7 @@ def spearman_of(result: dict) -> float:
     return value["avg"] if isinstance(value, dict) else value
 
 
-def report(rounds: list[dict[str, dict]]) -> str:
+def report(rounds: list[dict[str, dict]], load: str = "") -> str:
     steps = list(rounds[0])
     med = {s: {k: statistics.median(r[s][k] for r in rounds) for k in ("process", "seconds")} for s in steps}
     lines = [f"STS-B test, packaged all-MiniLM-L6-v2, CPU ({os.cpu_count()} cores), median of {len(rounds)} round(s)",
@@ -118,6 +138,13 @@ def report(rounds: list[dict[str, dict]]) -> str:
                      f"| {target} |")
     warm_forwarded = {r[f"e {dtype}"]["forwarded"] for r in rounds}
     lines += ["", f"sentences run through the model in (e): {sorted(warm_forwarded)}"]
+    if "c st openvino bf16" in med:
+        peer = med["c st openvino bf16"]
+        lines.append(f"(c) sentence-transformers + OpenVINO bf16 / (a) harness {dtype}: process "
+                     f"{peer['process'] / ratio['a']['process']:.2f}×, "
+                     f"work {peer['seconds'] / ratio['a']['seconds']:.2f}×")
+    if load:
+        lines += ["", load]
     return "\n".join(lines)
 
 
@@ -129,12 +156,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.peer_env import exported
+    from benchmarks.peers import load_stsb_test, packaged_model_dir
+    from benchmarks.report import load_line
+
+    exports = {backend: exported(packaged_model_dir(), backend) for backend in ("onnx", "openvino")}
+    load_at_start = os.getloadavg()
+    s1, s2, _ = load_stsb_test()
     rounds = []
-    for number in range(args.rounds):
-        with tempfile.TemporaryDirectory(prefix="vs-peers-") as tmp:
-            rounds.append(one_round(Path(tmp)))
-        print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-    text = report(rounds)
+    with tempfile.TemporaryDirectory(prefix="vs-peers-texts-") as keep:
+        texts = Path(keep) / "texts.json"
+        texts.write_text(json.dumps(s1 + s2), encoding="utf-8")
+        for number in range(args.rounds):
+            with tempfile.TemporaryDirectory(prefix="vs-peers-") as tmp:
+                rounds.append(one_round(Path(tmp), exports, texts))
+            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    text = report(rounds, load_line(load_at_start))
     print(text)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,14 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     return mu.astype(np.float32), w.astype(np.float32), rank
 
 
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
 class Whitening(PostProcessor):
     name = "whitening"
     summary = "BERT-whitening: (x - mu) U diag(1/sqrt(S)) fit on --fit-set, on a pooled view (Su et al. 2021)"
@@ -71,8 +79,23 @@ class Whitening(PostProcessor):
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
         x = self.pooled(fit_set.sentences)
-        self._mu, self._w, rank = whitening_transform(x, self.spec.params["k"])
+        self._mu, self._w, rank = self._transform(x)
         self.fit_info = {"fit_set": fit_set.describe(), "rank": rank, "dims_kept": int(self._w.shape[1])}
+
+    def _transform(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """:func:`whitening_transform` of ``x``, memoised in the cache by the content of ``x`` and ``k``:
+        a warm re-run reads (mu, W) instead of a covariance and an SVD (whose threaded BLAS can take
+        seconds on a busy machine)."""
+        import hashlib
+
+        digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest()
+        folder = self.ctx.artifacts.folder("whitening", {"vectors": digest, "shape": list(x.shape),
+                                                         "k": self.spec.params["k"]})
+        if folder.complete():
+            return np.load(folder.path("mu.npy")), np.load(folder.path("w.npy")), int(folder.meta()["info"]["rank"])
+        mu, w, rank = whitening_transform(x, self.spec.params["k"])
+        folder.commit({"mu.npy": _npy(mu), "w.npy": _npy(w)}, {"rank": rank})
+        return mu, w, rank
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         if self._w is None:

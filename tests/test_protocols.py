@@ -132,3 +132,15 @@ def test_paired_bootstrap_and_williams_on_known_cases():
     t, p = williams_t(0.8, 0.7, 0.9, 100)  # the module docstring's worked example
     assert t == pytest.approx(3.674, abs=1e-3) and p == pytest.approx(0.00039, abs=2e-5)
     assert williams_t(0.7, 0.8, 0.9, 100)[1] == pytest.approx(p)  # two-sided: order does not matter
+
+
+def test_student_t_tail_matches_scipy_without_importing_it():
+    from scipy.stats import t as student_t
+
+    from harness.core.significance import student_t_sf
+
+    for df in (1, 3, 10, 97, 1376):
+        for value in (-2.0, 0.0, 0.3, 1.0, 3.674, 12.0, 40.0):
+            expected = student_t.sf(value, df)
+            assert student_t_sf(value, df) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert student_t_sf(float("inf"), 5) == 0.0

@@ -2,7 +2,8 @@
 
 ``ArtifactStore`` is the one place that decides where things are cached: sentence vectors and pair
 scores (``vectors/<key hash>/``), trained artifacts (``<kind>/<key hash>/``: flow weights,
-fine-tuned checkpoints) and the memo of model-folder fingerprints (``fingerprints.json``).
+fine-tuned checkpoints), the memo of model-folder fingerprints (``fingerprints.json``) and that of
+bootstrap resamples (``bootstrap/``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class ArtifactStore:
 
     def folder(self, kind: str, key: Mapping[str, Any]) -> ArtifactDir:
         return ArtifactDir(self.root, kind, key)
+
+    @property
+    def resample_memo(self) -> Path:
+        """Where bootstrap resamples are memoised by content (:mod:`harness.core.bootstrap`)."""
+        return self.root / "bootstrap"
 
     @property
     def fingerprint_memo(self) -> Path:

@@ -9,10 +9,15 @@ a Spearman per resample is array work over (rounds, n), with no per-resample sor
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
+
+from harness.core.hashing import atomic_write_bytes
 
 ALL = "\x00all"  # the plan's key for every pair; no subset label is this string
 
@@ -75,6 +80,21 @@ def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed
     return plan
 
 
+# Resampled scores are a pure function of their inputs, so they are memoised by content: in this
+# process (a run scores each method for its interval and again for every paired comparison) and,
+# once the runner names a folder (:func:`remember_resamples_in`, inside the cache), on disk, so a
+# warm re-run reads 1000 numbers per (method, task) instead of ranking 1000 resamples again.
+_MEMO_VERSION = "resampled-scores-v1"  # change when the resampling itself changes
+_memo: dict[str, np.ndarray] = {}
+_memo_dir: Path | None = None
+
+
+def remember_resamples_in(folder: Path | None) -> None:
+    """Also keep resampled scores as ``<folder>/<content hash>.npy`` (None: in memory only)."""
+    global _memo_dir
+    _memo_dir = Path(folder) if folder is not None else None
+
+
 def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
                      rounds: int, seed: int) -> np.ndarray:
     """The aggregated Spearman ×100 of each of ``rounds`` resamples of the pairs, stratified by
@@ -86,6 +106,35 @@ def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], a
     """
     gold = np.asarray(gold, dtype=np.float64)
     cos = np.asarray(cos, dtype=np.float64)
+    digest = hashlib.sha256(cos.tobytes() + gold.tobytes())
+    digest.update("\x1f".join([_MEMO_VERSION, *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
+    key = digest.hexdigest()[:40]
+    if key not in _memo:
+        _memo[key] = _load_memo(key)
+        if _memo[key] is None:
+            _memo[key] = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
+            _store_memo(key, _memo[key])
+    return _memo[key].copy()
+
+
+def _load_memo(key: str) -> np.ndarray | None:
+    if _memo_dir is None:
+        return None
+    try:
+        return np.load(_memo_dir / f"{key}.npy", allow_pickle=False)
+    except (OSError, ValueError):  # absent, or a torn file from a killed run: recompute
+        return None
+
+
+def _store_memo(key: str, values: np.ndarray) -> None:
+    if _memo_dir is not None:
+        buffer = io.BytesIO()
+        np.save(buffer, values, allow_pickle=False)
+        atomic_write_bytes(_memo_dir / f"{key}.npy", buffer.getvalue())
+
+
+def _resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
+                      rounds: int, seed: int) -> np.ndarray:
     plan = _resample_plan(gold.tobytes(), tuple(labels), rounds, seed)
     subsets = [name for name in plan if name != ALL]
     if aggregation == "all" or len(subsets) <= 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,8 +24,10 @@ def key_hash(key: Mapping[str, Any], length: int = 32) -> str:
     return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()[:length]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def text_digest(text: str) -> bytes:
-    """Raw 32-byte sha256 of a sentence's exact UTF-8 text: the row key of the vector cache."""
+    """Raw 32-byte sha256 of a sentence's exact UTF-8 text: the row key of the vector cache.
+    Memoised: a run looks up the same sentences once per view and method."""
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 

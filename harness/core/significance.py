@@ -42,10 +42,48 @@ class Comparison:
     test: str
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+def student_t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom, through the regularized incomplete
+    beta function: P(|T| > |t|) = I_x(df/2, 1/2) with x = df / (df + t²). Pure math, so scoring does
+    not import scipy.stats (0.5-0.8 s, most of a warm run); the tests check it against scipy.
+
+    >>> round(2 * student_t_sf(2.0, 10), 6)  # scipy: 2 * t.sf(2, 10) = 0.073388
+    0.073388
+    """
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    a, b, x = df / 2, 0.5, df / (df + t * t)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) \
+        if 0 < x < 1 else 0.0
+    if x == 0:
+        tail = 0.0
+    elif x < (a + 1) / (a + b + 2):
+        tail = front * _betacf(a, b, x) / a
+    else:
+        tail = 1 - front * _betacf(b, a, 1 - x) / b if x < 1 else 1.0
+    return tail / 2 if t >= 0 else 1 - tail / 2
+
+
 def williams_t(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
     """Williams' t for H0: r12 = r13 (correlations sharing variable 1); returns (t, two-sided p)."""
-    from scipy.stats import t as student_t
-
     if n < 4:
         return math.nan, math.nan
     det = 1 - r12 ** 2 - r13 ** 2 - r23 ** 2 + 2 * r12 * r13 * r23
@@ -56,7 +94,7 @@ def williams_t(r12: float, r13: float, r23: float, n: int) -> tuple[float, float
     if denominator <= 0:
         return math.copysign(math.inf, r12 - r13), 0.0
     t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / math.sqrt(denominator)
-    return t, float(2 * student_t.sf(abs(t), n - 3))
+    return t, 2 * student_t_sf(abs(t), n - 3)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harness.core.artifacts import ArtifactStore
+from harness.core.bootstrap import remember_resamples_in
 from harness.core.encoding.backbone import BackboneRef, resolve_backbone
 from harness.core.encoding.settings import EncodeSettings
 from harness.runner.config import BenchConfig
@@ -40,6 +41,7 @@ class RunContext:
         self.aggregation = cfg.aggregation
         self.encode = encode_settings(cfg)
         self.artifacts = ArtifactStore(cfg.cache_dir)
+        remember_resamples_in(self.artifacts.resample_memo)
         self.backend = Backend(cfg.backend, cfg.device, cfg.scheduler_address)
         self.methods: dict[str, Method] = {}  # name → the run's instance (siblings share it)
         self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
@@ -102,8 +104,9 @@ class RunContext:
         return [self.sibling(name) for name in names]
 
     def close(self) -> None:
-        """Release what the run started (a dask client)."""
+        """Release what the run started (a dask client, the on-disk memo of bootstrap resamples)."""
         self.backend.close()
+        remember_resamples_in(None)
 
     def providers(self) -> list[ViewProvider]:
         return list(self._providers.values())

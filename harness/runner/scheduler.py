@@ -98,12 +98,10 @@ def run(cfg: BenchConfig) -> RunOutcome:
 
 
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
-    from harness.runner.frames import long_frame, wide_frame
-    from harness.runner.leaderboard import compare_baseline, markdown, write_leaderboard
     from harness.runner.mteb_results import write_mteb_result
     from harness.runner.preflight import preflight
+    from harness.runner.reports import write_reports
     from harness.runner.results import load_results, write_result
-    from harness.runner.significance import comparisons, write_significance
 
     preflight(cfg)  # baseline file, writable folders: fail now, not after the compute
     if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
@@ -137,12 +135,9 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
 
     started = time.perf_counter()
-    this_run = long_frame(records)
-    table = markdown(wide_frame(this_run))
+    # Leaderboards, scores, significance: copied from the cache when no record's content changed.
     every_run = load_results(runs_dir)
-    significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-    board = write_leaderboard(long_frame(every_run), Path(cfg.output_dir), plots=cfg.plots, marks=marks)
-    board.append(write_significance(significance, Path(cfg.output_dir)))
+    table, board = write_reports(records, every_run, Path(cfg.output_dir), cfg, ctx.artifacts)
     if cfg.diagnostics:
         from harness.runner.diagnostics import write_diagnostics
 
@@ -156,9 +151,10 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         board += cost_for_run(plan.methods, pool, cfg.seed, Path(cfg.output_dir))
     from harness.runner.history import append_history
     from harness.runner.pages import write_pages
+    from harness.runner.significance import read_back
 
     append_history(Path(cfg.output_dir), records)
-    board += write_pages(cfg, every_run, marks, significance)[0]
+    board += write_pages(cfg, every_run, *read_back(Path(cfg.output_dir)))[0]
     stages["write"] = time.perf_counter() - started
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
@@ -173,7 +169,10 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
             from harness.core.errors import UserError
 
             raise UserError(f"--baseline {cfg.baseline}: no such file (results were written to {runs_dir})")
-        drops, compared = compare_baseline(this_run, baseline, cfg.tolerance)
+        from harness.runner.frames import long_frame
+        from harness.runner.leaderboard import compare_baseline
+
+        drops, compared = compare_baseline(long_frame(records), baseline, cfg.tolerance)
         outcome.regressions = drops
         if compared == 0:
             say(f"warning: --baseline {baseline}: no (method, task) of this run is in it; nothing compared")

@@ -65,3 +65,19 @@ def write_significance(frame: pd.DataFrame, out_dir: Path) -> Path:
     path = out_dir / "significance.csv"
     atomic_write_text(path, frame.to_csv(index=False, float_format="%.6g"))
     return path
+
+
+def read_back(out_dir: Path) -> tuple[pd.DataFrame, set[Mark]]:
+    """significance.csv and the ★ marks (leaderboard.csv's ``not_below_best``) as written to ``out_dir``:
+    what the report page shows, without recomputing a resample when the reports came from the cache."""
+    import pandas as pd
+
+    keys = {k: str for k in (*GROUP_KEYS, *ROW_KEYS)}
+    table = pd.read_csv(out_dir / "significance.csv", dtype={**keys, "method_a": str, "method_b": str,
+                                                             "backbone_a": str, "backbone_b": str,
+                                                             "fit_set_a": str, "fit_set_b": str},
+                        keep_default_na=False, na_values={c: [""] for c in ("ci_low", "ci_high", "p_value")})
+    board = pd.read_csv(out_dir / "leaderboard.csv", dtype={**keys, "not_below_best": str}, keep_default_na=False)
+    marks = {(tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), task)
+             for _, row in board.iterrows() for task in str(row.get("not_below_best", "")).split(",") if task}
+    return table, marks

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from harness.core.encoding.settings import EncodeSettings
 
 IMPLS = ("auto", "native", "transformers")
+# What the vector cache calls each implementation. Renamed when an implementation's vectors change:
+# "native-packed" (packed rows, the layer in the compute dtype, attention as fp32 products) replaced
+# "native" (padded batches, fp32 residual stream, SDPA), whose cached vectors are not reused.
+CACHE_NAMES = {"native": "native-packed", "transformers": "transformers"}
 
 
 def resolve_impl(ref: BackboneRef, requested: str) -> str:

@@ -2,20 +2,23 @@
 mode, loaded straight from ``model.safetensors`` and ``tokenizer.json``.
 
 Why it exists: importing transformers' model classes costs ~4 s of a ~12 s cold run on 2 CPU cores
-(``benchmarks/vs_peers.py``), more than the forward pass itself. Inference of a plain BERT needs
-none of it. It is used only when a checkpoint is exactly what it implements
+(``benchmarks/vs_peers.py``), more than the forward pass itself, and a forward of its own can skip
+padding and use kernels fitted to short sentences (:mod:`harness.core.encoding.kernels`). It is
+used only when a checkpoint is exactly what it implements
 (``harness.core.encoding.backbone.native_supported``), is checked against transformers to 1e-5 on
 every hidden state in the tests, and ``--encoder-impl transformers`` turns it off. Training (SimCSE,
 DSE) always uses transformers.
 
-Per layer (post-LayerNorm BERT)::
+Per layer (post-LayerNorm BERT), on the batch's real tokens packed into rows::
 
-    a = LayerNorm(x + W_o · MultiHeadAttention(W_q x, W_k x, W_v x, padding mask))
+    a = LayerNorm(x + W_o · MultiHeadAttention(W_q x, W_k x, W_v x))   per group of equal lengths
     y = LayerNorm(a + W_2 · act(W_1 a))
 
 with the query, key and value projections fused into one (3H × H) matrix product. Under
-``--dtype bf16|fp16`` the matrix products run in that dtype and everything else in fp32, exactly
-the split autocast makes (:meth:`NativeBert.set_compute_dtype`).
+``--dtype bf16|fp16`` the whole layer runs in that dtype (LayerNorm statistics and attention
+scores in fp32), as sentence-transformers and OpenVINO do in bf16; with bf16 on CPU the products
+carry their bias, GELU and residual add as oneDNN epilogues. Embeddings are summed and normalised
+in fp32.
 """
 
 from __future__ import annotations
@@ -28,14 +31,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
-ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu,
-               "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-               "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+from harness.core.encoding.kernels import (
+    ACTIVATIONS,
+    LinearKernel,
+    PackedStates,
+    Packing,
+    fused_linear_available,
+    packed_attention,
+)
+
+__all__ = ["ACTIVATIONS", "NativeBert", "NativeTokenizer", "load_native_bert"]
 
 
 class _Layer(nn.Module):
-    def __init__(self, hidden: int, heads: int, inner: int, eps: float, act: str) -> None:
+    """The weights of one layer (the computation is :meth:`NativeBert.forward`'s)."""
+
+    def __init__(self, hidden: int, heads: int, inner: int, eps: float) -> None:
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(hidden, 3 * hidden)
@@ -44,15 +55,6 @@ class _Layer(nn.Module):
         self.up = nn.Linear(hidden, inner)
         self.down = nn.Linear(inner, hidden)
         self.norm2 = nn.LayerNorm(hidden, eps=eps)
-        self.act = ACTIVATIONS[act]
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        batch, length, hidden = x.shape
-        dtype = self.qkv.weight.dtype  # fp32, or bf16/fp16 after set_compute_dtype
-        q, k, v = self.qkv(x.to(dtype)).view(batch, length, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        x = self.norm1(x + self.out(attended.transpose(1, 2).reshape(batch, length, hidden)).float())
-        return self.norm2(x + self.down(self.act(self.up(x.to(dtype)))).float())
 
 
 class NativeBert(nn.Module):
@@ -61,39 +63,59 @@ class NativeBert(nn.Module):
     def __init__(self, config: dict[str, Any], with_pooler: bool) -> None:
         super().__init__()
         hidden, eps = config["hidden_size"], config.get("layer_norm_eps", 1e-12)
+        self.act = config["hidden_act"]
         self.word = nn.Embedding(config["vocab_size"], hidden)
         self.position = nn.Embedding(config["max_position_embeddings"], hidden)
         self.token_type = nn.Embedding(config.get("type_vocab_size", 2), hidden)
         self.norm = nn.LayerNorm(hidden, eps=eps)
         self.layers = nn.ModuleList(
-            _Layer(hidden, config["num_attention_heads"], config["intermediate_size"], eps, config["hidden_act"])
+            _Layer(hidden, config["num_attention_heads"], config["intermediate_size"], eps)
             for _ in range(config["num_hidden_layers"]))
         self.pooler = nn.Linear(hidden, hidden) if with_pooler else None
+        self.compute_dtype = torch.float32
+        self._kernels: list[dict[str, LinearKernel]] | None = None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        types = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
-        x = self.norm(self.word(input_ids) + self.position(positions)[None] + self.token_type(types))
-        # Boolean mask, broadcast over heads and query positions: True = attend to this key.
-        mask = attention_mask.bool()[:, None, None, :]
+                token_type_ids: torch.Tensor | None = None) -> tuple[PackedStates, torch.Tensor | None]:
+        packing = Packing(attention_mask)
+        types = packing.gather(token_type_ids) if token_type_ids is not None else torch.zeros_like(packing.columns)
+        x = self.norm(self.word(packing.gather(input_ids)) + self.position(packing.columns) + self.token_type(types))
+        x = x.to(self.compute_dtype)
         states = [x]
-        for layer in self.layers:
-            x = layer(x, mask)
+        for layer, kernel in zip(self.layers, self._layer_kernels(x.device)):
+            attended = packed_attention(kernel["qkv"](x), packing, layer.heads)
+            x = _norm(kernel["out"](attended, residual=x), layer.norm1)
+            x = _norm(kernel["down"](kernel["up"](x, act=self.act), residual=x), layer.norm2)
             states.append(x)
         pooled = None
         if self.pooler is not None:
-            pooled = torch.tanh(self.pooler(x[:, 0].to(self.pooler.weight.dtype))).float()
-        return states, pooled
+            pooled = torch.tanh(self.pooler(x[packing.cls_rows].to(self.pooler.weight.dtype))).float()
+        return PackedStates(packing, states), pooled
+
+    def _layer_kernels(self, device: torch.device) -> list[dict[str, LinearKernel]]:
+        if self._kernels is None:
+            fused = fused_linear_available(device, self.compute_dtype)
+            self._kernels = [{name: LinearKernel(getattr(layer, name), fused) for name in ("qkv", "out", "up", "down")}
+                             for layer in self.layers]
+        return self._kernels
 
     def set_compute_dtype(self, dtype: torch.dtype) -> NativeBert:
-        """Run the matrix products in ``dtype`` (bf16/fp16) with the residual stream, LayerNorm and
-        embeddings in fp32 — what autocast does, without autocast's per-call weight casts (~20 % of
-        a CPU forward in bf16). Results match the autocast path of the same model."""
+        """Run the layers in ``dtype`` (bf16/fp16): matrix weights in that dtype, LayerNorm weights and
+        embeddings in fp32. Call before the first forward (and after moving the module)."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 module.to(dtype)
+        self.compute_dtype = dtype
+        self._kernels = None
         return self
+
+
+def _norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    """LayerNorm with fp32 weights: on CPU straight on a bf16/fp16 input (the kernel accumulates in
+    fp32), elsewhere through an fp32 copy, which every backend supports."""
+    if x.device.type == "cpu" or x.dtype == torch.float32:
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    return F.layer_norm(x.float(), norm.normalized_shape, norm.weight, norm.bias, norm.eps).to(x.dtype)
 
 
 def _hf_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -157,12 +179,15 @@ class NativeTokenizer:
         return [(e.ids, e.type_ids) for e in self._tok.encode_batch(texts)]
 
     def pad(self, items: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
+        import numpy as np
+
         length = max(len(ids) for ids, _ in items)
-        ids = torch.full((len(items), length), self.pad_id, dtype=torch.long)
-        types = torch.zeros((len(items), length), dtype=torch.long)
-        mask = torch.zeros((len(items), length), dtype=torch.long)
-        for row, (token_ids, type_ids) in enumerate(items):
-            ids[row, :len(token_ids)] = torch.tensor(token_ids)
-            types[row, :len(type_ids)] = torch.tensor(type_ids)
+        ids = np.full((len(items), length), self.pad_id, dtype=np.int64)
+        types = np.zeros((len(items), length), dtype=np.int64)
+        mask = np.zeros((len(items), length), dtype=np.int64)
+        for row, (token_ids, type_ids) in enumerate(items):  # numpy rows: no tensor per sentence
+            ids[row, :len(token_ids)] = token_ids
+            types[row, :len(type_ids)] = type_ids
             mask[row, :len(token_ids)] = 1
-        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
+                "token_type_ids": torch.from_numpy(types)}

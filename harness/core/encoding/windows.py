@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.artifacts import ArtifactStore
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.engines import resolve_impl
+from harness.core.encoding.engines import CACHE_NAMES, resolve_impl
 from harness.core.encoding.pooling import View
 from harness.core.encoding.settings import EncodeSettings
 
@@ -52,7 +52,7 @@ def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: 
     """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype, and the
     implementation (native and transformers agree to ~1e-6, not bit for bit)."""
     return {"kind": "view", **ref.key(), "pooling": view.pooling, "layer": view.layer,
-            "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl}
+            "max_length": settings.max_length, "dtype": settings.dtype, "impl": CACHE_NAMES.get(impl, impl)}
 
 
 _PASSES: dict[tuple[BackboneRef, EncodeSettings], ForwardPass] = {}

@@ -1,0 +1,158 @@
+"""The native encoder's kernels: padding-free token rows, oneDNN linear epilogues, short attention.
+
+Where the time of a CPU forward went (MiniLM on STS-B, 2 cores, torch profiler): the matrix
+products were about half; PyTorch's CPU flash attention another fifth, because sentences are short
+(~14 tokens) and its per-(sentence, head) overhead dwarfs 14 × 14 × 32 products; then GELU, dtype
+casts, LayerNorm and residual adds, each a full pass over memory; and about a tenth was padding.
+What this module does about each:
+
+* **Packed rows.** The tokens of a batch are packed into one (tokens, hidden) matrix without
+  padding (:class:`Packing`); matrix products, LayerNorm and GELU never see a pad token. Attention
+  runs per group of equal-length sentences, so it needs no mask either.
+* **Attention as two batched fp32 products** (:func:`short_attention`) for short sequences:
+  scores, exp, row sums, probabilities · values. The exponent is taken without subtracting the row
+  maximum (mathematically the same softmax; PyTorch's per-row max over 14 values costs more than
+  the products) and the rare group whose sums overflow or vanish is redone with ``softmax``.
+  Longer sequences and GPUs use ``scaled_dot_product_attention``.
+* **oneDNN epilogues** (:class:`LinearKernel`): with bf16 on CPU the weights are reordered once
+  into oneDNN's blocked layout, and bias + GELU or bias + residual add happen inside the matrix
+  product (``torch.ops.mkldnn._linear_pointwise``, what ``torch.compile`` emits on CPU), instead of
+  as separate passes over memory.
+
+This module imports torch; only :mod:`harness.core.encoding.native_bert` uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu,
+               "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+               "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+# Attention as batched products up to this length; beyond it SDPA's flash kernel is efficient.
+SHORT = 64
+# oneDNN's names for the activations a fused product can apply: (attr, algorithm).
+_FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_new": ("gelu", "tanh"), "gelu_pytorch_tanh": ("gelu", "tanh"),
+                      "relu": ("relu", "")}
+
+
+def fused_linear_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN fused products: CPU, bf16, and a torch built with them."""
+    return (device.type == "cpu" and dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+
+
+class LinearKernel:
+    """``act(x Wᵀ + b)`` or ``x Wᵀ + b + residual`` for one ``nn.Linear``, fused when possible."""
+
+    def __init__(self, linear: nn.Linear, fused: bool) -> None:
+        self.weight, self.bias = linear.weight.detach(), linear.bias.detach()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None) if fused else None
+
+    def __call__(self, x: torch.Tensor, act: str | None = None, residual: torch.Tensor | None = None) -> torch.Tensor:
+        if self.packed is not None:
+            if residual is not None:
+                return torch.ops.mkldnn._linear_pointwise.binary(x, residual.to(x.dtype), self.packed, self.bias, "add")
+            attr, algorithm = _FUSED_ACTIVATIONS[act] if act else ("none", "")
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, attr, [], algorithm)
+        y = F.linear(x, self.weight, self.bias)
+        if act:
+            y = ACTIVATIONS[act](y)
+        return y if residual is None else residual + y.to(residual.dtype)
+
+
+class Packing:
+    """Where each real token of a padded (batch, length) batch sits in the packed (tokens, ·) rows.
+
+    Rows are ordered by sentence length (longest first, stable), so sentences of equal length are
+    contiguous: ``groups`` lists (count, length, first packed row) for each length.
+    """
+
+    def __init__(self, attention_mask: torch.Tensor) -> None:
+        batch, width = attention_mask.shape
+        mask = attention_mask.bool()
+        lengths = mask.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        positions = torch.arange(batch * width, device=mask.device).view(batch, width)
+        self.flat = positions[order][mask[order]]  # packed row → flat (row, column) of the padded batch
+        self.columns = self.flat % width
+        self.batch, self.width = batch, width
+        counts = torch.unique_consecutive(lengths[order], return_counts=True)
+        self.groups: list[tuple[int, int, int]] = []
+        start = 0
+        for length, count in zip(*(t.tolist() for t in counts)):
+            self.groups.append((count, length, start))
+            start += count * length
+        # packed row of each sentence's first token ([CLS]), in the batch's own row order
+        firsts = torch.cumsum(lengths[order], 0) - lengths[order]
+        self.cls_rows = torch.empty_like(firsts).scatter_(0, order, firsts)
+
+    def gather(self, padded: torch.Tensor) -> torch.Tensor:
+        """(batch, length, ...) → (tokens, ...): the real tokens of a padded tensor, packed."""
+        return padded.reshape(self.batch * self.width, *padded.shape[2:])[self.flat]
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """(tokens, hidden) → (batch, length, hidden), zeros at padding."""
+        out = packed.new_zeros(self.batch * self.width, packed.shape[-1])
+        return out.index_copy_(0, self.flat, packed).view(self.batch, self.width, -1)
+
+
+class PackedStates(Sequence):
+    """Hidden states kept packed; a layer is unpacked to (batch, length, hidden) when a view reads it
+    (usually 1-2 of 7-25 layers), and only once."""
+
+    def __init__(self, packing: Packing, packed: list[torch.Tensor]) -> None:
+        self._packing, self._packed, self._unpacked = packing, packed, {}
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    def __getitem__(self, index: int | slice):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = index % len(self)
+        if index not in self._unpacked:
+            self._unpacked[index] = self._packing.unpack(self._packed[index])
+        return self._unpacked[index]
+
+
+def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int) -> torch.Tensor:
+    """Self-attention of ``count`` sentences of ``length`` tokens, no padding: (count·length, 3H) →
+    (count·length, H), computed in fp32 as two batched products (see the module docstring)."""
+    hidden = qkv.shape[-1] // 3
+    d = hidden // heads
+    x = torch.empty((3, count, heads, length, d), dtype=torch.float32, device=qkv.device)
+    x.copy_(qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4))  # one pass: split heads and cast
+    q, k, v = x.view(3, count * heads, length, d).unbind(0)
+    scores = torch.bmm(q, k.transpose(1, 2)).mul_(d ** -0.5)
+    weights = torch.exp(scores)
+    sums = weights.sum(-1, keepdim=True)
+    low, high = torch.aminmax(sums)
+    if low > 0 and high < float("inf"):
+        weights.div_(sums)
+    else:  # a score above ~88 or rows far below 0: the max-subtracted softmax
+        weights = torch.softmax(scores, -1)
+    out = torch.bmm(weights, v)
+    result = torch.empty((count, length, heads, d), dtype=qkv.dtype, device=qkv.device)
+    return result.copy_(out.view(count, heads, length, d).transpose(1, 2)).view(count * length, hidden)
+
+
+def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int) -> torch.Tensor:
+    """Self-attention over packed rows, one group of equal-length sentences at a time."""
+    hidden = qkv.shape[-1] // 3
+    out = torch.empty((qkv.shape[0], hidden), dtype=qkv.dtype, device=qkv.device)
+    for count, length, start in packing.groups:
+        if length == 0:  # an empty row (no [CLS] even): nothing to attend
+            continue
+        rows = slice(start, start + count * length)
+        if qkv.device.type == "cpu" and length <= SHORT:
+            out[rows] = short_attention(qkv[rows], count, length, heads)
+        else:
+            q, k, v = qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
+            out[rows] = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(count * length, hidden)
+    return out

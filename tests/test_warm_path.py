@@ -1,0 +1,87 @@
+"""What a warm re-run reuses instead of recomputing: bootstrap resamples and the whitening fit,
+both memoised in the cache by the content of their inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fakes import FakeContext
+from test_methods_direct import SENTENCES, TRAIN
+
+from harness.core import bootstrap
+from harness.core.api import SpecRequest
+from harness.core.data.fitsets import make_fit_set
+from methods import get_method
+
+
+def test_resampled_scores_are_memoised_in_memory_and_on_disk(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    gold = rng.normal(size=60)
+    cos = gold + rng.normal(size=60)
+    labels = ["a"] * 30 + ["b"] * 30
+    bootstrap.remember_resamples_in(tmp_path)
+    try:
+        first = bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1)
+        assert len(list(tmp_path.glob("*.npy"))) == 1
+        monkeypatch.setattr(bootstrap, "_memo", {})  # a new process: only the disk remains
+
+        def recompute(*args):
+            raise AssertionError("recomputed although the inputs were memoised")
+
+        monkeypatch.setattr(bootstrap, "_resampled_scores", recompute)
+        np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1), first)
+        with pytest.raises(AssertionError):  # any input changed: a different memo entry
+            bootstrap.resampled_scores(cos, gold, labels, "mean", 200, 1)
+    finally:
+        bootstrap.remember_resamples_in(None)
+
+
+def test_whitening_fit_is_read_back_from_the_cache(tiny_bert, tmp_path, monkeypatch):
+    import methods.whitening as whitening
+
+    fit_set = make_fit_set("test", SENTENCES, "fixture")
+
+    def build():
+        request = SpecRequest(backbone=str(tiny_bert), max_length=32, params={"whitening": {"k": 8}})
+        ctx = FakeContext(tmp_path / "cache", request, splits={("stsb", "train"): TRAIN})
+        return get_method("whitening").build(request, ctx)
+
+    first = build()
+    first.fit(fit_set)
+    expected = first.encode(SENTENCES)
+    monkeypatch.setattr(whitening, "whitening_transform", lambda *a: (_ for _ in ()).throw(AssertionError))
+    again = build()
+    again.fit(fit_set)
+    np.testing.assert_array_equal(again.encode(SENTENCES), expected)
+    assert again.fit_info["rank"] == first.fit_info["rank"]
+
+
+def test_a_warm_rerun_copies_its_reports_without_importing_pandas_or_torch(tiny_bert, tmp_path):
+    """Same records → the same leaderboard files, copied from the cache in a fresh process that
+    imports neither pandas nor torch; a changed record (another seed) rebuilds them."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import json, sys, harness; "
+            "cfg = harness.BenchConfig(methods=('cls', 'avg', 'whitening'), backbone=sys.argv[1], fit_set='test', "
+            "cache_dir=sys.argv[2], output_dir=sys.argv[3], progress=False, plots=False, seed=int(sys.argv[4])); "
+            "out = harness.run(cfg); "
+            "print(json.dumps({'forwarded': out.sentences_forwarded, 'table': out.table, "
+            "'imported': sorted(m for m in ('pandas', 'torch', 'scipy.stats') if m in sys.modules)}))")
+
+    def run(out: str, seed: int = 1234) -> dict:
+        done = subprocess.run([sys.executable, "-c", code, str(tiny_bert), str(tmp_path / "cache"),
+                               str(tmp_path / out), str(seed)], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = run("cold"), run("warm")
+    assert cold["imported"] == ["pandas", "torch"] and warm["imported"] == []
+    assert warm["forwarded"] == 0 and warm["table"] == cold["table"]
+    for name in ("leaderboard.csv", "leaderboard.md", "scores.csv", "significance.csv"):
+        assert (tmp_path / "warm" / name).read_bytes() == (tmp_path / "cold" / name).read_bytes()
+    reseeded = run("reseeded", seed=7)  # other bootstrap draws: intervals change, reports are rebuilt
+    assert "pandas" in reseeded["imported"]
