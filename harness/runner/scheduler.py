@@ -154,7 +154,8 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.significance import read_back
 
     append_history(Path(cfg.output_dir), records)
-    board += write_pages(cfg, every_run, *read_back(Path(cfg.output_dir)))[0]
+    significance, marks = read_back(Path(cfg.output_dir))
+    board += write_pages(cfg, every_run, marks, significance)[0]
     stages["write"] = time.perf_counter() - started
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
