@@ -56,9 +56,10 @@ def test_whitening_fit_is_read_back_from_the_cache(tiny_bert, tmp_path, monkeypa
     assert again.fit_info["rank"] == first.fit_info["rank"]
 
 
-def test_a_warm_rerun_copies_its_reports_without_importing_pandas_or_torch(tiny_bert, tmp_path):
+def test_a_warm_rerun_copies_its_reports_without_importing_torch(tiny_bert, tmp_path):
     """Same records → the same leaderboard files, copied from the cache in a fresh process that
-    imports neither pandas nor torch; a changed record (another seed) rebuilds them."""
+    imports neither torch nor scipy.stats; a changed record (another seed) rebuilds them. pandas is
+    still imported on a warm run: the report page (results/index.html) is rebuilt every run."""
     import json
     import subprocess
     import sys
@@ -79,9 +80,9 @@ def test_a_warm_rerun_copies_its_reports_without_importing_pandas_or_torch(tiny_
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     cold, warm = run("cold"), run("warm")
-    assert cold["imported"] == ["pandas", "torch"] and warm["imported"] == []
+    assert cold["imported"] == ["pandas", "torch"] and warm["imported"] == ["pandas"]
     assert warm["forwarded"] == 0 and warm["table"] == cold["table"]
     for name in ("leaderboard.csv", "leaderboard.md", "scores.csv", "significance.csv"):
         assert (tmp_path / "warm" / name).read_bytes() == (tmp_path / "cold" / name).read_bytes()
-    reseeded = run("reseeded", seed=7)  # other bootstrap draws: intervals change, reports are rebuilt
-    assert "pandas" in reseeded["imported"]
+    run("reseeded", seed=7)  # other bootstrap draws: intervals change, reports are rebuilt
+    assert (tmp_path / "reseeded" / "scores.csv").read_bytes() != (tmp_path / "cold" / "scores.csv").read_bytes()
