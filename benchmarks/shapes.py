@@ -80,16 +80,19 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--threads", type=int, default=0, help="passed on to throughput.py")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's sentence count")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
     lines = ["Random-weight encoders of published shapes; sentences: the first N unique sentences of STS-B "
              "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by side.", ""]
     for shape in args.shapes:
         sentences, extra = RUNS[shape]
+        sentences = max(16, int(sentences * args.scale))
         folder = build(shape.split(" ")[0])
         command = [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(folder),
                    "--sentences", str(sentences), "--rounds", str(args.rounds),
-                   "--batch-sizes", *map(str, args.batch_sizes), *extra]
+                   "--batch-sizes", *map(str, args.batch_sizes), "--threads", str(args.threads), *extra]
         print(f"{shape}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
