@@ -61,10 +61,14 @@ def newest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(chosen.values())
 
 
-def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per result file; when a (row, task) appears twice, the newest file wins."""
-    import pandas as pd
+def _missing(value: Any) -> bool:
+    """True for a cell without a score: None or NaN (NaN != NaN)."""
+    return value is None or value != value
 
+
+def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per (row, protocol group, task), the newest file winning, ordered by ``created``; and the
+    names of the columns methods declared. Pure Python: the report page builds from it without pandas."""
     rows, extra = [], []
     for rec in records:
         columns = rec.get("columns") or {}
@@ -77,38 +81,74 @@ def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "ci_low": ci[0], "ci_high": ci[1], "n_pairs": rec["task"]["n_pairs"], "created": rec["created"],
             **columns,
         })
-    frame = pd.DataFrame(rows, columns=[*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra])
-    frame = frame.sort_values("created").drop_duplicates([*GROUP_KEYS, *ROW_KEYS, "task"], keep="last")
-    return frame.reset_index(drop=True)
+    chosen: dict[tuple, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r["created"]):  # stable: of equal times, the later record wins
+        key = tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS, "task"))
+        chosen.pop(key, None)
+        chosen[key] = row
+    ordered = sorted(chosen.values(), key=lambda r: r["created"])
+    columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
+    return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
+
+
+def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Methods × tasks (+ Avg.) per protocol group, from :func:`long_rows`: the rows, the task
+    columns (registry order) and the method-declared columns, each averaged over the row's tasks.
+
+    Avg. is only given for a row that has every task of its group, so averages over different task
+    sets are never compared. Rows are ordered by protocol group, then by Avg. (highest first, rows
+    without one last), ties by (method, backbone, kind, fit set). For example, a group scoring
+    STS-B and SICK-R with rows ``avg`` (82.0, 78.0) and ``cls`` (73.5, —) gives ``avg`` Avg. 80.0
+    first, then ``cls`` with Avg. NaN.
+    """
+    standard = {*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS}
+    extra = [c for row in long[:1] for c in row if c not in standard]
+    tasks = ordered_tasks(row["task"] for row in long)
+    group_tasks: dict[tuple, set[str]] = {}
+    cells: dict[tuple, dict[str, Any]] = {}
+    for row in long:
+        group = tuple(row[k] for k in GROUP_KEYS)
+        group_tasks.setdefault(group, set()).add(row["task"])
+        cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)), {"tasks": {}, "marks": set(), "extra": {}})
+        cell["tasks"][row["task"]] = row["spearman"]
+        cell["marks"].update(row["marks"])
+        for column in extra:
+            if not _missing(row.get(column)):
+                cell["extra"].setdefault(column, []).append(row[column])
+    table = []
+    for key in sorted(cells):
+        cell, group = cells[key], key[:len(GROUP_KEYS)]
+        values = [cell["tasks"].get(t, math.nan) for t in tasks if t in group_tasks[group]]
+        average = sum(values) / len(values) if values and not any(_missing(v) for v in values) else math.nan
+        row = dict(zip((*GROUP_KEYS, *ROW_KEYS), key))
+        table.append({**{k: row[k] for k in ROW_KEYS}, "marks": "".join(sorted(cell["marks"])),
+                      **{t: cell["tasks"].get(t, math.nan) for t in tasks}, AVG: average,
+                      **{c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra},
+                      **{k: row[k] for k in GROUP_KEYS}})
+    # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set) order.
+    table.sort(key=lambda r: (tuple(r[k] for k in GROUP_KEYS), _missing(r[AVG]), 0 if _missing(r[AVG]) else -r[AVG]))
+    return table, tasks, extra
+
+
+def tied_tasks(row: dict[str, Any], tasks: list[str], marks: set) -> str:
+    """The tasks (comma-separated) where a wide row is best or not significantly below the best."""
+    group, key = tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS)
+    return ",".join(t for t in tasks if (group, key, t) in marks)
+
+
+def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """:func:`long_rows` as a DataFrame (one row per result file; the newest wins a (row, task))."""
+    import pandas as pd
+
+    rows, extra = long_rows(records)
+    return pd.DataFrame(rows, columns=[*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra])
 
 
 def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
-    """Methods × tasks (+ Avg.) per protocol group. Avg. is only given for rows that have every
-    task of their group, so averages over different task sets are never compared."""
+    """:func:`wide_rows` as a DataFrame: methods × tasks (+ Avg.) per protocol group."""
     import pandas as pd
 
     if long.empty:
         return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, *GROUP_KEYS])
-    table = long.pivot_table(index=[*GROUP_KEYS, *ROW_KEYS], columns="task", values="spearman", aggfunc="last")
-    tasks = ordered_tasks(table.columns)
-    table = table[tasks]
-    table.columns.name = None
-    table = table.reset_index()
-    group_tasks = long.groupby(list(GROUP_KEYS))["task"].agg(lambda s: set(s)).to_dict()
-    averages = []
-    for _, row in table.iterrows():
-        wanted = [t for t in tasks if t in group_tasks[tuple(row[k] for k in GROUP_KEYS)]]
-        values = [row[t] for t in wanted]
-        averages.append(sum(values) / len(values) if values and not any(pd.isna(values)) else math.nan)
-    table[AVG] = averages
-    marks = long.groupby([*GROUP_KEYS, *ROW_KEYS])["marks"].agg(lambda s: "".join(sorted(set("".join(s)))))
-    table["marks"] = [marks.get(tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS)), "") for _, row in table.iterrows()]
-    extra = [c for c in long.columns if c not in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS)]
-    for column in extra:  # a method's own columns (DSE's degradation vs its teacher): mean over tasks
-        means = long.groupby([*GROUP_KEYS, *ROW_KEYS])[column].mean()
-        table[column] = [means.get(tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS)), math.nan)
-                         for _, row in table.iterrows()]
-    table = table.sort_values([*GROUP_KEYS, AVG], ascending=[True] * len(GROUP_KEYS) + [False])
-    return table[[*ROW_KEYS, "marks", *tasks, AVG, *extra, *GROUP_KEYS]].reset_index(drop=True)
-
-
+    rows, tasks, extra = wide_rows(long.to_dict("records"))
+    return pd.DataFrame(rows, columns=[*ROW_KEYS, "marks", *tasks, AVG, *extra, *GROUP_KEYS])

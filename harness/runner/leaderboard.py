@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.frames import GROUP_KEYS, ROW_KEYS, wide_frame, wide_tasks
+from harness.runner.frames import GROUP_KEYS, ROW_KEYS, tied_tasks, wide_frame, wide_tasks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,9 +30,7 @@ def mark_tied(wide: pd.DataFrame, marks: set) -> pd.DataFrame:
     """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
     wide = wide.copy()
     tasks = wide_tasks(wide)
-    wide["not_below_best"] = [
-        ",".join(t for t in tasks if (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), t) in marks)
-        for _, row in wide.iterrows()]
+    wide["not_below_best"] = [tied_tasks(row, tasks, marks) for _, row in wide.iterrows()]
     return wide
 
 

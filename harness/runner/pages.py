@@ -6,18 +6,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.runner.config import BenchConfig
 from harness.runner.history_report import history_report
 from harness.runner.report import write_report
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 
 def write_pages(cfg: BenchConfig, every_run: list[dict[str, Any]], marks: set,
-                significance: pd.DataFrame) -> tuple[list[Path], str]:
+                significance: list[dict[str, Any]]) -> tuple[list[Path], str]:
     """Write the history report and the report page; returns their paths and the history as text."""
     out_dir = Path(cfg.output_dir)
     history = history_report(out_dir, cfg.bootstrap or 1000, cfg.seed, cfg.plots)
@@ -31,4 +28,4 @@ def history_pages(cfg: BenchConfig) -> tuple[list[Path], str]:
 
     every_run = load_results(Path(cfg.output_dir) / "runs")
     significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-    return write_pages(cfg, every_run, marks, significance)
+    return write_pages(cfg, every_run, marks, significance.to_dict("records"))

@@ -17,17 +17,16 @@ import html
 import json
 import logging
 import math
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.frames import AVG, GROUP_KEYS, ROW_KEYS, long_frame, newest, record_keys, wide_frame, wide_tasks
-from harness.runner.leaderboard import LEGEND, TIED, mark_tied, protocol_line
+from harness.runner.frames import AVG, GROUP_KEYS, ROW_KEYS, long_rows, newest, record_keys, tied_tasks, wide_rows
+from harness.runner.leaderboard import LEGEND, TIED, protocol_line
 from harness.runner.report_assets import CSS, JS
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from harness.runner.history_report import HistoryReport
 
 PAPER_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
@@ -76,13 +75,13 @@ def _sort_value(value: Any) -> str:
     return "" if math.isnan(number) else f"{number:.6g}"
 
 
-def _board(group: pd.DataFrame, tasks: list[str], cells: dict[tuple, dict[str, Any]], group_key: tuple) -> str:
-    """One protocol group's leaderboard; ``tasks`` are the group's task columns."""
-    extra = [c for c in group.columns if c not in (*ROW_KEYS, "marks", *tasks, AVG, *GROUP_KEYS, "not_below_best")
-             and not group[c].isna().all()]
+def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cells: dict[tuple, dict[str, Any]],
+           group_key: tuple) -> str:
+    """One protocol group's leaderboard (its :func:`~harness.runner.frames.wide_rows`); ``tasks`` are the
+    group's task columns, ``extra`` the method-declared columns any of its rows fills."""
     head = ["method", "backbone", "fit set", "marks", *tasks, AVG, *extra]
     rows = []
-    for _, row in group.iterrows():
+    for row in group:
         row_key = tuple(row[k] for k in ROW_KEYS)
         tied = set(str(row.get("not_below_best") or "").split(","))
         recs = [cells.get((group_key, row_key, t)) for t in tasks]
@@ -136,14 +135,10 @@ def _float(value: Any) -> float:
         return math.nan
 
 
-def _significance(frame: pd.DataFrame, group: dict[str, str]) -> str:
-    if frame.empty:
-        return ""
-    part = frame
-    for key, value in group.items():
-        part = part[part[key].astype(str) == str(value)]
-    rows = [{"task": r.task, "A": r.method_a, "B": r.method_b, "delta": r.delta, "CI low": r.ci_low,
-             "CI high": r.ci_high, "p": r.p_value, "test": r.test} for r in part.itertuples()]
+def _significance(significance: list[dict[str, Any]], group: dict[str, str]) -> str:
+    rows = [{"task": r["task"], "A": r["method_a"], "B": r["method_b"], "delta": r["delta"], "CI low": r["ci_low"],
+             "CI high": r["ci_high"], "p": r["p_value"], "test": r["test"]}
+            for r in significance if all(str(r.get(key)) == str(value) for key, value in group.items())]
     if not rows:
         return ""
     return (f"<details><summary>paired tests ({len(rows)} rows, as in significance.csv)</summary>"
@@ -191,22 +186,24 @@ def _history(history: HistoryReport | None, out_dir: Path) -> str:
     return f"<p class='meta'>{len(history.commits)} commit(s), {len(history.series)} series.</p>{moves}{figure}"
 
 
-def render(records: list[dict[str, Any]], marks: set, significance: pd.DataFrame, out_dir: Path,
+def render(records: list[dict[str, Any]], marks: set, significance: list[dict[str, Any]], out_dir: Path,
            history: HistoryReport | None = None) -> str:
     """The whole page as one HTML string."""
     from harness.core import __version__
     from harness.runner.results import git_sha, now_iso
 
-    wide = mark_tied(wide_frame(long_frame(records)), marks)
+    wide, all_tasks, all_extra = wide_rows(long_rows(records)[0])
     cells = {}
     for rec in newest(records):
         keys = record_keys(rec)
         cells[(tuple(keys[k] for k in GROUP_KEYS), tuple(keys[k] for k in ROW_KEYS), rec["task"]["title"])] = rec
     boards = []
-    for values, group in wide.groupby(list(GROUP_KEYS), sort=True):
+    for values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):  # sorted by group
+        group = [{**row, "not_below_best": tied_tasks(row, all_tasks, marks)} for row in rows]
         group_dict = dict(zip(GROUP_KEYS, values))
-        tasks = [t for t in wide_tasks(wide) if group[t].notna().any()]
-        board = _board(group.reset_index(drop=True), tasks, cells, tuple(values))
+        tasks = [t for t in all_tasks if any(row[t] == row[t] for row in group)]  # NaN != NaN
+        extra = [c for c in all_extra if any(row[c] == row[c] for row in group)]
+        board = _board(group, tasks, extra, cells, values)
         boards.append(f"<h2>Protocol: {esc(protocol_line(group_dict))}</h2>{board}"
                       f"{_significance(significance, group_dict)}")
     plots = [_figure(p, p.stem) for p in sorted((out_dir / "plots").glob("*.png")) if p.stem != "history"]
@@ -230,7 +227,7 @@ Hover a score for its settings; open "settings" for a row's full record; click a
 """
 
 
-def write_report(records: list[dict[str, Any]], marks: set, significance: pd.DataFrame, out_dir: Path,
+def write_report(records: list[dict[str, Any]], marks: set, significance: list[dict[str, Any]], out_dir: Path,
                  history: HistoryReport | None = None) -> Path:
     path = out_dir / "index.html"
     atomic_write_text(path, render(records, marks, significance, out_dir, history))

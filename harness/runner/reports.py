@@ -4,8 +4,9 @@ the leaderboard plot and the table printed at the end — memoised in the cache 
 They are a pure function of the records (what each scored, on which pairs, under which protocol),
 the bootstrap settings and the code that writes them. A warm re-run whose records score exactly
 what they scored before therefore copies the files it built last time instead of rebuilding them
-(pandas and 1000 bootstrap resamples per method; the report page, rebuilt on every run by
-:mod:`harness.runner.pages`, still imports pandas). The key is the content of every record except
+(pandas and 1000 bootstrap resamples per method). The report page, rebuilt on every run by
+:mod:`harness.runner.pages`, reads them back with :mod:`csv` and builds its tables in plain Python,
+so such a run imports neither pandas nor torch. The key is the content of every record except
 the fields that change on every run without changing any report (``created``, ``timings``, ``env``,
 ``harness``; the order of records by ``created``, which decides which one is newest, is kept), the
 settings, and a hash of the source of every module that writes a report, so editing one of them

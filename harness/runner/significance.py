@@ -8,6 +8,8 @@ marks, per task, the best row and every row not significantly below it (paired b
 
 from __future__ import annotations
 
+import csv
+import math
 from collections.abc import Iterable
 from itertools import combinations
 from pathlib import Path
@@ -67,17 +69,25 @@ def write_significance(frame: pd.DataFrame, out_dir: Path) -> Path:
     return path
 
 
-def read_back(out_dir: Path) -> tuple[pd.DataFrame, set[Mark]]:
-    """significance.csv and the ★ marks (leaderboard.csv's ``not_below_best``) as written to ``out_dir``:
-    what the report page shows, without recomputing a resample when the reports came from the cache."""
-    import pandas as pd
+NUMERIC = ("delta", "ci_low", "ci_high", "p_value")
 
-    keys = {k: str for k in (*GROUP_KEYS, *ROW_KEYS)}
-    table = pd.read_csv(out_dir / "significance.csv", dtype={**keys, "method_a": str, "method_b": str,
-                                                             "backbone_a": str, "backbone_b": str,
-                                                             "fit_set_a": str, "fit_set_b": str},
-                        keep_default_na=False, na_values={c: [""] for c in ("ci_low", "ci_high", "p_value")})
-    board = pd.read_csv(out_dir / "leaderboard.csv", dtype={**keys, "not_below_best": str}, keep_default_na=False)
+
+def read_back(out_dir: Path) -> tuple[list[dict[str, Any]], set[Mark]]:
+    """significance.csv (one dict per row; its numbers as floats, NaN where empty) and the ★ marks
+    (leaderboard.csv's ``not_below_best``) as written to ``out_dir``: what the report page shows,
+    without recomputing a resample when the reports came from the cache. Read with :mod:`csv`, so a
+    warm re-run whose reports came from the cache never imports pandas."""
+    with (out_dir / "significance.csv").open(encoding="utf-8", newline="") as handle:
+        table = [{k: _number(v) if k in NUMERIC else v for k, v in row.items()} for row in csv.DictReader(handle)]
+    with (out_dir / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        board = list(csv.DictReader(handle))
     marks = {(tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), task)
-             for _, row in board.iterrows() for task in str(row.get("not_below_best", "")).split(",") if task}
+             for row in board for task in (row.get("not_below_best") or "").split(",") if task}
     return table, marks
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
