@@ -4,16 +4,18 @@
     .venv/bin/python benchmarks/batch_invariance.py --out docs/batch_invariance.md
 
 Part 1, batches: for the first sentence of every token length in STS-B test, encode it in
-``--trials`` random batches of the harness's batching (one token length per batch, topped up to
-``MIN_BATCH_TOKENS``): random batch-mates, batch size and position, for each thread count and
-dtype. It counts the sentences whose vector (mean and [CLS] of the last layer, mean of layer 1)
-was not byte-identical across every batch and thread count. The same is done with the old
-batching (padded to the longest batch-mate) for contrast.
+``--trials`` random batches of each encoder's batching: the native encoder packs rows, so its
+batches mix token lengths; the transformers encoder pads, so its batches hold one length; both top
+tiny batches up to ``MIN_BATCH_TOKENS`` (:mod:`harness.core.encoding.batching`). Random batch-mates,
+batch size and position, for each thread count and dtype. It counts the sentences whose vector
+(mean and [CLS] of the last layer, mean of layer 1) was not byte-identical across every batch and
+thread count. For contrast: the native encoder without the top-up, and the transformers encoder
+with mixed lengths padded to the longest.
 
-Part 2, histories: ``avg`` on STS-B test, encoded into an empty cache (the test sentences only)
-and into a cache that first encoded all of STS-B (the ``target`` fit set: other windows, other
-batch-mates); the vectors and Pearson/Spearman of the two, with the harness's batching and with
-the old padded batching patched in.
+Part 2, histories: ``avg`` on STS-B test through the harness's forward pass (native encoder),
+encoded into an empty cache (the test sentences only) and into a cache that first encoded all of
+STS-B (the ``target`` fit set: other windows, other batch-mates); the vectors and Pearson/Spearman
+of the two, with the harness's batching and without the top-up.
 """
 
 from __future__ import annotations
@@ -37,29 +39,42 @@ def stsb(splits: list[str]):
     return {split: read_stsb_csv(stsb_dir() / f"sts-{split}.csv") for split in splits}
 
 
+# (encoder, batching, mix lengths?, top up tiny batches?): what each encoder runs now, and a contrast.
+SCHEMES = [
+    ("native", "mixed lengths, packed, topped up (now)", True, True),
+    ("native", "mixed lengths, packed, not topped up", True, False),
+    ("transformers", "one length, topped up (now)", False, True),
+    ("transformers", "mixed lengths, padded to the longest", True, False),
+]
+
+
 def batch_probe(threads: list[int], dtypes: list[str], trials: int) -> list[str]:
     import numpy as np
     import torch
 
     from harness.core.encoding.backbone import resolve_backbone
     from harness.core.encoding.batching import topped_up
-    from harness.core.encoding.engines import NativeEngine
+    from harness.core.encoding.devices import torch_dtype
+    from harness.core.encoding.engines import NativeEngine, TransformersEngine
     from harness.core.encoding.pooling import View, pool_view
     from harness.core.encoding.settings import EncodeSettings
 
     ref = resolve_backbone("minilm")
     views = [View("mean", ref.num_layers), View("cls", ref.num_layers), View("mean", 1)]
     test = stsb(["test"])["test"]
-    lines = ["| batching | dtype | threads | lengths probed | encodes | lengths whose vector changed |",
-             "|---|---|---|---:|---:|---:|"]
+    texts = list(dict.fromkeys(test.s1 + test.s2))
+    lines = ["| encoder | batching | dtype | threads | lengths probed | encodes | lengths whose vector changed |",
+             "|---|---|---|---|---:|---:|---:|"]
     for dtype in dtypes:
-        engine = NativeEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu")
-        items = engine.tokenize(list(dict.fromkeys(test.s1 + test.s2)))
-        by_length: dict[int, list] = {}
-        for item in items:
-            by_length.setdefault(len(item[0]), []).append(item)
-        all_items = [it for group in by_length.values() for it in group]
-        for scheme in ("equal length, topped up (now)", "padded to the longest (before)"):
+        engines = {"native": NativeEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu"),
+                   "transformers": TransformersEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu")}
+        for impl, scheme, mixed, top_up in SCHEMES:
+            engine = engines[impl]
+            autocast = None if engine.handles_dtype else torch_dtype(dtype)
+            items = engine.tokenize(texts)
+            by_length: dict[int, list] = {}
+            for item in items:
+                by_length.setdefault(engine.length(item), []).append(item)
             seen: dict[int, set[str]] = {}
             encodes = 0
             for n_threads in threads:
@@ -67,50 +82,38 @@ def batch_probe(threads: list[int], dtypes: list[str], trials: int) -> list[str]
                 rng = np.random.default_rng(0)
                 for length, group in sorted(by_length.items()):
                     for _ in range(trials):
-                        pool = group if scheme.startswith("equal") else all_items
+                        pool = items if mixed else group
                         size = int(rng.integers(1, min(len(pool), 48) + 1))
                         mates = [pool[i] for i in rng.choice(len(pool), size=size - 1)] if size > 1 else []
                         position = int(rng.integers(0, size))
                         batch = [*mates[:position], group[0], *mates[position:]]
-                        if scheme.startswith("equal"):
-                            batch = [batch[i] for i in topped_up(list(range(len(batch))), length)]
+                        if top_up:
+                            batch = [batch[i] for i in topped_up(list(range(len(batch))),
+                                                                 [engine.length(it) for it in batch])]
                         tensors = engine.batch(batch)
-                        with torch.inference_mode():
+                        with torch.inference_mode(), torch.autocast("cpu", dtype=autocast or torch.float32,
+                                                                    enabled=autocast is not None):
                             states, pooled = engine.forward(tensors)
                             vectors = [pool_view(states, pooled, tensors["attention_mask"], v)[position] for v in views]
                         encodes += 1
                         seen.setdefault(length, set()).add(hashlib.sha1(b"".join(v.tobytes() for v in vectors))
                                                            .hexdigest())
             changed = sum(len(h) > 1 for h in seen.values())
-            lines.append(f"| {scheme} | {dtype} | {','.join(map(str, threads))} | {len(seen)} | {encodes} | "
+            lines.append(f"| {impl} | {scheme} | {dtype} | {','.join(map(str, threads))} | {len(seen)} | {encodes} | "
                          f"{changed} |")
     return lines
 
 
-def padded_batches(lengths, batch_size, max_tokens):
-    """The batching before this change: length-sorted, padded to the longest of the batch."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    if batch_size > 0:
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    batches: list[list[int]] = []
-    for index in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(index)
-        else:
-            batches.append([index])
-    return batches
-
-
 def history_probe() -> list[str]:
+    """``avg`` through the harness's own forward pass (native encoder), two cache histories."""
     from unittest import mock
 
     import harness.core.encoding.forward as forward
 
     lines = ["| batching | history | avg Pearson ×100 | avg Spearman ×100 |", "|---|---|---:|---:|"]
     notes = []
-    for scheme in ("equal length, topped up (now)", "padded to the longest (before)"):
-        patches = [] if scheme.endswith("(now)") else [mock.patch.object(forward, "plan_batches", padded_batches),
-                                                        mock.patch.object(forward, "topped_up", lambda ids, n: ids)]
+    for scheme in ("mixed lengths, packed, topped up (now)", "mixed lengths, packed, not topped up"):
+        patches = [] if scheme.endswith("(now)") else [mock.patch.object(forward, "topped_up", lambda ids, n: ids)]
         for patch in patches:
             patch.start()
         try:
@@ -165,7 +168,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the report here (markdown)")
     args = parser.parse_args()
     lines = ["# A sentence's vector against its batch and the cache's history", "",
-             "`python benchmarks/batch_invariance.py` (MiniLM, native encoder, STS-B test, CPU).", "",
+             "`python benchmarks/batch_invariance.py` (MiniLM, STS-B test, CPU).", "",
              "## Batches", ""]
     lines += batch_probe([int(t) for t in args.threads.split(",")], args.dtypes.split(","), args.trials)
     lines += ["", "## Cache histories (`avg`, fp32)", ""]

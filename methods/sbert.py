@@ -96,7 +96,7 @@ class SBert(EmbeddingMethod):
                 lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
                                                                max_length=model.max_seq_length)["input_ids"]]
                 for ids in equal_length_batches(lengths, self.ctx.encode.fixed_batch_size(), 0):
-                    rows = topped_up(ids, lengths[ids[0]])
+                    rows = topped_up(ids, lengths)
                     with torch.autocast(model.device.type, dtype=autocast_dtype or torch.float32,
                                         enabled=autocast_dtype is not None):
                         out = model.encode([texts[i] for i in rows], batch_size=len(rows), convert_to_numpy=True,

@@ -173,27 +173,29 @@ def test_damaged_training_state_is_discarded_and_training_starts_over(tiny_bert,
 # -- vectors -----------------------------------------------------------------------------------
 
 # (encoder implementation, settings of a second cache history: window, batch size, token budget, threads)
+# (and dtype). The native encoder's batches mix token lengths; the transformers path's hold one.
 HISTORIES = [
-    ("native", 7, 3, 0, 1),
-    ("native", 5, 0, 48, 2),
-    ("transformers", 7, 3, 0, 1),
-    ("transformers", 11, 0, 48, 2),
+    ("native", 7, 3, 0, 1, "fp32"),
+    ("native", 5, 0, 48, 2, "fp32"),
+    ("native", 6, 0, 80, 2, "bf16"),
+    ("transformers", 7, 3, 0, 1, "fp32"),
+    ("transformers", 11, 0, 48, 2, "fp32"),
 ]
 
 
-@pytest.mark.parametrize(("impl", "window", "batch", "tokens", "threads"), HISTORIES)
-def test_a_sentences_vector_does_not_depend_on_the_caches_history(impl, window, batch, tokens, threads, tiny_bert,
-                                                                   tmp_path):
+@pytest.mark.parametrize(("impl", "window", "batch", "tokens", "threads", "dtype"), HISTORIES)
+def test_a_sentences_vector_does_not_depend_on_the_caches_history(impl, window, batch, tokens, threads, dtype,
+                                                                   tiny_bert, tmp_path):
     from harness.core.encoding.backbone import resolve_backbone
     from harness.core.encoding.pooling import View
     from harness.core.encoding.provider import ViewProvider
     from harness.core.encoding.settings import EncodeSettings
 
     ref, views = resolve_backbone(str(tiny_bert)), [View("mean", 2), View("cls", 2), View("mean", 1)]
-    whole = ViewProvider(ref, EncodeSettings(impl=impl, threads=2, progress=False), tmp_path / "whole")
+    whole = ViewProvider(ref, EncodeSettings(impl=impl, threads=2, dtype=dtype, progress=False), tmp_path / "whole")
     whole.ensure(SENTENCES, views)
     settings = EncodeSettings(impl=impl, window=window, batch_size=batch, max_tokens=tokens, threads=threads,
-                              progress=False)
+                              dtype=dtype, progress=False)
     shuffled = [SENTENCES[i] for i in np.random.default_rng(3).permutation(len(SENTENCES))]
     for start in (0, 5, 17):  # three runs, each encoding what the earlier ones left, in other company
         ViewProvider(ref, settings, tmp_path / "pieces").ensure(shuffled[:start + 10], views)

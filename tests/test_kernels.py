@@ -47,6 +47,19 @@ def test_short_attention_falls_back_to_softmax_when_exp_overflows():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_an_overflowing_sentence_leaves_its_group_mates_untouched():
+    """The softmax fallback is per row: a sentence's attention is the same alone or beside one
+    whose scores overflow."""
+    from harness.core.encoding.kernels import short_attention
+
+    torch.manual_seed(4)
+    calm, wild = torch.randn(5, 24), torch.randn(5, 24) * 40
+    alone = short_attention(calm, count=1, length=5, heads=2)
+    beside = short_attention(torch.cat([wild, calm]), count=2, length=5, heads=2)
+    assert torch.isfinite(beside).all()
+    assert torch.equal(beside[5:], alone)
+
+
 def test_fused_linear_epilogues_match_linear_then_activation_and_add():
     from harness.core.encoding.kernels import LinearKernel, fused_linear_available
 

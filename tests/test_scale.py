@@ -3,6 +3,7 @@ SIGKILL resumption and concurrent runs on one cache."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -60,6 +61,34 @@ def test_token_budget_batches():
     assert sorted(i for b in batches for i in b) == list(range(500))
     assert all(len({lengths[i] for i in b}) == 1 and len(b) * lengths[b[0]] <= max(512, lengths[b[0]])
                for b in batches)
+
+
+
+@pytest.mark.parametrize("batch_size", [0, 7])
+def test_packed_batches_mix_lengths_longest_first_within_the_budget(batch_size):
+    """The native encoder's batches: every index once, lengths non-increasing through the batches,
+    each within the budget (or one item alone), and fewer batches than one length per batch."""
+    lengths = [int(n) for n in np.random.default_rng(1).integers(1, 60, 500)]
+    batches = plan_batches(lengths, batch_size, 512, packs_rows=True)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(500))
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    if batch_size:
+        assert all(len(b) == batch_size for b in batches[:-1])
+    else:
+        assert all(sum(lengths[i] for i in b) <= 512 or len(b) == 1 for b in batches)
+        assert all(sum(lengths[i] for i in [*b, nxt[0]]) > 512 for b, nxt in itertools.pairwise(batches))
+    assert len(batches) < len(plan_batches(lengths, batch_size, 512))
+
+
+def test_tiny_batches_are_topped_up_to_the_minimum_of_tokens():
+    from harness.core.encoding.batching import MIN_BATCH_TOKENS, topped_up
+
+    lengths = [9, 5, 3]
+    rows = topped_up([0, 1, 2], lengths)
+    assert rows[:3] == [0, 1, 2] and sum(lengths[i] for i in rows) >= MIN_BATCH_TOKENS
+    assert sum(lengths[i] for i in rows[:-1]) < MIN_BATCH_TOKENS  # no more rows than needed
+    assert topped_up([0], [70]) == [0]
 
 
 def test_auto_batch_size_gives_the_same_scores(bench, senteval_root, tiny_bert, tmp_path):

@@ -102,7 +102,7 @@ class PairScorer:
         out = np.empty(len(s1), dtype=np.float32)
         device_type = self.device.split(":")[0]
         for ids in equal_length_batches(lengths, batch_size, 0):
-            rows = topped_up(ids, lengths[ids[0]])
+            rows = topped_up(ids, lengths)
             inputs = self.tokenizer([s1[i] for i in rows], [s2[i] for i in rows], padding=True, truncation=True,
                                     max_length=self.max_length, return_tensors="pt").to(self.device)
             with torch.inference_mode(), torch.autocast(device_type, dtype=self.autocast_dtype or torch.float32,

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 IMPLS = ("auto", "native", "transformers")
 # What the vector cache calls each implementation. Renamed when an implementation's vectors change:
 # "native-packed" (packed rows, the layer in the compute dtype, attention as fp32 products) replaced
-# "native" (padded batches, fp32 residual stream, SDPA), whose cached vectors are not reused.
-CACHE_NAMES = {"native": "native-packed", "transformers": "transformers"}
+# "native" (padded batches, fp32 residual stream, SDPA), whose cached vectors are not reused;
+# "native-packed-2" replaced "native-packed" when the softmax fallback of short attention became per
+# row (before, one overflowing sentence sent its whole length group to the fallback).
+CACHE_NAMES = {"native": "native-packed-2", "transformers": "transformers"}
 
 
 def resolve_impl(ref: BackboneRef, requested: str) -> str:
@@ -65,6 +67,8 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
 class TransformersEngine:
     """Tokenizer and encoder through transformers' Auto classes (any BERT-like checkpoint)."""
 
+    packs_rows = False  # padded batches: the forward pass gives it batches of one token length
+
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
         self.model = model.to(device)
@@ -92,7 +96,10 @@ class TransformersEngine:
 
 class NativeEngine:
     """:mod:`harness.core.encoding.native_bert`: the same BERT function without importing transformers. It does
-    its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast."""
+    its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast. It packs
+    a batch's real tokens (``packs_rows``), so its batches may mix token lengths."""
+
+    packs_rows = True
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         from harness.core.encoding.devices import torch_dtype

@@ -1,8 +1,9 @@
 """The backbone forward pass: one pass per sentence emits every requested pooled view.
 
-Sentences are tokenized and grouped by token length (longest first, so an out-of-memory error
-shows up in the first batch, not the last); a batch holds one length only, so nothing is padded
-and a sentence's vector never depends on its batch-mates (:mod:`.batching`). Each batch runs once under
+Sentences are tokenized and sorted by token length (longest first, so an out-of-memory error
+shows up in the first batch, not the last). A padded encoder (transformers) gets batches of one
+length, so nothing is padded; the native encoder packs rows and gets batches of mixed lengths; either
+way a sentence's vector never depends on its batch-mates (:mod:`.batching`). Each batch runs once under
 ``torch.inference_mode`` with ``output_hidden_states=True`` and every view (e.g. cls@12, mean@12,
 mean@1) is pooled from that one output. Batches hold ``batch_size`` sentences, or with
 ``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.batching import equal_length_batches, topped_up
+from harness.core.encoding.batching import equal_length_batches, packed_batches, topped_up
 from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
 from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl
 from harness.core.encoding.pooling import View, pool_view
@@ -55,15 +56,18 @@ def bound_kernel_cache() -> None:
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", KERNEL_CACHE_CAPACITY)
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
-    """Index batches of items of one token length each (no padding, so a sentence's vector does not
-    depend on its batch-mates: :mod:`harness.core.encoding.batching`), longest first: fixed
-    ``batch_size``, or (batch_size 0) as many as fit ``max_tokens``.
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int, packs_rows: bool = False) -> list[list[int]]:
+    """Index batches, longest first: fixed ``batch_size``, or (batch_size 0) as many as fit
+    ``max_tokens``. Items of one token length each for a padded encoder; lengths mixed for one that
+    packs rows (``packs_rows``), which never pads. Either way a sentence's vector does not depend on
+    its batch-mates: :mod:`harness.core.encoding.batching`.
 
     >>> plan_batches([5, 3, 3, 2], 0, 8)
     [[0], [1, 2], [3]]
+    >>> plan_batches([5, 3, 3, 2], 0, 8, packs_rows=True)
+    [[0, 1], [2, 3]]
     """
-    return equal_length_batches(lengths, batch_size, max_tokens)
+    return (packed_batches if packs_rows else equal_length_batches)(lengths, batch_size, max_tokens)
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -157,8 +161,8 @@ class ForwardPass:
         items = engine.tokenize(window)
         lengths = [engine.length(item) for item in items]
         filled: dict[View, np.ndarray] = {}
-        for batch_ids in plan_batches(lengths, self._cap, self._budget):
-            for ids, arrays in self._forward_with_backoff(engine, items, batch_ids, views):
+        for batch_ids in plan_batches(lengths, self._cap, self._budget, engine.packs_rows):
+            for ids, arrays in self._forward_with_backoff(engine, items, lengths, batch_ids, views):
                 for view in views:
                     if view not in filled:
                         filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
@@ -176,13 +180,13 @@ class ForwardPass:
                             "pooler")
         return array
 
-    def _forward_with_backoff(self, engine, items, ids: list[int], views: Sequence[View]):
+    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int], views: Sequence[View]):
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
         autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
         try:
-            rows = topped_up(ids, engine.length(items[ids[0]]))  # tiny batches: see batching.py
+            rows = topped_up(ids, lengths)  # tiny batches: see batching.py
             batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
             with torch.inference_mode(), torch.autocast(self.device.split(":")[0],
                                                         dtype=autocast_dtype or torch.float32,
@@ -204,5 +208,5 @@ class ForwardPass:
             self._budget = max(1, self._budget // 2)
             log.warning("out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
                         self.device, len(ids), half)
-            return (self._forward_with_backoff(engine, items, ids[:half], views)
-                    + self._forward_with_backoff(engine, items, ids[half:], views))
+            return (self._forward_with_backoff(engine, items, lengths, ids[:half], views)
+                    + self._forward_with_backoff(engine, items, lengths, ids[half:], views))

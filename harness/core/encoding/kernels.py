@@ -12,7 +12,7 @@ What this module does about each:
 * **Attention as two batched fp32 products** (:func:`short_attention`) for short sequences:
   scores, exp, row sums, probabilities · values. The exponent is taken without subtracting the row
   maximum (mathematically the same softmax; PyTorch's per-row max over 14 values costs more than
-  the products) and the rare group whose sums overflow or vanish is redone with ``softmax``.
+  the products) and the rare row whose sum overflows or vanishes is redone with ``softmax``.
   Longer sequences and GPUs use ``scaled_dot_product_attention``.
 * **oneDNN epilogues** (:class:`LinearKernel`): with bf16 on CPU the weights are reordered once
   into oneDNN's blocked layout, and bias + GELU or bias + residual add happen inside the matrix
@@ -133,10 +133,12 @@ def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int) -> t
     weights = torch.exp(scores)
     sums = weights.sum(-1, keepdim=True)
     low, high = torch.aminmax(sums)
-    if low > 0 and high < float("inf"):
-        weights.div_(sums)
-    else:  # a score above ~88 or rows far below 0: the max-subtracted softmax
-        weights = torch.softmax(scores, -1)
+    weights.div_(sums)
+    if not (low > 0 and high < float("inf")):
+        # A score above ~88 or a row far below 0: those rows (only those, so a sentence's result never
+        # depends on its group-mates) take the max-subtracted softmax.
+        bad = ~((sums > 0) & (sums < float("inf")))
+        weights = torch.where(bad, torch.softmax(scores, -1), weights)
     out = torch.bmm(weights, v)
     result = torch.empty((count, length, heads, d), dtype=qkv.dtype, device=qkv.device)
     return result.copy_(out.view(count, heads, length, d).transpose(1, 2)).view(count * length, hidden)
