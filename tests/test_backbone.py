@@ -46,6 +46,26 @@ def test_missing_folder_and_unreachable_hub_are_one_line_errors(tmp_path):
         resolve_backbone(str(tmp_path / "empty"))
 
 
+def test_an_unreachable_hub_is_asked_once_per_process(monkeypatch):
+    """A paper preset resolves a missing hub model once per row; only the first asks the network."""
+    import huggingface_hub
+
+    calls = []
+
+    def unreachable(repo_id, **kwargs):
+        calls.append(kwargs.get("local_files_only", False))
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    for _ in range(3):
+        with pytest.raises(UserError, match=r"could not be fetched .*\(network unreachable\)"):
+            resolve_backbone("sts-bench-tests/asked-once")
+    assert calls == [True, False]  # the local cache, then the hub: once
+    with pytest.raises(UserError):
+        resolve_backbone("sts-bench-tests/asked-once", revision="v2")  # another revision is asked anew
+    assert len(calls) == 4
+
+
 def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_path, monkeypatch):
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "hub" / "models--org--tiny"

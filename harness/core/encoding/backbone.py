@@ -111,7 +111,15 @@ def _read_config(folder: Path, name: str) -> dict:
         raise UserError(f"backbone {name}: {config_path} is not valid JSON ({err})") from None
 
 
+# Hub ids that could not be fetched in this process, with the error line: a paper preset resolves
+# the same missing model once per row, and each failed attempt waits on the network (about 24 s in
+# all for ``--paper bert-flow`` offline); the process asks the hub once and repeats its answer.
+_HUB_FAILURES: dict[tuple[str, str | None], str] = {}
+
+
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
+    if (repo_id, revision) in _HUB_FAILURES:
+        raise UserError(_HUB_FAILURES[(repo_id, revision)])
     from huggingface_hub import snapshot_download
 
     try:
@@ -126,9 +134,11 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
         return folder
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise UserError(f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
-                        f"HuggingFace hub ({first}); the hub may be unreachable: download the model "
-                        "elsewhere and pass its folder with --backbone /path/to/model") from None
+        message = (f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
+                   f"HuggingFace hub ({first}); the hub may be unreachable: download the model "
+                   "elsewhere and pass its folder with --backbone /path/to/model")
+        _HUB_FAILURES[(repo_id, revision)] = message
+        raise UserError(message) from None
 
 
 def resolve_backbone(name: str, revision: str | None = None, memo: Path | None = None) -> BackboneRef:
