@@ -16,12 +16,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from fixtures import write_hub, write_sentence_transformer, write_senteval, write_tiny_bert  # noqa: E402
+from fixtures import (  # noqa: E402
+    write_hub,
+    write_sentence_transformer,
+    write_senteval,
+    write_tiny_bert,
+    write_tiny_roberta,
+)
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return write_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tiny_bert, tmp_path_factory) -> Path:
+    return write_tiny_roberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-roberta")
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,9 @@ def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_pat
 
 
 @pytest.mark.parametrize("impl", ["native", "transformers"])
-def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(tiny_bert, tmp_path, impl):
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_one_forward_pass_serves_every_view_and_matches_plain_transformers(family, impl, tmp_path, request):
+    tiny_bert = request.getfixturevalue(f"tiny_{family}")  # the checkpoint under test
     ref = resolve_backbone(str(tiny_bert))
     assert ref.native_ok
     provider = ViewProvider(ref, EncodeSettings(batch_size=2, progress=False, impl=impl), tmp_path)
@@ -155,11 +157,11 @@ def test_native_tokenizer_matches_transformers_token_ids(tiny_bert):
 
 
 def test_native_impl_is_refused_for_checkpoints_it_does_not_implement(tiny_bert, tmp_path):
-    folder = tmp_path / "roberta-like"
+    folder = tmp_path / "deberta-like"
     folder.mkdir()
     for path in tiny_bert.iterdir():
         (folder / path.name).write_bytes(path.read_bytes())
-    config = (folder / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "roberta"')
+    config = (folder / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "deberta-v2"')
     (folder / "config.json").write_text(config)
     ref = resolve_backbone(str(folder))
     assert not ref.native_ok

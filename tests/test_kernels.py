@@ -87,13 +87,17 @@ def test_packed_states_unpack_once_and_index_like_a_list():
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_native_forward_matches_bert_model_hidden_states(tiny_bert, dtype):
-    """Every hidden state of a padded, unsorted batch against transformers' BertModel: to 1e-5 in
-    fp32; in bf16 (whole layer in bf16, fused products) within bf16 rounding of it."""
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_native_forward_matches_bert_model_hidden_states(family, dtype, request):
+    """Every hidden state of a padded, unsorted batch against transformers' BertModel (RobertaModel):
+    to 1e-5 in fp32; in bf16 (whole layer in bf16, fused products) within bf16 rounding of it."""
     from transformers import AutoModel, AutoTokenizer
 
+    from harness.core.encoding.backbone import resolve_backbone
     from harness.core.encoding.native_bert import NativeTokenizer, load_native_bert
 
+    tiny_bert = request.getfixturevalue(f"tiny_{family}")  # the model under test, BERT or RoBERTa
+    assert resolve_backbone(str(tiny_bert)).native_ok
     texts = ["the quick brown fox", "a dog", "the quick brown fox jumps over the dog again", "fox"]
     tokenizer = NativeTokenizer(tiny_bert, 64)
     batch = tokenizer.pad(tokenizer.encode(texts))

@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int)
     p.add_argument("--bootstrap", type=int, help="bootstrap rounds for the 95%% CI (0 = off; default 1000)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
-    p.add_argument("--encoder-impl", help="auto | native | transformers: auto runs plain BERT checkpoints "
+    p.add_argument("--encoder-impl", help="auto | native | transformers: auto runs plain BERT and RoBERTa checkpoints "
                    "with the built-in torch encoder (same function, no transformers import)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")

@@ -37,7 +37,7 @@ class BackboneRef:
     num_layers: int
     hidden_size: int
     is_sentence_transformer: bool
-    native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT with tokenizer.json)
+    native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT/RoBERTa, tokenizer.json)
     pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
     max_positions: int | None = None  # position embeddings (config.json): the longest input it can read
 
@@ -60,9 +60,17 @@ class BackboneRef:
 NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 
 
+# BERT, and RoBERTa / XLM-R: the same layers, positions counted from ``pad_token_id + 1``.
+NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+
+
 def native_supported(folder: Path, config: dict) -> bool:
-    """True when ``folder`` is a plain BERT that :mod:`harness.core.encoding.native_bert` reproduces exactly."""
-    return (config.get("model_type") == "bert" and (folder / "tokenizer.json").is_file()
+    """True when ``folder`` is a plain BERT (or RoBERTa) that :mod:`harness.core.encoding.native_bert`
+    reproduces exactly."""
+    model_type = config.get("model_type")
+    if model_type != "bert" and not isinstance(config.get("pad_token_id"), int):
+        return False  # RoBERTa's positions start after its padding id
+    return (model_type in NATIVE_MODEL_TYPES and (folder / "tokenizer.json").is_file()
             and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
             and config.get("position_embedding_type", "absolute") == "absolute"
             and not config.get("is_decoder", False))

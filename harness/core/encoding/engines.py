@@ -1,5 +1,6 @@
 """The two encoder implementations behind the forward pass: transformers' Auto classes (any
-BERT-like checkpoint) and :mod:`harness.core.encoding.native_bert` (plain BERT without importing transformers).
+BERT-like checkpoint) and :mod:`harness.core.encoding.native_bert` (plain BERT and RoBERTa, without
+importing transformers).
 Both expose tokenize / length / batch / forward, so the forward pass does not care which runs."""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
     if requested not in IMPLS:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
-        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT with model.safetensors and "
+        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT or RoBERTa with model.safetensors and "
                         "tokenizer.json; use --encoder-impl transformers")
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"

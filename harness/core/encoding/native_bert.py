@@ -1,5 +1,6 @@
-"""A torch-only BERT encoder for inference: the same function as ``transformers.BertModel`` in eval
-mode, loaded straight from ``model.safetensors`` and ``tokenizer.json``.
+"""A torch-only BERT encoder for inference: the same function as ``transformers.BertModel`` (and
+``RobertaModel`` / ``XLMRobertaModel``) in eval mode, loaded straight from ``model.safetensors`` and
+``tokenizer.json``.
 
 Why it exists: importing transformers' model classes costs ~4 s of a ~12 s cold run on 2 CPU cores
 (``benchmarks/vs_peers.py``), more than the forward pass itself, and a forward of its own can skip
@@ -14,7 +15,10 @@ Per layer (post-LayerNorm BERT), on the batch's real tokens packed into rows::
     a = LayerNorm(x + W_o · MultiHeadAttention(W_q x, W_k x, W_v x))   per group of equal lengths
     y = LayerNorm(a + W_2 · act(W_1 a))
 
-with the query, key and value projections fused into one (3H × H) matrix product. Under
+with the query, key and value projections fused into one (3H × H) matrix product. RoBERTa's
+layers are BERT's; its embeddings count positions from ``pad_token_id + 1`` (real tokens only, so
+the token at column j of a sentence gets position ``j + pad_token_id + 1``; with RoBERTa's
+``pad_token_id`` 1, a sentence's ``<s>`` gets position 2) and it has one token type. Under
 ``--dtype bf16|fp16`` the whole layer runs in that dtype (LayerNorm statistics and attention
 scores in fp32), as sentence-transformers and OpenVINO do in bf16; with bf16 on CPU the products
 carry their bias, GELU and residual add as oneDNN epilogues. Embeddings are summed and normalised
@@ -72,6 +76,7 @@ class NativeBert(nn.Module):
             _Layer(hidden, config["num_attention_heads"], config["intermediate_size"], eps)
             for _ in range(config["num_hidden_layers"]))
         self.pooler = nn.Linear(hidden, hidden) if with_pooler else None
+        self.position_offset = 0 if config.get("model_type", "bert") == "bert" else config["pad_token_id"] + 1
         self.compute_dtype = torch.float32
         self._kernels: list[dict[str, LinearKernel]] | None = None
 
@@ -79,7 +84,8 @@ class NativeBert(nn.Module):
                 token_type_ids: torch.Tensor | None = None) -> tuple[PackedStates, torch.Tensor | None]:
         packing = Packing(attention_mask)
         types = packing.gather(token_type_ids) if token_type_ids is not None else torch.zeros_like(packing.columns)
-        x = self.norm(self.word(packing.gather(input_ids)) + self.position(packing.columns) + self.token_type(types))
+        positions = packing.columns + self.position_offset
+        x = self.norm(self.word(packing.gather(input_ids)) + self.position(positions) + self.token_type(types))
         x = x.to(self.compute_dtype)
         states = [x]
         for layer, kernel in zip(self.layers, self._layer_kernels(x.device)):
@@ -122,8 +128,10 @@ def _hf_weights(folder: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     weights = load_file(str(folder / "model.safetensors"))
-    if any(k.startswith("bert.") for k in weights):  # checkpoints saved from BertFor* heads
-        weights = {k.removeprefix("bert."): v for k, v in weights.items() if k.startswith("bert.")}
+    for prefix in ("bert.", "roberta."):  # checkpoints saved from BertFor* / RobertaFor* heads
+        if any(k.startswith(prefix) for k in weights):
+            weights = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+            break
     # Old TF conversions name LayerNorm parameters gamma/beta.
     return {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
             for k, v in weights.items()}
