@@ -92,6 +92,9 @@ def multi_gpu_check() -> list[str]:
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     import torch
 
     if not torch.cuda.is_available():

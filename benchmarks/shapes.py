@@ -9,9 +9,9 @@ model of the published shape, saved with ``save_pretrained`` under ``.cache/benc
 MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each shape is one
 ``benchmarks/throughput.py`` run (a process of its own: encoders interleaved in rounds, each peer
 at its best batch size, the matmul peak probed in the same process); Spearman of random weights
-means nothing and is not reported. ``bert-base (transformers)`` is the same bert-base checkpoint
-run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the native row
-is what a native path would bring to architectures that only have the AutoModel path today.
+means nothing and is not reported. ``bert-base (transformers)`` and ``roberta-base (transformers)``
+are the same checkpoints run by the harness through AutoModel (``--encoder-impl transformers``):
+the gap to the native rows is what the native path brings (DeBERTa-v3 has only the AutoModel path).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ RUNS = {
     "bert-large": (256, ["--peers", "torch:fp32", "torch:bf16", "openvino:fp32", "openvino:bf16"]),
     "bert-base (transformers)": (512, ["--impl", "transformers", "--peers"]),
     "roberta-base": (512, ["--peers", "torch:fp32", "torch:bf16", "openvino:bf16"]),
+    "roberta-base (transformers)": (512, ["--impl", "transformers", "--peers"]),
     "deberta-v3-base": (256, ["--peers", "torch:fp32", "torch:bf16", "openvino:bf16"]),
 }
 
