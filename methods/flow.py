@@ -59,6 +59,8 @@ class BertFlow(TrainedMethod, PostProcessor):
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._flow = None
+        self._weights: bytes | None = None
+        self._dim = 0
 
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
@@ -89,11 +91,20 @@ class BertFlow(TrainedMethod, PostProcessor):
         return {"weights": str(folder.dir)}
 
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
-        from safetensors.torch import load
+        # The weights' bytes, checked against meta.json as they are read; the torch module is built
+        # only when latents are not already cached (_model), so a warm run never imports torch.
+        self._weights = folder.read("flow.safetensors")
+        self._dim = int(info["dim"])
+        self._flow = None
 
-        flow = self._config().build(int(info["dim"]), int(self.spec.params["seed"]))
-        flow.load_state_dict(load(folder.read("flow.safetensors")))  # bytes checked against meta.json
-        self._flow = flow.eval()
+    def _model(self):
+        if self._flow is None:
+            from safetensors.torch import load
+
+            flow = self._config().build(self._dim, int(self.spec.params["seed"]))
+            flow.load_state_dict(load(self._weights))
+            self._flow = flow.eval()
+        return self._flow
 
     def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
         from safetensors.torch import save
@@ -136,9 +147,25 @@ class BertFlow(TrainedMethod, PostProcessor):
         return {"flow.safetensors": save(weights)}, info
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
-        if self._flow is None:
+        """The latents z of the pooled vectors, memoised in the cache by the content of the weights and
+        of the vectors (a warm re-run reads them instead of building the flow in torch)."""
+        if self._weights is None:
             raise RuntimeError("flow: fit() must run before encode()")
+        import hashlib
+
+        from harness.core.artifacts import npy_bytes
+
+        x = np.ascontiguousarray(self.pooled(sentences), dtype=np.float32)
+        folder = self.ctx.artifacts.folder("flow-latents", {
+            "weights": hashlib.sha256(self._weights).hexdigest(), "vectors": hashlib.sha256(x.tobytes()).hexdigest(),
+            "shape": list(x.shape), "flow_schema": FLOW_SCHEMA})
+        if folder.complete():  # every file checked against its sha256
+            z = np.load(folder.path("z.npy"), allow_pickle=False)
+            if z.shape == x.shape[:1] + z.shape[1:] and z.dtype == np.float32:
+                return z
         from methods.training.flow_fit import latents
 
-        return latents(self._flow, self.pooled(sentences))
+        z = latents(self._model(), x)
+        folder.commit({"z.npy": npy_bytes(z)}, {})
+        return z
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option
+from harness.core.artifacts import npy_bytes
 from methods.pooling import BASE_VIEWS, PostProcessor
 
 if TYPE_CHECKING:
@@ -53,12 +54,6 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     return mu.astype(np.float32), w.astype(np.float32), rank
 
 
-def _npy(array: np.ndarray) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
 
 
 class Whitening(PostProcessor):
@@ -94,7 +89,7 @@ class Whitening(PostProcessor):
         if folder.complete():
             return np.load(folder.path("mu.npy")), np.load(folder.path("w.npy")), int(folder.meta()["info"]["rank"])
         mu, w, rank = whitening_transform(x, self.spec.params["k"])
-        folder.commit({"mu.npy": _npy(mu), "w.npy": _npy(w)}, {"rank": rank})
+        folder.commit({"mu.npy": npy_bytes(mu), "w.npy": npy_bytes(w)}, {"rank": rank})
         return mu, w, rank
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:

@@ -65,6 +65,13 @@ def test_flow_trains_once_then_loads(tiny_bert, tmp_path):
     again.fit(fit_set)
     assert ctx.trained == 1 and again.fit_info["loaded_from_cache"]
     np.testing.assert_array_equal(again.encode(SENTENCES[:6]), latents)
+    assert again._flow is None  # the latents came from the cache: no flow was built (no torch)
+    (memo,) = tmp_path.rglob("flow-latents/*/z.npy")
+    memo.write_bytes(memo.read_bytes()[:-4] + b"\0\0\0\0")  # damaged: recomputed, never read
+    third = build("flow", ctx)
+    third.fit(fit_set)
+    np.testing.assert_array_equal(third.encode(SENTENCES[:6]), latents)
+    assert third._flow is not None
 
 
 def test_sbert_encodes_through_its_own_modules(tiny_st, tmp_path):
