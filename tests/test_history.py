@@ -92,3 +92,28 @@ def test_every_run_appends_and_history_draws_it(bench, senteval_root, tiny_bert,
     assert "No score moved by more than its noise." in out and "Latest score of each series" in out
     assert (tmp_path / "out" / "plots" / "history.png").is_file()
     assert "id=\"history\"" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_the_history_plot_is_drawn_again_only_when_what_it_shows_changes(history, monkeypatch):
+    """history.png carries the digest of its inputs; an unchanged history is not drawn again (no
+    matplotlib on a warm run), a new point or a damaged file is."""
+    from harness.runner import history_report as module
+    from harness.runner.plots import drawn_from
+
+    history_report(history, rounds=200, seed=1)
+    png = history / "plots" / "history.png"
+    key = drawn_from(png)
+    assert key and len(key) == 64
+    drawn = []
+    real = module._draw_history
+    monkeypatch.setattr(module, "_draw_history", lambda *a: drawn.append(1) or real(*a))
+    history_report(history, rounds=200, seed=1)
+    assert drawn == []  # same inputs: the PNG is kept as it is
+    png.write_bytes(png.read_bytes()[:-40])  # truncated
+    history_report(history, rounds=200, seed=1)
+    assert drawn == [1] and drawn_from(png) == key
+    rng = np.random.default_rng(5)
+    gold = rng.uniform(0, 5, 300)
+    append_history(history, [record(gold + rng.normal(0, 1, 300), gold, "e" * 40, "2025-01-09T00:00:00+00:00")])
+    history_report(history, rounds=200, seed=1)
+    assert drawn == [1, 1] and drawn_from(png) != key

@@ -17,6 +17,7 @@ moved points ringed in red) and ``history.md`` (the moves, and the latest score 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,25 @@ def find_moves(series: list[Series], blobs: Path, rounds: int, seed: int) -> lis
 
 
 def history_png(series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path) -> Path:
+    """Score by commit per task, whiskers the 95 % intervals, red rings on the moves. Not drawn again
+    when ``path`` was drawn from the same inputs by the same code (a warm re-run imports no matplotlib)."""
+    import hashlib
+
+    from harness.core.hashing import canonical_json
+    from harness.runner import plots
+
+    drawn = {"series": [[s.label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]] for s in series],
+             "commits": commits, "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
+             "code": [hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest() for module in
+                      (plots, sys.modules[__name__])]}
+    key = hashlib.sha256(canonical_json(drawn).encode("utf-8")).hexdigest()
+    if plots.drawn_from(path) == key:
+        return path
+    return _draw_history(series, commits, moves, path, key)
+
+
+def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path,
+                  key: str) -> Path:
     import numpy as np
 
     from harness.runner.plots import _pyplot, save_figure
@@ -125,7 +145,7 @@ def history_png(series: list[Series], commits: list[str], moves: list[dict[str, 
         ax.set(title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)", ylabel="Spearman ×100")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    return save_figure(fig, path)
+    return save_figure(fig, path, input_key=key)
 
 
 def history_markdown(series: list[Series], commits: list[str], moves: list[dict[str, Any]]) -> str:

@@ -18,9 +18,13 @@ def _pyplot():
     return plt
 
 
-def save_figure(fig, path: Path) -> Path:
+INPUT_KEY = "sts-bench-input"  # PNG text chunk: the digest of what a figure was drawn from
+
+
+def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
     """Lay out, render the PNG to bytes, write it atomically (creating its folder) and free the
-    figure: a failure (disk full) leaves the previous good PNG in place, never a truncated one."""
+    figure: a failure (disk full) leaves the previous good PNG in place, never a truncated one.
+    ``input_key`` is stored in the PNG (see :func:`drawn_from`)."""
     import io
 
     from harness.core.hashing import atomic_write_bytes
@@ -28,11 +32,39 @@ def save_figure(fig, path: Path) -> Path:
     try:
         fig.tight_layout()
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110)
+        fig.savefig(buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None)
     finally:
         _pyplot().close(fig)
     atomic_write_bytes(path, buffer.getvalue())
     return path
+
+
+def drawn_from(path: Path) -> str | None:
+    """The ``input_key`` a PNG written by :func:`save_figure` carries, read from its ``tEXt`` chunks
+    without matplotlib; None for a missing, foreign or damaged file. A figure whose inputs have the
+    same key is not drawn again (a warm re-run then needs no matplotlib)."""
+    import struct
+    import zlib
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    offset, key = 8, None
+    while offset + 12 <= len(data):  # every chunk is checked: a truncated or altered file is drawn again
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        crc = data[offset + 8 + length:offset + 12 + length]
+        if len(body) != length or len(crc) != 4 or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
+            return None
+        if kind == b"tEXt" and body.startswith(INPUT_KEY.encode() + b"\0"):
+            key = body[len(INPUT_KEY) + 1:].decode("latin-1")
+        if kind == b"IEND":
+            return key
+        offset += 12 + length
+    return None
 
 
 def diagnostics_png(records: list[dict], path: Path) -> Path:
