@@ -60,10 +60,10 @@ def test_an_unreachable_hub_is_asked_once_per_process(monkeypatch):
     for _ in range(3):
         with pytest.raises(UserError, match=r"could not be fetched .*\(network unreachable\)"):
             resolve_backbone("sts-bench-tests/asked-once")
-    assert calls == [True, False]  # the local cache, then the hub: once
+    assert calls.count(False) == 1 and calls[:2] == [True, False]  # the local cache each time, the hub once
     with pytest.raises(UserError):
         resolve_backbone("sts-bench-tests/asked-once", revision="v2")  # another revision is asked anew
-    assert len(calls) == 4
+    assert calls.count(False) == 2
 
 
 def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_path, monkeypatch):

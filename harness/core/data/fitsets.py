@@ -100,17 +100,16 @@ def read_nli(hub_root: str | None) -> FitSet:
     """Unique premises and hypotheses of the SNLI and MultiNLI train splits (labels unused)."""
     from datasets import load_dataset
 
+    from harness.core.hub import first_line, once
+
     sentences: list[str] = []
     pairs: list[tuple[str, str]] = []
     origins = []
     for repo in NLI_DATASETS:
         location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
-        try:
-            rows = load_dataset(location, split="train")
-        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            raise UserError(f"--fit-set nli: could not load {location}: {first}; offline, pass --hub-root DIR "
-                            "holding snli/ and multi_nli/ with premise and hypothesis columns") from None
+        rows = once(("dataset", location, "train"), lambda location=location: load_dataset(location, split="train"),
+                    lambda err, location=location: f"--fit-set nli: could not load {location}: {first_line(err)}; "
+                    "offline, pass --hub-root DIR holding snli/ and multi_nli/ with premise and hypothesis columns")
         missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
         if missing:
             raise UserError(f"--fit-set nli: {location} lacks column(s) {', '.join(missing)}")

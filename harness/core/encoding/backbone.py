@@ -119,34 +119,29 @@ def _read_config(folder: Path, name: str) -> dict:
         raise UserError(f"backbone {name}: {config_path} is not valid JSON ({err})") from None
 
 
-# Hub ids that could not be fetched in this process, with the error line: a paper preset resolves
-# the same missing model once per row, and each failed attempt waits on the network (about 24 s in
-# all for ``--paper bert-flow`` offline); the process asks the hub once and repeats its answer.
-_HUB_FAILURES: dict[tuple[str, str | None], str] = {}
-
-
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
-    if (repo_id, revision) in _HUB_FAILURES:
-        raise UserError(_HUB_FAILURES[(repo_id, revision)])
     from huggingface_hub import snapshot_download
 
+    from harness.core.hub import first_line, once, quiet_hub_logs
+
     try:
-        return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+        with quiet_hub_logs():
+            return Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
     except Exception:  # not in the local HF cache: try the hub below
         pass
-    try:
+
+    def fetch() -> Path:
         folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
         if not any(folder.glob("*.safetensors")):
             folder = Path(snapshot_download(repo_id, revision=revision,
                                             allow_patterns=[*HUB_PATTERNS, "pytorch_model.bin"]))
         return folder
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        message = (f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
-                   f"HuggingFace hub ({first}); the hub may be unreachable: download the model "
-                   "elsewhere and pass its folder with --backbone /path/to/model")
-        _HUB_FAILURES[(repo_id, revision)] = message
-        raise UserError(message) from None
+
+    # A paper preset resolves the same missing model once per row: the hub is asked once per process.
+    return once(("model", repo_id, revision), fetch,
+                lambda err: f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
+                            f"HuggingFace hub ({first_line(err, 160)}); the hub may be unreachable: download the "
+                            "model elsewhere and pass its folder with --backbone /path/to/model")
 
 
 def resolve_backbone(name: str, revision: str | None = None, memo: Path | None = None) -> BackboneRef:

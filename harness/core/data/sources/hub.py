@@ -26,6 +26,8 @@ COLUMNS = ("sentence1", "sentence2", "score")
 def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
     from datasets import load_dataset
 
+    from harness.core.hub import first_line, once
+
     if hub_root:
         path = Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]
         if not path.is_dir():
@@ -39,12 +41,10 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
         if split not in spec.hub_splits:
             continue
         hub_split = HUB_SPLIT_NAMES[split]
-        try:
-            rows = load_dataset(location, revision=revision, split=hub_split)
-        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
-            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise UserError(f"could not load {location} (split {hub_split}) from the hub: {first_line[:200]}; "
-                            "offline, use --source senteval --senteval-dir DIR or --hub-root DIR") from None
+        rows = once(("dataset", location, revision, hub_split),
+                    lambda hub_split=hub_split: load_dataset(location, revision=revision, split=hub_split),
+                    lambda err, hub_split=hub_split: f"could not load {location} (split {hub_split}) from the hub: "
+                    f"{first_line(err)}; offline, use --source senteval --senteval-dir DIR or --hub-root DIR")
         missing = [c for c in COLUMNS if c not in rows.column_names]
         if missing:
             raise UserError(f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; "

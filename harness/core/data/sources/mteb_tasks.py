@@ -96,13 +96,12 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
     if hub_root:
         _load_local(task, Path(hub_root).expanduser())
     elif not task.data_loaded:
-        try:
-            task.load_data()
-        except Exception as err:  # datasets raises many types; the user needs the cause, in one line
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            raise UserError(f"could not load MTEB task {task.metadata.name} ({spec.hub_path}@{spec.hub_revision}): "
-                            f"{first}; offline, pass --hub-root DIR holding {spec.hub_path.split('/')[-1]}/ "
-                            "(see --source hub) or run once online to fill the datasets cache") from None
+        from harness.core.hub import first_line, once
+
+        once(("mteb", task.metadata.name, spec.hub_revision), task.load_data,
+             lambda err: f"could not load MTEB task {task.metadata.name} ({spec.hub_path}@{spec.hub_revision}): "
+             f"{first_line(err)}; offline, pass --hub-root DIR holding {spec.hub_path.split('/')[-1]}/ "
+             "(see --source hub) or run once online to fill the datasets cache")
     origin = str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]) if hub_root \
         else f"{spec.hub_path}@{spec.hub_revision}"
     return split_data(task, splits, origin)

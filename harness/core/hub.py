@@ -1,0 +1,70 @@
+"""Calls that may reach the HuggingFace hub: each is tried once per process.
+
+Offline, a hub call fails only after its HTTP retries (about 23 s for a ``datasets`` load: waits of
+1, 2, 4, 8 and 8 s), each retry logged as a warning. A paper preset asks for the same missing model
+or dataset once per row, so the harness remembers a failure by its key and repeats its one-line
+error at once, and keeps the hub libraries' retry warnings out of the output (the error line says
+what failed and how to work offline).
+
+>>> calls = []
+>>> def unreachable():
+...     calls.append(1)
+...     raise OSError("network unreachable")
+>>> for _ in range(2):
+...     try:
+...         once(("doc", "example"), unreachable, lambda err: f"could not fetch ({err})")
+...     except UserError as err:
+...         print(err)
+could not fetch (network unreachable)
+could not fetch (network unreachable)
+>>> len(calls)
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Hashable, Iterator
+from typing import TypeVar
+
+from harness.core.errors import UserError
+
+T = TypeVar("T")
+_FAILED: dict[Hashable, str] = {}
+HUB_LOGGERS = ("huggingface_hub", "datasets")
+
+
+@contextlib.contextmanager
+def quiet_hub_logs() -> Iterator[None]:
+    """Only errors from the hub libraries' loggers while inside (no per-retry warnings)."""
+    loggers = [logging.getLogger(name) for name in HUB_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def once(key: Hashable, call: Callable[[], T], message: Callable[[Exception], str]) -> T:
+    """``call()``; if it raises (anything but a :class:`UserError`, which passes through), raise a
+    ``UserError(message(error))`` and remember it under ``key``, so a later ``once`` with that key in
+    this process raises the same error without calling."""
+    if key in _FAILED:
+        raise UserError(_FAILED[key])
+    try:
+        with quiet_hub_logs():
+            return call()
+    except UserError:
+        raise
+    except Exception as err:  # the hub libraries raise many types; the user needs the cause, in one line
+        _FAILED[key] = message(err)
+        raise UserError(_FAILED[key]) from None
+
+
+def first_line(err: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message (its type name when empty), cut to ``limit``."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:limit]
