@@ -168,3 +168,33 @@ def test_native_impl_is_refused_for_checkpoints_it_does_not_implement(tiny_bert,
     assert ViewProvider(ref, EncodeSettings(), tmp_path).impl == "transformers"
     with pytest.raises(UserError, match=r"--encoder-impl native: .* is not a plain BERT"):
         ViewProvider(ref, EncodeSettings(impl="native"), tmp_path)
+
+
+def test_an_unreachable_hub_turns_on_offline_mode_for_the_rest_of_the_run(monkeypatch, caplog):
+    """A failure to connect (not an answer of the hub) switches huggingface_hub and datasets to their
+    offline mode, so later calls answer from the local caches at once instead of retrying."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    from harness.core.hub import once
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+
+    def answered():
+        raise ValueError("401: gated repository")
+
+    with pytest.raises(UserError, match="gated"):
+        once(("test", "gated"), answered, lambda err: f"refused ({err})")
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is False  # the hub answered: still online
+
+    def no_network():
+        try:
+            raise OSError("[Errno -2] Name or service not known")
+        except OSError as dns:
+            raise ConnectionError("could not reach the hub") from dns
+
+    with pytest.raises(UserError, match="unreachable"):
+        once(("test", "dns"), no_network, lambda err: "unreachable")
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is True and datasets.config.HF_HUB_OFFLINE is True
+    assert sum("hub is unreachable" in r.getMessage() for r in caplog.records) == 1

@@ -3,8 +3,9 @@
 Offline, a hub call fails only after its HTTP retries (about 23 s for a ``datasets`` load: waits of
 1, 2, 4, 8 and 8 s), each retry logged as a warning. A paper preset asks for the same missing model
 or dataset once per row, so the harness remembers a failure by its key and repeats its one-line
-error at once, and keeps the hub libraries' retry warnings out of the output (the error line says
-what failed and how to work offline).
+error at once, keeps the hub libraries' retry warnings out of the output (the error line says
+what failed and how to work offline), and after a failure to reach the hub at all switches the
+hub libraries to their offline mode, so later calls answer from the local caches at once.
 
 >>> calls = []
 >>> def unreachable():
@@ -52,7 +53,9 @@ def quiet_hub_logs() -> Iterator[None]:
 def once(key: Hashable, call: Callable[[], T], message: Callable[[Exception], str]) -> T:
     """``call()``; if it raises (anything but a :class:`UserError`, which passes through), raise a
     ``UserError(message(error))`` and remember it under ``key``, so a later ``once`` with that key in
-    this process raises the same error without calling."""
+    this process raises the same error without calling. A failure to reach the hub at all (no
+    network) also turns on the hub libraries' offline mode for the rest of the process
+    (:func:`go_offline`)."""
     if key in _FAILED:
         raise UserError(_FAILED[key])
     try:
@@ -62,7 +65,46 @@ def once(key: Hashable, call: Callable[[], T], message: Callable[[Exception], st
         raise
     except Exception as err:  # the hub libraries raise many types; the user needs the cause, in one line
         _FAILED[key] = message(err)
+        if unreachable(err):
+            go_offline()
         raise UserError(_FAILED[key]) from None
+
+
+# Exceptions, anywhere in an error's chain, that mean the hub could not be reached at all.
+UNREACHABLE = ("gaierror", "ConnectError", "ConnectionError", "ConnectTimeout", "NameResolutionError")
+
+
+def unreachable(err: BaseException) -> bool:
+    """True when ``err`` or its cause is a failure to connect (DNS, refused, no route), not an answer
+    of the hub (an unknown repo, a gated model)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in UNREACHABLE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def go_offline() -> None:
+    """The hub libraries' offline mode (``HF_HUB_OFFLINE=1``) for the rest of the process: their
+    later calls answer from the local caches at once instead of retrying the network (a
+    ``datasets`` load retried for ~23 s). Said once, as a warning."""
+    import huggingface_hub.constants as hub_constants
+
+    if hub_constants.HF_HUB_OFFLINE:
+        return
+    hub_constants.HF_HUB_OFFLINE = True
+    try:
+        import datasets.config
+
+        datasets.config.HF_HUB_OFFLINE = True
+    except ImportError:  # datasets is a dependency, but the model path does not need it
+        pass
+    logging.getLogger("sts_bench.hub").warning(
+        "the HuggingFace hub is unreachable: the rest of this run reads models and datasets from the local "
+        "caches only (set HF_HUB_OFFLINE=1 to start that way)")
 
 
 def first_line(err: BaseException, limit: int = 200) -> str:
