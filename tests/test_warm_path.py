@@ -95,3 +95,28 @@ def test_a_warm_rerun_copies_its_reports_without_importing_torch(tiny_bert, tmp_
     assert page("warm") == page("cold") and "paired tests" in page("warm")
     run("reseeded", seed=7)  # other bootstrap draws: intervals change, reports are rebuilt
     assert (tmp_path / "reseeded" / "scores.csv").read_bytes() != (tmp_path / "cold" / "scores.csv").read_bytes()
+
+
+def test_reports_do_not_depend_on_when_records_were_written():
+    """A cold run whose records straddle a second boundary and a warm one written within one second
+    must key (and build) the same reports: the digest and the tables ignore write order and times."""
+    import copy
+
+    from harness.runner.frames import long_rows
+    from harness.runner.reports import _records_digest
+
+    def rec(method: str, created: str) -> dict:
+        return {"method": {"label": method, "kind": "embedding", "spec": {"backbone": "m"}}, "fit": None,
+                "protocol": {"aggregation": "all", "source": "packaged", "dtype": "fp32", "max_length": 128,
+                             "first_last_layers": [1, -1]},
+                "task": {"title": "STS-B", "n_pairs": 3}, "created": created,
+                "scores": {"spearman": float(len(method)), "pearson": 1.0, "spearman_ci95": None}}
+
+    cold = [rec("cls", "2026-01-01T00:00:59"), rec("avg", "2026-01-01T00:01:00"),
+            rec("whitening", "2026-01-01T00:01:00")]
+    warm = [copy.deepcopy(r) | {"created": "2026-01-01T00:05:00"} for r in (cold[1], cold[0], cold[2])]
+    assert _records_digest(cold) == _records_digest(warm)
+    assert [r["method"] for r in long_rows(cold)[0]] == [r["method"] for r in long_rows(warm)[0]]
+    changed = copy.deepcopy(warm)
+    changed[0]["scores"]["spearman"] += 1e-9
+    assert _records_digest(changed) != _records_digest(warm)

@@ -67,8 +67,9 @@ def _missing(value: Any) -> bool:
 
 
 def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per (row, protocol group, task), the newest file winning, ordered by ``created``; and the
-    names of the columns methods declared. Pure Python: the report page builds from it without pandas."""
+    """One row per (row, protocol group, task), the newest file winning, ordered by protocol group,
+    row and task; and the names of the columns methods declared. Pure Python: the report page builds
+    from it without pandas."""
     rows, extra = [], []
     for rec in records:
         columns = rec.get("columns") or {}
@@ -86,7 +87,12 @@ def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
         key = tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS, "task"))
         chosen.pop(key, None)
         chosen[key] = row
-    ordered = sorted(chosen.values(), key=lambda r: r["created"])
+    # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
+    # were written: the tables are then a function of the records' content alone, which the cached
+    # reports rely on (harness.runner.reports).
+    rank = {title: i for i, title in enumerate(ordered_tasks(r["task"] for r in chosen.values()))}
+    ordered = sorted(chosen.values(), key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)),
+                                                     rank[r["task"]]))
     columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
     return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
 

@@ -8,9 +8,10 @@ what they scored before therefore copies the files it built last time instead of
 :mod:`harness.runner.pages`, reads them back with :mod:`csv` and builds its tables in plain Python,
 so such a run imports neither pandas nor torch. The key is the content of every record except
 the fields that change on every run without changing any report (``created``, ``timings``, ``env``,
-``harness``; the order of records by ``created``, which decides which one is newest, is kept), the
-settings, and a hash of the source of every module that writes a report, so editing one of them
-rebuilds everything.
+``harness``), taken from the records the reports use (the newest of each row and task, as decided
+by ``created``) in an order of their content, the settings, and a hash of the source of every
+module that writes a report, so editing one of them rebuilds everything. The tables order their
+rows by what they are, never by when they were written, so the files are a function of that key.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ WRITERS = ("harness.runner.frames", "harness.runner.leaderboard", "harness.runne
 
 
 def _records_digest(records: list[dict[str, Any]]) -> str:
+    """The content of the records every report is built from: the newest of each (row, protocol
+    group, task), minus the fields that change on every run, in an order that does not depend on
+    when they were written (a run that crossed a second boundary once sorted differently)."""
+    from harness.runner.frames import newest
+
     digest = hashlib.sha256()
-    for rec in sorted(records, key=lambda r: r.get("created", "")):
-        digest.update(canonical_json({k: v for k, v in rec.items() if k not in VOLATILE}).encode("utf-8"))
+    for text in sorted(canonical_json({k: v for k, v in rec.items() if k not in VOLATILE}) for rec in newest(records)):
+        digest.update(text.encode("utf-8"))
     return digest.hexdigest()
 
 
