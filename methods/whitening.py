@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option
-from harness.core.artifacts import npy_bytes
+from harness.core.hashing import npy_bytes
 from methods.pooling import BASE_VIEWS, PostProcessor
 
 if TYPE_CHECKING:

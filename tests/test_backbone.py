@@ -198,3 +198,20 @@ def test_an_unreachable_hub_turns_on_offline_mode_for_the_rest_of_the_run(monkey
         once(("test", "dns"), no_network, lambda err: "unreachable")
     assert huggingface_hub.constants.HF_HUB_OFFLINE is True and datasets.config.HF_HUB_OFFLINE is True
     assert sum("hub is unreachable" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("impl", ["native", "transformers"])
+def test_a_roberta_reads_as_many_tokens_as_its_positions_allow(tiny_roberta, tmp_path, impl):
+    """RoBERTa's position table starts after its padding id (tiny RoBERTa: 66 rows, offset 1), so a
+    long sentence is cut at 65 tokens, not at 66, which would index past the table."""
+    ref = resolve_backbone(str(tiny_roberta))
+    assert ref.max_positions == 65
+    long, view = " ".join(["the quick brown fox"] * 30), View("mean", 2)  # ~120 tokens
+    vectors = []
+    for max_length in (512, 65):
+        provider = ViewProvider(ref, EncodeSettings(max_length=max_length, progress=False, impl=impl),
+                                tmp_path / str(max_length))
+        provider.ensure([long], [view])
+        vectors.append(provider.get([long], view))
+    assert np.isfinite(vectors[0]).all()
+    np.testing.assert_array_equal(vectors[0], vectors[1])  # 512 asked, 65 read

@@ -32,6 +32,12 @@ def test_resampled_scores_are_memoised_in_memory_and_on_disk(tmp_path, monkeypat
         np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1), first)
         with pytest.raises(AssertionError):  # any input changed: a different memo entry
             bootstrap.resampled_scores(cos, gold, labels, "mean", 200, 1)
+        monkeypatch.undo()  # a damaged memo file is checked, removed and computed again, never read
+        (memo,) = tmp_path.glob("*.npy")
+        memo.write_bytes(memo.read_bytes()[:-8] + np.float64(1e9).tobytes())
+        bootstrap._memo.clear()
+        np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1), first)
+        assert [p.name for p in tmp_path.glob("*.npy")] == [memo.name]  # rewritten whole, same content
     finally:
         bootstrap.remember_resamples_in(None)
 

@@ -145,13 +145,3 @@ def _meta_checksum(meta: Mapping[str, Any]) -> str:
     body = {k: v for k, v in meta.items() if k != "checksum"}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
-
-def npy_bytes(array) -> bytes:
-    """``array`` as the bytes of a ``.npy`` file (no pickle), for :meth:`ArtifactDir.commit`."""
-    import io
-
-    import numpy as np
-
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core.hashing import atomic_write_bytes
+from harness.core.hashing import atomic_write_bytes, npy_bytes
 
 ALL = "\x00all"  # the plan's key for every pair; no subset label is this string
 
@@ -110,27 +110,36 @@ def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], a
     digest.update("\x1f".join([_MEMO_VERSION, *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
     key = digest.hexdigest()[:40]
     if key not in _memo:
-        _memo[key] = _load_memo(key)
+        _memo[key] = _load_memo(key, rounds)
         if _memo[key] is None:
             _memo[key] = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
             _store_memo(key, _memo[key])
     return _memo[key].copy()
 
 
-def _load_memo(key: str) -> np.ndarray | None:
+def _load_memo(key: str, rounds: int) -> np.ndarray | None:
+    """The memoised scores of ``key``, or None. Files are named ``<key>-<sha256 of their bytes>.npy``
+    and checked against that name, and for their shape and dtype, before use; a file that fails is
+    removed (a torn write of a killed run, an edit) and the scores are computed again."""
     if _memo_dir is None:
         return None
-    try:
-        return np.load(_memo_dir / f"{key}.npy", allow_pickle=False)
-    except (OSError, ValueError):  # absent, or a torn file from a killed run: recompute
-        return None
+    for path in _memo_dir.glob(f"{key}-*.npy"):
+        try:
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest()[:16] == path.stem.rsplit("-", 1)[1]:
+                values = np.load(io.BytesIO(data), allow_pickle=False)
+                if values.shape == (rounds,) and values.dtype == np.float64:
+                    return values
+        except (OSError, ValueError):
+            pass
+        path.unlink(missing_ok=True)
+    return None
 
 
 def _store_memo(key: str, values: np.ndarray) -> None:
     if _memo_dir is not None:
-        buffer = io.BytesIO()
-        np.save(buffer, values, allow_pickle=False)
-        atomic_write_bytes(_memo_dir / f"{key}.npy", buffer.getvalue())
+        data = npy_bytes(values)
+        atomic_write_bytes(_memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy", data)
 
 
 def _resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,

@@ -97,3 +97,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def npy_bytes(array: Any) -> bytes:
+    """``array`` as the bytes of a ``.npy`` file (no pickle), ready for :func:`atomic_write_bytes`."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()

@@ -70,29 +70,25 @@ def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     """One row per (row, protocol group, task), the newest file winning, ordered by protocol group,
     row and task; and the names of the columns methods declared. Pure Python: the report page builds
     from it without pandas."""
-    rows, extra = [], []
-    for rec in records:
-        columns = rec.get("columns") or {}
-        extra += [name for name in columns if name not in extra]
+    records = list(records)
+    extra: list[str] = []
+    for rec in records:  # every declared column, as the DataFrame of every record had it
+        extra += [name for name in rec.get("columns") or {} if name not in extra]
+    rows = []
+    for rec in newest(records):
         scores = rec["scores"]
         ci = scores.get("spearman_ci95") or [math.nan, math.nan]
         rows.append({
             **record_keys(rec), "marks": record_marks(rec),
             "task": rec["task"]["title"], "spearman": scores["spearman"], "pearson": scores["pearson"],
             "ci_low": ci[0], "ci_high": ci[1], "n_pairs": rec["task"]["n_pairs"], "created": rec["created"],
-            **columns,
+            **(rec.get("columns") or {}),
         })
-    chosen: dict[tuple, dict[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: r["created"]):  # stable: of equal times, the later record wins
-        key = tuple(row[k] for k in (*GROUP_KEYS, *ROW_KEYS, "task"))
-        chosen.pop(key, None)
-        chosen[key] = row
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
     # were written: the tables are then a function of the records' content alone, which the cached
     # reports rely on (harness.runner.reports).
-    rank = {title: i for i, title in enumerate(ordered_tasks(r["task"] for r in chosen.values()))}
-    ordered = sorted(chosen.values(), key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)),
-                                                     rank[r["task"]]))
+    rank = {title: i for i, title in enumerate(ordered_tasks(r["task"] for r in rows))}
+    ordered = sorted(rows, key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), rank[r["task"]]))
     columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
     return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding.backbone import max_positions
 from harness.core.encoding.pooling import pool_layers
 from harness.core.encoding.settings import usable_length
 from methods.training.loop import LoopResult, resolve_precision, run_loop
@@ -54,7 +55,7 @@ def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequen
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True).to(device)
     model.train()
     target = torch.tensor(list(gold01), dtype=torch.float32)
-    length = usable_length(config.max_length, getattr(model.config, "max_position_embeddings", None))
+    length = usable_length(config.max_length, max_positions(model.config.to_dict()))
     precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
@@ -87,7 +88,7 @@ class PairScorer:
         model = AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True)
         self.model = model.to(device).eval()
         self.device, self.autocast_dtype = device, torch_dtype(dtype)
-        self.max_length = usable_length(max_length, getattr(model.config, "max_position_embeddings", None))
+        self.max_length = usable_length(max_length, max_positions(model.config.to_dict()))
         self.activation = activation
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
@@ -176,7 +177,7 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
     head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
     teacher_t = torch.tensor(list(teacher), dtype=torch.float32)
-    length = usable_length(config.max_length, getattr(model.config, "max_position_embeddings", None))
+    length = usable_length(config.max_length, max_positions(model.config.to_dict()))
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)
 

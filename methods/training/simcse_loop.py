@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding.backbone import max_positions
 from harness.core.encoding.pooling import POOLINGS
 from harness.core.encoding.settings import usable_length
 from methods.training.loop import DevSelection, LoopResult, resolve_precision, run_loop
@@ -84,7 +85,7 @@ class SimCSETrainer:
         model = AutoModel.from_pretrained(self.base, local_files_only=True, add_pooling_layer=False).to(self.device)
         model.train()
         std = getattr(model.config, "initializer_range", 0.02)
-        positions = getattr(model.config, "max_position_embeddings", None)
+        positions = max_positions(model.config.to_dict())
         mlp = _Mlp(model.config.hidden_size, std, torch.Generator().manual_seed(self.seed)).to(self.device)
 
         def batch_loss(indices: list[int]) -> torch.Tensor:

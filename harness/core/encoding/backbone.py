@@ -39,7 +39,7 @@ class BackboneRef:
     is_sentence_transformer: bool
     native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT/RoBERTa, tokenizer.json)
     pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
-    max_positions: int | None = None  # position embeddings (config.json): the longest input it can read
+    max_positions: int | None = None  # the longest input it can read (position rows after the offset)
 
     def key(self) -> dict[str, str]:
         """The part of every cache key that identifies the weights."""
@@ -62,6 +62,20 @@ NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 
 # BERT, and RoBERTa / XLM-R: the same layers, positions counted from ``pad_token_id + 1``.
 NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def position_offset(config: dict) -> int:
+    """The first position id a real token gets: 0 for BERT; ``pad_token_id + 1`` for RoBERTa-style
+    models, whose position table keeps its first rows for padding (roberta-base: 514 rows, offset 2,
+    so 512 tokens at most)."""
+    return config["pad_token_id"] + 1 if config.get("model_type") in OFFSET_POSITIONS else 0
+
+
+def max_positions(config: dict) -> int | None:
+    """How many tokens the model can read: its position rows after the offset (None: not stated)."""
+    rows = config.get("max_position_embeddings")
+    return rows - position_offset(config) if isinstance(rows, int) else None
 
 
 def native_supported(folder: Path, config: dict) -> bool:
@@ -170,4 +184,4 @@ def resolve_backbone(name: str, revision: str | None = None, memo: Path | None =
                        num_layers=num_layers, hidden_size=hidden,
                        is_sentence_transformer=(folder / "modules.json").is_file(),
                        native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder),
-                       max_positions=config.get("max_position_embeddings"))
+                       max_positions=max_positions(config))

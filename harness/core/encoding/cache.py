@@ -19,7 +19,6 @@ read with ``allow_pickle=False`` and memory-mapped.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import shutil
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, text_digest
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, npy_bytes, text_digest
 
 CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-mates)
 log = logging.getLogger("sts_bench.cache")
@@ -113,9 +112,7 @@ class VectorStore:
 
     def _write_part(self, part: np.ndarray) -> str:
         """Write ``part`` atomically as ``part-<sha256 of its bytes>.npy``; returns the file name."""
-        buffer = io.BytesIO()
-        np.save(buffer, part, allow_pickle=False)
-        data = buffer.getvalue()
+        data = npy_bytes(part)
         name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
         atomic_write_bytes(self.dir / name, data)
         return name

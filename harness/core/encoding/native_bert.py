@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding.backbone import position_offset
 from harness.core.encoding.kernels import (
     ACTIVATIONS,
     LinearKernel,
@@ -76,7 +77,7 @@ class NativeBert(nn.Module):
             _Layer(hidden, config["num_attention_heads"], config["intermediate_size"], eps)
             for _ in range(config["num_hidden_layers"]))
         self.pooler = nn.Linear(hidden, hidden) if with_pooler else None
-        self.position_offset = 0 if config.get("model_type", "bert") == "bert" else config["pad_token_id"] + 1
+        self.position_offset = position_offset(config)
         self.compute_dtype = torch.float32
         self._kernels: list[dict[str, LinearKernel]] | None = None
 
