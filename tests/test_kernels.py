@@ -64,7 +64,7 @@ def test_fused_linear_epilogues_match_linear_then_activation_and_add():
     from harness.core.encoding.kernels import LinearKernel, fused_linear_available
 
     if not fused_linear_available(torch.device("cpu"), torch.bfloat16):
-        pytest.skip("this torch has no oneDNN fused linear")
+        pytest.skip("this torch or CPU has no oneDNN bf16 fused linear (needs AVX512-BF16, AMX or AVX-NE-CONVERT)")
     torch.manual_seed(2)
     linear = torch.nn.Linear(48, 40).to(torch.bfloat16)
     x, residual = torch.randn(30, 48).to(torch.bfloat16), torch.randn(30, 40).to(torch.bfloat16)
