@@ -8,7 +8,8 @@
 Exit codes (harness/runner/exits.py): 0 ok · 1 a regression against --baseline, nothing else ·
 2 bad input · 3 environment or I/O failure (disk full, permission denied, out of memory) · 4 a bug ·
 130 interrupted (everything encoded so far stays cached; the next run resumes from it).
-2 and 3 print one ``error:`` line; ``--debug`` or STS_BENCH_DEBUG=1 adds the traceback.
+143 terminated by SIGTERM (as for Ctrl-C). 2 and 3 print one ``error:`` line; ``--debug`` or
+STS_BENCH_DEBUG=1 adds the traceback.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     # The hub is optional: a folder or an already-cached snapshot must load without network calls.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    from harness.runner.exits import debug_requested, guarded
+    from harness.runner.exits import debug_requested, guarded, terminate_like_interrupt
 
-    return guarded(lambda: _main(argv), debug=debug_requested(argv))
+    with terminate_like_interrupt():
+        return guarded(lambda: _main(argv), debug=debug_requested(argv))
 
 
 def _main(argv: list[str] | None) -> int:

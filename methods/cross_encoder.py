@@ -135,7 +135,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
             ref = self.ctx.backbone(str(self.checkpoint()))
             key = {"kind": "pair-scores", "fingerprint": ref.fingerprint, "max_length": self.spec.params["max_length"],
                    "dtype": self.ctx.encode.dtype, "activation": self.activation()}
-            self._store = self.ctx.artifacts.vectors(key)
+            self._store = self.ctx.artifacts.vectors(key, code=self.code())
         return self._store
 
     def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:

@@ -192,14 +192,16 @@ class DSE(TrainedMethod, EmbeddingMethod):
 
         teacher = self.teacher()
 
-        def rho(values: np.ndarray) -> float:
+        def rho(values: np.ndarray) -> float | None:
             return score_split(values, split.gold, split.subsets, self.ctx.aggregation, bootstrap=0).spearman
 
         teacher_rho, student_rho = rho(teacher.score_pairs(split.s1, split.s2)), rho(similarity)
-        degradation = 100 * (teacher_rho - student_rho) / teacher_rho
+        # Undefined (None) when either score is, or the teacher's is 0: no relative degradation then.
+        degradation = None if teacher_rho is None or student_rho is None or teacher_rho == 0 \
+            else 100 * (teacher_rho - student_rho) / teacher_rho
         return {"teacher": {"label": teacher.label(), "checkpoint": str(teacher.checkpoint()),
                             "spearman": teacher_rho, "degradation_pct": degradation},
-                "columns": {VS_TEACHER: degradation}}
+                "columns": {VS_TEACHER: degradation} if degradation is not None else {}}
 
     def encoder_impl(self) -> str | None:
         return self.ctx.views(self._trained).impl if self._trained is not None else None

@@ -158,7 +158,7 @@ class BertFlow(TrainedMethod, PostProcessor):
         x = np.ascontiguousarray(self.pooled(sentences), dtype=np.float32)
         folder = self.ctx.artifacts.folder("flow-latents", {
             "weights": hashlib.sha256(self._weights).hexdigest(), "vectors": hashlib.sha256(x.tobytes()).hexdigest(),
-            "shape": list(x.shape), "flow_schema": FLOW_SCHEMA})
+            "shape": list(x.shape), "flow_schema": FLOW_SCHEMA}, code=self.code())
         if folder.complete():  # every file checked against its sha256
             z = np.load(folder.path("z.npy"), allow_pickle=False)
             if z.shape == x.shape and z.dtype == np.float32:  # a flow keeps the dimension

@@ -65,7 +65,7 @@ class SBert(EmbeddingMethod):
     def _store(self) -> VectorStore:
         if self._vectors is None:
             key = {"kind": "sentence-transformers", **self._ref().key(), "dtype": self.ctx.encode.dtype}
-            self._vectors = self.ctx.artifacts.vectors(key)
+            self._vectors = self.ctx.artifacts.vectors(key, code=self.code())
         return self._vectors
 
     def describe_encode(self, sentences: Sequence[str]) -> str:

@@ -54,7 +54,7 @@ class TrainedMethod(Method):
 
     # -- the shared sequence --------------------------------------------------------------------
     def artifact(self, fit_set: FitSet | None) -> ArtifactDir:
-        return self.ctx.artifacts.folder(self.artifact_kind, self.artifact_key(fit_set))
+        return self.ctx.artifacts.folder(self.artifact_kind, self.artifact_key(fit_set), code=self.code())
 
     def describe_fit(self, fit_set: FitSet | None) -> str:
         return f"{self.artifact_noun} cached" if self.artifact(fit_set).complete() else self.training_plan(fit_set)

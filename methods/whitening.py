@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option
+from harness.core.errors import UserError
 from harness.core.hashing import npy_bytes
 from methods.pooling import BASE_VIEWS, PostProcessor
 
@@ -30,7 +31,9 @@ def _optional_int(text: str) -> int | None:
 def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Return ``(mu, W, rank)`` such that ``(x - mu) @ W`` has zero mean and identity covariance.
 
-    ``cov = U diag(S) U^T`` (SVD of the symmetric covariance), ``W = U diag(1/sqrt(S))``, so
+    ``cov = U diag(S) U^T`` (the symmetric covariance's eigendecomposition, eigenvalues S largest
+    first; the paper writes it as an SVD, which for a symmetric positive semi-definite matrix is the
+    same factorisation), ``W = U diag(1/sqrt(S))``, so
     ``W^T cov W = diag(1/sqrt(S)) U^T U diag(S) U^T U diag(1/sqrt(S)) = I``.
 
     Worked example: x with columns of variance 4 and 1 and no correlation → S = (4, 1),
@@ -38,14 +41,23 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
 
     Directions with (numerically) zero variance cannot be whitened — 1/sqrt(0) — and are dropped:
     with fewer sentences than dimensions only ``rank`` columns survive (a warning says so).
+
+    The symmetric eigensolver (``eigh``) is used, not ``svd``: LAPACK's SVD of a finite rank-59
+    covariance failed to converge with numpy 2.4.6 / OpenBLAS 0.3.31 on a Zen 5, while ``eigh`` of
+    the same matrix did not. Eigenvectors' signs are arbitrary, and cosines do not see them: a
+    flipped column flips that coordinate of every vector alike.
     """
     x64 = np.asarray(x, dtype=np.float64)
+    if len(np.unique(x64, axis=0)) < 2:
+        raise UserError(f"whitening: the fit set's {len(x64)} vectors are all identical (too short a --max-length, "
+                        "or sentences that differ only in what the tokenizer drops, such as case); "
+                        "fitting needs at least 2 different vectors: use a larger --fit-set or --max-length")
     mu = x64.mean(axis=0, keepdims=True)
-    cov = np.cov((x64 - mu).T)
-    u, s, _ = np.linalg.svd(cov)
+    centered = x64 - mu
+    cov = centered.T @ centered / (len(x64) - 1)
+    s, u = np.linalg.eigh(cov)
+    s, u = s[::-1], u[:, ::-1]  # largest first
     rank = int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0
-    if rank == 0:
-        raise ValueError("the fit set's vectors are all identical; nothing to whiten")
     keep = rank if k is None else min(k, rank)
     if keep < (k or x64.shape[1]):
         log.warning("whitening: covariance has rank %d of %d (fit set has %d sentences); keeping %d "
@@ -85,7 +97,7 @@ class Whitening(PostProcessor):
 
         digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest()
         folder = self.ctx.artifacts.folder("whitening", {"vectors": digest, "shape": list(x.shape),
-                                                         "k": self.spec.params["k"]})
+                                                         "k": self.spec.params["k"]}, code=self.code())
         if folder.complete():
             return np.load(folder.path("mu.npy")), np.load(folder.path("w.npy")), int(folder.meta()["info"]["rank"])
         mu, w, rank = whitening_transform(x, self.spec.params["k"])

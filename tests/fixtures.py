@@ -4,6 +4,8 @@ SentEval-layout data folder, and a local stand-in for MTEB's hub datasets."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -141,3 +143,14 @@ def write_mteb_only(root: Path, rng: np.random.Generator, n: int) -> None:
         for split in ("train", "dev", "test"):
             rows = [{"sentence1": a, "sentence2": b, "similarity_score": g} for a, b, g in pairs(rng, n)]
             (folder / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+
+
+def tree_copy(dest: Path) -> Path:
+    """A copy of this checkout's tracked files at ``dest`` (a user's tree, to change a method in)."""
+    root = Path(__file__).resolve().parent.parent
+    names = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    for name in names:
+        if (root / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, dest / name)
+    return dest

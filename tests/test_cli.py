@@ -38,7 +38,7 @@ def test_result_json_records_spec_task_protocol_scores_and_env(bench, senteval_r
     assert code == 0, err
     (path,) = (tmp_path / "out" / "runs").glob("*.json")
     record = json.loads(path.read_text())
-    assert record["schema_version"] == 1 and record["harness"]["version"] == harness.__version__
+    assert record["schema_version"] == 2 and record["harness"]["version"] == harness.__version__
     assert record["method"]["label"] == "whitening[k=8]"
     assert record["method"]["spec"]["layers"] == [1, -1] and record["method"]["spec"]["post"] == "whitening"
     assert record["task"]["n_pairs"] == 30 and len(record["task"]["subsets"]) == 5

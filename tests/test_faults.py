@@ -60,6 +60,36 @@ CASES = [
     ("cache dir under a file", {"taken": b"x"}, ["--cache-dir", "{tmp}/taken/cache"], 3, "cannot write there"),
     ("gold 42 in an STS-B file", {"gold": b"42.0"}, [], 2, "sts-test.csv:1: gold score 42 is outside STS-B's range"),
     ("gold -3 in an STS-B file", {"gold": b"-3"}, [], 2, "gold score -3 is outside STS-B's range 0-5"),
+    # Undefined is not a number: refused before encoding (tests/test_faults_verdicts.py: --allow-undefined).
+    ("every gold score equal", {"gold_all": b"3.0"}, [], 2, "STS-B test (" + "{tmp}"),
+    ("every gold score equal: the reason", {"gold_all": b"3.0"}, [], 2, "every gold score is equal"),
+    ("one constant subset under mean", {"subset_gold": b"MSRpar=2.0"}, ["--tasks", "sts12", "--aggregation", "mean"],
+     2, "subset MSRpar: every gold score is equal"),
+    ("a 2-pair subset under wmean", {"subset_rows": b"MSRvid=2"}, ["--tasks", "sts12", "--aggregation", "wmean"], 2,
+     "subset MSRvid: fewer than 3 pairs (2)"),
+    ("an empty SentEval subset (0 bytes)", {"subset_rows": b"MSRpar=0"}, ["--tasks", "sts12"], 2,
+     "STS.input.MSRpar.txt and STS.gs.MSRpar.txt hold no scored pair"),
+    ("every SentEval subset empty", {"subset_rows": b"*=0"}, ["--tasks", "sts12"], 2, "hold no scored pair"),
+    ("an empty sts-test.csv", {"stsb_test_rows": b"0"}, [], 2, "STS-B: its test split"),
+    # Fit sets and lengths that cannot give two different vectors: before encoding.
+    ("a fit corpus of one sentence", {"corpus.txt": b"a man is playing\n"},
+     ["--methods", "whitening", "--fit-corpus", "{tmp}/corpus.txt"], 2, "holds 1 distinct sentence(s)"),
+    ("--max-length below the special tokens", {}, ["--max-length", "1"], 2, "leaves no room for a word"),
+    ("--max-length 2 with whitening", {}, ["--max-length", "2", "--methods", "whitening"], 2,
+     "--max-length 2: "),
+    ("a seed beyond 31 bits", {}, ["--seed", "99999999999999999999", "--methods", "flow"], 2, "must be at most"),
+    ("a seed beyond 31 bits, dry run", {}, ["--seed", "99999999999999999999", "--dry-run"], 2, "must be at most"),
+    # A baseline that cannot give a verdict: before encoding (tests/test_faults_verdicts.py for the rest).
+    ("baseline matches no row", {BASELINE: b"method,backbone,STS-B\nother,m,80\n"}, ["--baseline", "{tmp}/" + BASELINE],
+     2, "1 of 1 scored cell(s) have no single baseline score: avg on STS-B"),
+    ("baseline lacks the task", {BASELINE: b"method,STS12\navg,80\n"}, ["--baseline", "{tmp}/" + BASELINE], 2,
+     "avg on STS-B (no baseline score"),
+    ("baseline's task cell empty", {BASELINE: b"method,STS-B\navg,\n"}, ["--baseline", "{tmp}/" + BASELINE], 2,
+     "no single baseline score"),
+    ("baseline row twice", {BASELINE: b"method,STS-B\navg,80\navg,81\n"}, ["--baseline", "{tmp}/" + BASELINE], 2,
+     "2 baseline rows"),
+    ("baseline partial, still nothing", {BASELINE: b"method,STS-B\nother,80\n"},
+     ["--baseline", "{tmp}/" + BASELINE, "--baseline-partial"], 2, "have no single baseline score"),
 ]
 
 # Failures injected into the encode stage: (case, exception, exit code, text of the one error line)
@@ -84,13 +114,31 @@ def base_args(senteval_root, tiny_bert, tmp_path):
 
 
 def prepare(tmp_path, files, args):
+    """Write a case's files. Pseudo-files edit the SentEval fixture: ``gold`` (the first STS-B test
+    pair's score), ``gold_all`` (every STS-B test score), ``subset_gold`` (``SUBSET=score``: every
+    score of an STS12 subset), ``subset_rows`` (``SUBSET=n``, ``*`` for all: keep n pairs) and
+    ``stsb_test_rows`` (keep n pairs of sts-test.csv)."""
+    sts12, stsb = tmp_path / "se" / "STS" / "STS12-en-test", tmp_path / "se" / "STS" / "STSBenchmark" / "sts-test.csv"
     for name, data in files.items():
-        if name == "gold":  # the first pair of STS-B test gets this gold score
-            path = tmp_path / "se" / "STS" / "STSBenchmark" / "sts-test.csv"
-            first, *rest = path.read_text().splitlines()
-            fields = first.split("\t")
-            fields[4] = data.decode()
-            path.write_text("\n".join(["\t".join(fields), *rest]) + "\n")
+        text = data.decode()
+        if name in ("gold", "gold_all"):
+            lines = stsb.read_text().splitlines()
+            for i in range(len(lines) if name == "gold_all" else 1):
+                fields = lines[i].split("\t")
+                fields[4] = text
+                lines[i] = "\t".join(fields)
+            stsb.write_text("\n".join(lines) + "\n")
+        elif name == "subset_gold":
+            subset, _, score = text.partition("=")
+            gold = sts12 / f"STS.gs.{subset}.txt"
+            gold.write_text("".join(f"{score}\n" for _ in gold.read_text().splitlines()))
+        elif name == "subset_rows":
+            subset, _, n = text.partition("=")
+            for path in sorted(sts12.glob(f"STS.*.{subset}.txt")):
+                kept = path.read_text().splitlines()[:int(n)]
+                path.write_text("".join(f"{line}\n" for line in kept))  # 0 rows: a 0-byte file
+        elif name == "stsb_test_rows":
+            stsb.write_text("".join(f"{line}\n" for line in stsb.read_text().splitlines()[:int(text)]))
         else:
             (tmp_path / name).write_bytes(data)
     if TOML in files:
@@ -112,7 +160,7 @@ def nothing_computed(tmp_path) -> bool:
 def test_bad_input_and_environment_cases(case, files, args, code, message, bench, base_args, tmp_path):
     got, _out, err = bench(*base_args, *prepare(tmp_path, files, args))
     assert got == code, err
-    assert message in one_error_line(err)
+    assert message.replace("{tmp}", str(tmp_path)) in one_error_line(err)
     assert nothing_computed(tmp_path)  # every case is seen before the first sentence is encoded
 
 

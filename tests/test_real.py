@@ -54,6 +54,27 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     assert compared("avg", "cls")["p_value"] < 0.01
 
 
+def test_a_ci_job_with_a_persisted_cache_catches_a_changed_method(shared_cache, tmp_path):
+    """The regression the issue planted (whitening multiplying by sqrt(S) instead of dividing), in a copy
+    of the tree, on the cache the real tests warmed: the gate fails it (exit 1), warm as it is."""
+    import subprocess
+    import sys
+
+    from fixtures import tree_copy
+
+    tree = tree_copy(tmp_path / "tree")
+    command = [sys.executable, str(tree / "run_bench.py"), "--methods", "whitening", "--cache-dir", str(shared_cache),
+               "--baseline", str(tree / "results" / "baselines" / "embedded-default.csv"), "--no-progress",
+               "--no-plots"]
+    done = subprocess.run([*command, "--output-dir", str(tmp_path / "a")], cwd=tree, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    whitening = tree / "methods" / "whitening.py"
+    whitening.write_text(whitening.read_text().replace("/ np.sqrt(s[:keep])", "* np.sqrt(s[:keep])"))
+    done = subprocess.run([*command, "--output-dir", str(tmp_path / "b")], cwd=tree, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "REGRESSION" in done.stdout and "| whitening" in done.stdout
+
+
 def test_native_encoder_matches_transformers_on_minilm(shared_cache):
     import numpy as np
 

@@ -8,18 +8,18 @@ from harness.core.bootstrap import _weighted_spearman
 from harness.core.scoring import _rank, cosine_rows, score_split, spearman
 
 # The worked example of harness/scoring.py's docstring, computed by hand there.
-COS = [0.1, 0.2, 0.3, 0.9, 0.8]
-GOLD = [1, 2, 3, 4, 5]
-SUBSETS = ["A", "A", "A", "B", "B"]
+COS = [0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7]
+GOLD = [1, 2, 3, 4, 5, 6, 7]
+SUBSETS = ["A", "A", "A", "A", "B", "B", "B"]
 
 
-@pytest.mark.parametrize(("aggregation", "expected"), [("all", 90.0), ("mean", 0.0), ("wmean", 20.0)])
+@pytest.mark.parametrize(("aggregation", "expected"), [("all", 600 / 7), ("mean", 0.0), ("wmean", 100 / 7)])
 def test_aggregation_on_the_hand_computed_example(aggregation, expected):
     scores = score_split(np.array(COS), GOLD, SUBSETS, aggregation, bootstrap=0)
     assert scores.spearman == pytest.approx(expected, abs=1e-9)
     assert scores.subsets["A"]["spearman"] == pytest.approx(100.0)
     assert scores.subsets["B"]["spearman"] == pytest.approx(-100.0)
-    assert scores.subsets["A"]["n"] == 3
+    assert scores.subsets["A"]["n"] == 4 and scores.undefined is None
 
 
 def test_without_subsets_all_three_aggregations_coincide():

@@ -46,5 +46,7 @@ def test_fewer_sentences_than_dimensions_keeps_only_the_rank(caplog):
 
 
 def test_identical_vectors_cannot_be_whitened():
-    with pytest.raises(ValueError, match="identical"):
+    from harness.core.errors import UserError
+
+    with pytest.raises(UserError, match="identical"):  # a user's fit set, not a bug: exit 2
         whitening_transform(np.ones((10, 4)))

@@ -154,6 +154,13 @@ class Method:
     def build(cls, request: SpecRequest, ctx: MethodContext) -> Method:
         return cls.create(cls.make_spec(request, ctx), ctx)
 
+    def code(self) -> tuple[str, ...]:
+        """The modules whose code makes this method's cached results (fits, trained weights, its own
+        vectors), for :meth:`ArtifactStore.folder`'s ``code=``: its own module, whose first-party
+        imports :mod:`harness.core.codekeys` follows. A method whose results also depend on code it
+        does not import names that module too."""
+        return (type(self).__module__,)
+
     def label(self) -> str:
         """Leaderboard row name: the method name plus any option that differs from its default."""
         changed = [f"{o.name}={self.spec.params[o.name]}" for o in self.options

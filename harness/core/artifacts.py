@@ -2,8 +2,12 @@
 
 ``ArtifactStore`` is the one place that decides where things are cached: sentence vectors and pair
 scores (``vectors/<key hash>/``), trained artifacts (``<kind>/<key hash>/``: flow weights,
-fine-tuned checkpoints), the memo of model-folder fingerprints (``fingerprints.json``) and that of
-bootstrap resamples (``bootstrap/``).
+fine-tuned checkpoints), the memo of model-folder fingerprints (``fingerprints.json``), that of
+bootstrap resamples (``bootstrap/``) and that of parsed sources (``code-digests.json``).
+
+Every vector store and artifact folder is keyed on the code that fills it as well as on its inputs:
+callers name the modules (``code=``) and :func:`harness.core.codekeys.code_digest` of them and of
+everything they import joins the key, so a changed method is recomputed, never served warm.
 """
 
 from __future__ import annotations
@@ -12,12 +16,20 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core.codekeys import code_digest, use_memo
 from harness.core.encoding.cache import CACHE_SCHEMA, VectorStore
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, canonical_json, file_sha256, key_hash
+from harness.core.hashing import (
+    atomic_write_bytes,
+    atomic_write_text,
+    canonical_json,
+    file_sha256,
+    key_hash,
+    strict_json,
+)
 
 log = logging.getLogger("sts_bench.artifacts")
 
@@ -26,18 +38,22 @@ class ArtifactStore:
     """The cache root. Plain data (a path), so it travels to dask/ray workers.
 
     >>> store = ArtifactStore("/tmp/c")
-    >>> store.folder("flows", {"a": 1}).dir.parent.name
-    'flows'
+    >>> folder = store.folder("flows", {"a": 1}, code=("methods.flow",))
+    >>> folder.dir.parent.name, folder.key["code"] == code_digest("methods.flow")
+    ('flows', True)
     """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser()
+        use_memo(self.root / "code-digests.json")
 
-    def vectors(self, key: Mapping[str, Any]) -> VectorStore:
-        return VectorStore(self.root, key)
+    def vectors(self, key: Mapping[str, Any], *, code: Sequence[str]) -> VectorStore:
+        """The vector store of ``key`` as computed by the modules ``code`` (and what they import)."""
+        return VectorStore(self.root, {**key, "code": code_digest(*code)})
 
-    def folder(self, kind: str, key: Mapping[str, Any]) -> ArtifactDir:
-        return ArtifactDir(self.root, kind, key)
+    def folder(self, kind: str, key: Mapping[str, Any], *, code: Sequence[str]) -> ArtifactDir:
+        """The artifact folder of ``key`` as made by the modules ``code`` (and what they import)."""
+        return ArtifactDir(self.root, kind, {**key, "code": code_digest(*code)})
 
     @property
     def resample_memo(self) -> Path:
@@ -119,9 +135,9 @@ class ArtifactDir:
         for name, data in files.items():
             atomic_write_bytes(self.dir / name, data)
         checksums = {str(path.relative_to(self.dir)): file_sha256(path) for path in self._payload()}
-        meta: dict[str, Any] = {"key": self.key, "info": dict(info), "files": checksums}
+        meta: dict[str, Any] = {"key": self.key, "info": strict_json(dict(info)), "files": checksums}
         meta["checksum"] = _meta_checksum(meta)
-        atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False))
 
     def _payload(self) -> list[Path]:
         """Every file of the artifact: all but meta.json, resumable state and in-flight temp files."""

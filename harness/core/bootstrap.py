@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.codekeys import code_digest
 from harness.core.hashing import atomic_write_bytes, npy_bytes
 
 ALL = "\x00all"  # the plan's key for every pair; no subset label is this string
@@ -84,7 +85,6 @@ def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed
 # process (a run scores each method for its interval and again for every paired comparison) and,
 # once the runner names a folder (:func:`remember_resamples_in`, inside the cache), on disk, so a
 # warm re-run reads 1000 numbers per (method, task) instead of ranking 1000 resamples again.
-_MEMO_VERSION = "resampled-scores-v1"  # change when the resampling itself changes
 _memo: dict[str, np.ndarray] = {}
 _memo_dir: Path | None = None
 
@@ -107,7 +107,9 @@ def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], a
     gold = np.asarray(gold, dtype=np.float64)
     cos = np.asarray(cos, dtype=np.float64)
     digest = hashlib.sha256(cos.tobytes() + gold.tobytes())
-    digest.update("\x1f".join([_MEMO_VERSION, *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
+    # The digest of this module's code (and what it imports) is part of the key: a changed
+    # resampling is recomputed, never read back warm (harness.core.codekeys).
+    digest.update("\x1f".join([code_digest(__name__), *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
     key = digest.hexdigest()[:40]
     if key not in _memo:
         _memo[key] = _load_memo(key, rounds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -17,6 +18,22 @@ _IGNORED_NAMES = {"README.md", ".gitattributes", ".gitignore"}
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace: equal values give equal text, hence equal hashes."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, ±inf) replaced by None: what strict JSON can hold
+    (``json.dumps(..., allow_nan=False)`` then never fails, and no reader meets a bare ``NaN``).
+
+    >>> strict_json({"a": [1.0, float("nan")], "b": float("inf")})
+    {'a': [1.0, None], 'b': None}
+    """
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
 
 
 def key_hash(key: Mapping[str, Any], length: int = 32) -> str:
@@ -48,15 +65,23 @@ def _model_files(folder: Path) -> list[Path]:
     return files
 
 
+def _file_stamp(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
 def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
     """sha256 over every file of a model folder (path, size, content).
 
     Hashing a BERT-base folder reads ~440 MB, so the result is memoised in ``memo_file`` against
-    each file's (size, mtime_ns): a warm run re-hashes nothing unless a file changed.
+    each file's stat: size, mtime, and also the inode and ctime (as git's index does), because size
+    and mtime alone can be kept by a change: ``rsync -a`` or ``touch -r`` restore the mtime of
+    replaced weights, but a replaced file has a new inode or ctime, which no user tool can set back.
+    A warm run re-hashes nothing unless a file changed.
     """
     folder = folder.resolve()
     files = _model_files(folder)
-    stamp = [[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    stamp = [[str(p.relative_to(folder)), *_file_stamp(p)] for p in files]
     memo: dict[str, Any] = {}
     if memo_file is not None and memo_file.is_file():
         try:
@@ -67,12 +92,14 @@ def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
         if isinstance(entry, dict) and entry.get("stamp") == stamp:
             return str(entry["sha256"])
     digest = hashlib.sha256()
-    for path, (rel, size, _) in zip(files, stamp):
+    for path, (rel, size, *_) in zip(files, stamp):
         digest.update(f"{rel}\0{size}\0{file_sha256(path)}\n".encode())
     result = digest.hexdigest()
     if memo_file is not None:
         memo[str(folder)] = {"stamp": stamp, "sha256": result}
-        atomic_write_text(memo_file, json.dumps(memo, indent=1))
+        # A memo that cannot be written costs a re-hash next time; the cache checks report why.
+        with contextlib.suppress(OSError):
+            atomic_write_text(memo_file, json.dumps(memo, indent=1))
     return result
 
 

@@ -6,26 +6,36 @@ Aggregations (see REFERENCE.md; they are the #1 reason published numbers disagre
 * ``mean``  — correlation per subset, unweighted average (SentEval's default, WhiteningBERT).
 * ``wmean`` — correlation per subset, averaged with weights = subset sizes (BERT-flow, BERT-whitening).
 
-Worked example (the unit test's): five pairs, subsets A = pairs 0-2 and B = pairs 3-4::
+Worked example (the unit test's): seven pairs, subsets A = pairs 0-3 and B = pairs 4-6::
 
-    cosine  0.1  0.2  0.3 | 0.9  0.8        Spearman(A) = +1, Spearman(B) = -1
-    gold    1    2    3   | 4    5
-    mean  = (1 + -1) / 2             = 0.0
-    wmean = (3 * 1 + 2 * -1) / 5     = 0.2
-    all   = Spearman of ranks [1 2 3 5 4] vs [1 2 3 4 5] = 1 - 6 * 2 / (5 * 24) = 0.9
+    cosine  0.1  0.2  0.3  0.4 | 0.9  0.8  0.7      Spearman(A) = +1, Spearman(B) = -1
+    gold    1    2    3    4   | 5    6    7
+    mean  = (1 + -1) / 2               = 0
+    wmean = (4 * 1 + 3 * -1) / 7       = 1/7 ≈ 0.143
+    all   = Spearman of ranks [1 2 3 4 7 6 5] vs [1 2 3 4 5 6 7]
+          = 1 - 6 * (2² + 2²) / (7 * (7² - 1)) = 1 - 48/336 = 6/7 ≈ 0.857
 
 A split without subset labels has one implicit subset, so all three coincide.
+
+**Undefined is not a number.** A correlation over fewer than 3 pairs, or against a constant (every
+gold score equal, or every similarity equal), is undefined: :func:`undefined_reason` says why, and
+:func:`score_split` then returns ``None`` scores with that reason instead of a NaN that a table
+would sort, average or star. Under ``mean``/``wmean`` one undefined subset makes the average
+undefined (leaving it out would silently change the protocol); under ``all`` only the whole split
+counts, and an undefined subset is reported as such in ``subsets``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 AGGREGATIONS = ("all", "mean", "wmean")
+MIN_PAIRS = 3  # a rank correlation of 2 pairs is ±1 whatever they are
 log = logging.getLogger("sts_bench.scoring")
 
 
@@ -84,6 +94,48 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     return float(_pearson_rows(np.asarray(x, float), np.asarray(y, float)))
 
 
+def undefined_reason(similarity: Sequence[float] | None, gold: Sequence[float]) -> str | None:
+    """Why a correlation of ``similarity`` with ``gold`` is undefined, or None when it is defined.
+    ``similarity`` None checks the data alone (before anything is encoded).
+
+    >>> undefined_reason([0.1, 0.2, 0.3], [1, 1, 1])
+    'every gold score is equal'
+    >>> undefined_reason([0.5, 0.5, 0.5], [1, 2, 3]), undefined_reason(None, [1, 2])
+    ('every similarity is equal', 'fewer than 3 pairs (2)')
+    """
+    gold_arr = np.asarray(gold, dtype=np.float64)
+    if len(gold_arr) < MIN_PAIRS:
+        return f"fewer than {MIN_PAIRS} pairs ({len(gold_arr)})"
+    if np.all(gold_arr == gold_arr[0]):
+        return "every gold score is equal"
+    if similarity is not None:
+        sim = np.asarray(similarity, dtype=np.float64)
+        if not np.all(np.isfinite(sim)):
+            return "a similarity is not a finite number"
+        if np.all(sim == sim[0]):
+            return "every similarity is equal"
+    return None
+
+
+def split_undefined(similarity: Sequence[float] | None, gold: Sequence[float], subsets: Sequence[str] | None,
+                    aggregation: str) -> str | None:
+    """Why the aggregated score of a split is undefined under ``aggregation`` (None: defined).
+    ``mean``/``wmean`` over several subsets need every subset defined; ``all`` needs the split."""
+    labels = list(subsets) if subsets is not None else [""] * len(gold)
+    groups = list(dict.fromkeys(labels))
+    if aggregation == "all" or len(groups) <= 1:
+        return undefined_reason(similarity, gold)
+    gold_arr = np.asarray(gold, dtype=np.float64)
+    sim = None if similarity is None else np.asarray(similarity, dtype=np.float64)
+    label_arr = np.asarray(labels)
+    for name in groups:
+        idx = np.flatnonzero(label_arr == name)
+        reason = undefined_reason(None if sim is None else sim[idx], gold_arr[idx])
+        if reason:
+            return f"subset {name}: {reason} (under --aggregation {aggregation} every subset must be defined)"
+    return None
+
+
 def aggregate(values: dict[str, float], sizes: dict[str, int], how: str) -> float:
     """Combine per-subset correlations; ``how`` is ``mean`` or ``wmean`` (``all`` is not an average)."""
     names = list(values)
@@ -96,15 +148,22 @@ def aggregate(values: dict[str, float], sizes: dict[str, int], how: str) -> floa
 
 @dataclass(frozen=True)
 class TaskScores:
-    """Scores of one method on one split, ×100. ``subsets`` maps label → (spearman, pearson, n)."""
+    """Scores of one method on one split, ×100. ``subsets`` maps label → {spearman, pearson, n,
+    undefined}. ``undefined`` is the reason the score could not be computed; the scores are then
+    None (never NaN) and there is no interval."""
 
-    spearman: float
-    pearson: float
+    spearman: float | None
+    pearson: float | None
     aggregation: str
     n_pairs: int
     n_zero_vectors: int
-    subsets: dict[str, dict[str, float]]
+    subsets: dict[str, dict[str, float | int | str | None]]
     ci95: tuple[float, float] | None
+    undefined: str | None = None
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] | None, aggregation: str,
@@ -116,10 +175,17 @@ def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] |
     gold_arr = np.asarray(gold, dtype=np.float64)
     labels = np.asarray(subsets if subsets is not None else [""] * len(cos))
     groups = {name: np.flatnonzero(labels == name) for name in dict.fromkeys(labels.tolist())}
-    per_subset = {name: {"spearman": 100 * spearman(cos[idx], gold_arr[idx]),
-                         "pearson": 100 * pearson(cos[idx], gold_arr[idx]), "n": len(idx)}
-                  for name, idx in groups.items()}
+    per_subset = {}
+    for name, idx in groups.items():
+        reason = undefined_reason(cos[idx], gold_arr[idx])
+        per_subset[name] = {"spearman": None if reason else 100 * spearman(cos[idx], gold_arr[idx]),
+                            "pearson": None if reason else _finite(100 * pearson(cos[idx], gold_arr[idx])),
+                            "n": len(idx), "undefined": reason}
     sizes = {name: len(idx) for name, idx in groups.items()}
+    undefined = split_undefined(cos, gold_arr, subsets, aggregation)
+    if undefined:
+        return TaskScores(spearman=None, pearson=None, aggregation=aggregation, n_pairs=len(cos), n_zero_vectors=n_zero,
+                          subsets=per_subset if subsets is not None else {}, ci95=None, undefined=undefined)
     if aggregation == "all" or len(groups) == 1:
         rho, r = 100 * spearman(cos, gold_arr), 100 * pearson(cos, gold_arr)
     else:
@@ -129,6 +195,7 @@ def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] |
     if bootstrap > 0:
         from harness.core.bootstrap import percentile_interval, resampled_scores
 
-        ci = percentile_interval(resampled_scores(cos, gold_arr, labels.tolist(), aggregation, bootstrap, seed))
-    return TaskScores(spearman=rho, pearson=r, aggregation=aggregation, n_pairs=len(cos),
+        low, high = percentile_interval(resampled_scores(cos, gold_arr, labels.tolist(), aggregation, bootstrap, seed))
+        ci = (low, high) if math.isfinite(low) and math.isfinite(high) else None
+    return TaskScores(spearman=rho, pearson=_finite(r), aggregation=aggregation, n_pairs=len(cos),
                       n_zero_vectors=n_zero, subsets=per_subset if subsets is not None else {}, ci95=ci)

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help="embedding cache (default $STS_BENCH_CACHE or ~/.cache/sts-bench)")
     p.add_argument("--output-dir", help="where runs/, leaderboard.csv/.md and plots/ go (default results)")
     p.add_argument("--baseline", help="CSV leaderboard to compare against; exit 1 on a drop > --tolerance")
+    p.add_argument("--baseline-partial", action="store_true",
+                   help="compare only the cells the --baseline has, instead of failing on the rest (exit 2)")
     p.add_argument("--tolerance", type=float, help="allowed drop in points vs --baseline (default 0.5)")
     p.add_argument("--seed", type=int)
     p.add_argument("--bootstrap", type=int, help="bootstrap rounds for the 95%% CI (0 = off; default 1000)")
@@ -97,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "moved beyond its noise, rebuild index.html; runs no benchmark")
     p.add_argument("--allow-gold-out-of-range", action="store_true",
                    help="warn instead of failing when a gold score lies outside the task's range (STS 0-5, SICK 1-5)")
+    p.add_argument("--allow-undefined", action="store_true",
+                   help="record a correlation that cannot be computed (constant gold or similarity, fewer than 3 "
+                        "pairs) as undefined, unranked, instead of failing with exit 2")
     p.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
     p.add_argument("--diagnostics", action="store_true",
                    help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")

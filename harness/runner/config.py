@@ -14,6 +14,7 @@ from typing import Any
 from harness.core.api import SpecRequest
 from harness.core.errors import UserError, did_you_mean
 
+MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
 DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "flow", "sbert", "random")
 
 
@@ -42,6 +43,7 @@ class BenchConfig:
     cache_dir: str = field(default_factory=default_cache_dir)
     output_dir: str = "results"
     baseline: str | None = None
+    baseline_partial: bool = False  # compare the cells that match the baseline instead of failing on the rest
     tolerance: float = 0.5
     seed: int = 1234
     bootstrap: int = 1000
@@ -56,6 +58,7 @@ class BenchConfig:
     cost: bool = False
     history: bool = False  # --history: draw history.jsonl (scores by commit) and rebuild the pages; run nothing
     allow_gold_out_of_range: bool = False  # warn instead of failing on a gold score outside the task's range
+    allow_undefined: bool = False  # record an undefined correlation as undefined instead of failing (exit 2)
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     paper: str | None = None  # run a paper's protocol by name (harness/runner/paper.py)
     # Settings the user gave (command line or config file), by field name or "method.option": they
@@ -108,6 +111,9 @@ class BenchConfig:
         if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
             raise UserError(f"--tolerance {self.tolerance}, --bootstrap {self.bootstrap} and --seed {self.seed}: "
                             "none may be negative")
+        if self.seed > MAX_SEED:
+            raise UserError(f"--seed {self.seed}: must be at most {MAX_SEED} (numpy and the training loops take "
+                            "32-bit seeds, and add offsets to them)")
         if len(self.first_last_layers) != 2:
             raise UserError(f"--first-last-layers: expected two layer ids like 1,-1, got {self.first_last_layers}")
         if not self.methods or not self.tasks:

@@ -152,7 +152,7 @@ def cost_for_run(methods: list[Method], pool: list[str], seed: int, out_dir: Pat
     import json
 
     from harness.core.errors import UserError
-    from harness.core.hashing import atomic_write_text
+    from harness.core.hashing import atomic_write_text, strict_json
 
     subjects = next((s for m in methods if (s := m.cost_subjects()) is not None), None)
     if subjects is None:
@@ -169,6 +169,7 @@ def cost_for_run(methods: list[Method], pool: list[str], seed: int, out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "cost.md", out_dir / "cost.json"]
     atomic_write_text(paths[0], markdown(rows, subjects.title))
-    atomic_write_text(paths[1], json.dumps({"title": subjects.title, "rows": rows_as_dicts(rows)}, indent=1))
+    body = strict_json({"title": subjects.title, "rows": rows_as_dicts(rows)})
+    atomic_write_text(paths[1], json.dumps(body, indent=1, allow_nan=False))
     paths.append(cost_png(rows, out_dir / "plots" / "cost.png", subjects.title))
     return paths

@@ -25,6 +25,21 @@ HIST_BINS = 40
 MAX_PAIRS = 20000
 
 
+def singular_values(centered: np.ndarray) -> np.ndarray:
+    """Singular values of an (n, d) matrix, largest first, from the symmetric eigensolver on the
+    smaller of its two Gram matrices (XᵀX or XXᵀ share their nonzero eigenvalues, the squared
+    singular values). LAPACK's SVD of such a matrix has failed to converge with one OpenBLAS build
+    on one CPU; the symmetric solver (``eigvalsh``) did not.
+
+    >>> singular_values(np.array([[3.0, 0.0], [0.0, 4.0], [0.0, 0.0]])).round(6).tolist()
+    [4.0, 3.0]
+    """
+    n, d = centered.shape
+    gram = centered.T @ centered if d <= n else centered @ centered.T
+    eig = np.clip(np.linalg.eigvalsh(gram), 0.0, None)[::-1]
+    return np.sqrt(eig)
+
+
 def anisotropy(vectors: np.ndarray, seed: int = 1234) -> dict[str, Any]:
     """The diagnostics of one (n, d) set of vectors, as plain JSON-ready values."""
     x = np.asarray(vectors, dtype=np.float64)
@@ -38,7 +53,7 @@ def anisotropy(vectors: np.ndarray, seed: int = 1234) -> dict[str, Any]:
     cos = np.einsum("ij,ij->i", unit[first], unit[second])
     centroid = x.mean(axis=0)
     centroid /= np.linalg.norm(centroid) or 1.0
-    singular = np.linalg.svd(x - x.mean(axis=0), compute_uv=False)
+    singular = singular_values(x - x.mean(axis=0))
     eig = singular ** 2 / max(n - 1, 1)
     positive = eig[eig > eig[0] * 1e-12] if eig[0] > 0 else eig[:1]
     share = positive / positive.sum() if positive.sum() > 0 else np.ones(1)

@@ -10,6 +10,7 @@ code   meaning
        I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``, ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
 130    interrupted (Ctrl-C); what was finished stays cached
+143    terminated (SIGTERM: ``kill``, a CI timeout, a cluster's pre-emption); as for Ctrl-C
 =====  ==========================================================================================
 
 Codes 2 and 3 print one line and no traceback; ``--debug`` or ``STS_BENCH_DEBUG=1`` prints the
@@ -18,15 +19,42 @@ traceback too, for a bug report.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from harness.core.errors import ResourceError, UserError
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, INTERRUPTED = 0, 1, 2, 3, 4, 130
+OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so it unwinds like Ctrl-C: files are closed, the output
+    lock released, what was finished stays cached and written."""
+
+
+@contextlib.contextmanager
+def terminate_like_interrupt() -> Iterator[None]:
+    """While the body runs, SIGTERM ends it the way Ctrl-C does (message, exit 143, resumable);
+    the previous handler is restored after. Only the main thread may set signal handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 DEBUG_ENV = "STS_BENCH_DEBUG"
 
 # What to tell the user for the errno values a run meets in practice; any other OSError is still
@@ -68,6 +96,8 @@ def describe_os_error(err: OSError) -> str:
 
 def classify(err: BaseException) -> tuple[int, str | None]:
     """(exit code, the ``error:`` line) for a failure; the line is None for a bug (traceback instead)."""
+    if isinstance(err, Terminated):
+        return TERMINATED, None
     if isinstance(err, KeyboardInterrupt):
         return INTERRUPTED, None
     if isinstance(err, UserError):
@@ -91,8 +121,9 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
         if isinstance(err, SystemExit):
             raise
         code, line = classify(err)
-        if code == INTERRUPTED:
-            print("\ninterrupted: vectors encoded so far are cached and result files written so far are kept; "
+        if code in (INTERRUPTED, TERMINATED):
+            what = "terminated (SIGTERM)" if code == TERMINATED else "interrupted"
+            print(f"\n{what}: vectors encoded so far are cached and result files written so far are kept; "
                   "run the same command again to resume", file=sys.stderr)
             return code
         if debug or code == BUG:

@@ -22,7 +22,8 @@ GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
-LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created")
+LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined")
+UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
 
 
 def ordered_tasks(titles: Iterable[str]) -> list[str]:
@@ -61,6 +62,10 @@ def newest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(chosen.values())
 
 
+def _number(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
 def _missing(value: Any) -> bool:
     """True for a cell without a score: None or NaN (NaN != NaN)."""
     return value is None or value != value
@@ -78,10 +83,13 @@ def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     for rec in newest(records):
         scores = rec["scores"]
         ci = scores.get("spearman_ci95") or [math.nan, math.nan]
+        # An undefined score is NaN here (a cell without a number: never averaged, ranked or starred)
+        # and its reason is kept beside it, so tables can say "undefined" instead of "not run".
         rows.append({
             **record_keys(rec), "marks": record_marks(rec),
-            "task": rec["task"]["title"], "spearman": scores["spearman"], "pearson": scores["pearson"],
-            "ci_low": ci[0], "ci_high": ci[1], "n_pairs": rec["task"]["n_pairs"], "created": rec["created"],
+            "task": rec["task"]["title"], "spearman": _number(scores["spearman"]),
+            "pearson": _number(scores["pearson"]), "ci_low": ci[0], "ci_high": ci[1],
+            "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
             **(rec.get("columns") or {}),
         })
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
@@ -111,8 +119,11 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
     for row in long:
         group = tuple(row[k] for k in GROUP_KEYS)
         group_tasks.setdefault(group, set()).add(row["task"])
-        cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)), {"tasks": {}, "marks": set(), "extra": {}})
+        cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)),
+                                {"tasks": {}, "marks": set(), "extra": {}, "undefined": []})
         cell["tasks"][row["task"]] = row["spearman"]
+        if row.get("undefined"):
+            cell["undefined"].append(row["task"])
         cell["marks"].update(row["marks"])
         for column in extra:
             if not _missing(row.get(column)):
@@ -126,6 +137,7 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
         table.append({**{k: row[k] for k in ROW_KEYS}, "marks": "".join(sorted(cell["marks"])),
                       **{t: cell["tasks"].get(t, math.nan) for t in tasks}, AVG: average,
                       **{c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra},
+                      UNDEFINED: ",".join(t for t in tasks if t in cell["undefined"]),
                       **{k: row[k] for k in GROUP_KEYS}})
     # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set) order.
     table.sort(key=lambda r: (tuple(r[k] for k in GROUP_KEYS), _missing(r[AVG]), 0 if _missing(r[AVG]) else -r[AVG]))
@@ -151,6 +163,6 @@ def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     if long.empty:
-        return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, *GROUP_KEYS])
+        return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, UNDEFINED, *GROUP_KEYS])
     rows, tasks, extra = wide_rows(long.to_dict("records"))
-    return pd.DataFrame(rows, columns=[*ROW_KEYS, "marks", *tasks, AVG, *extra, *GROUP_KEYS])
+    return pd.DataFrame(rows, columns=[*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS])

@@ -115,15 +115,24 @@ def history_line(record: dict[str, Any], run: str, blobs: Path) -> dict[str, Any
 
 
 def append_history(out_dir: Path, records: Iterable[dict[str, Any]]) -> Path | None:
-    """Append this run's scores to ``<out_dir>/history.jsonl``: one write, O_APPEND, fsync."""
+    """Append this run's scores to ``<out_dir>/history.jsonl``: one write, O_APPEND, fsync.
+
+    A previous write cut short (a full disk, ``ulimit -f``, a kill) leaves a last line without its
+    newline; this run's lines then start on a line of their own, so the torn line stays one bad
+    line (skipped on read) and this run's first line is kept. Undefined scores have no point on a
+    history and get no line. The caller holds the output folder's lock (:mod:`harness.runner.outlock`).
+    """
     run = uuid.uuid4().hex[:12]
-    lines = [history_line(rec, run, out_dir / BLOBS) for rec in records]
+    lines = [history_line(rec, run, out_dir / BLOBS) for rec in records if rec["scores"]["spearman"] is not None]
     if not lines:
         return None
     path = out_dir / HISTORY_FILE
-    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    data = "".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines).encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         os.write(fd, data)
         os.fsync(fd)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.frames import GROUP_KEYS, ROW_KEYS, tied_tasks, wide_frame, wide_tasks
+from harness.runner.frames import GROUP_KEYS, UNDEFINED, tied_tasks, wide_frame, wide_tasks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,11 +19,12 @@ def protocol_line(group: dict[str, Any]) -> str:
 
 
 TIED = "★"
-CSV_ROUNDING = 1e-3  # leaderboard.csv keeps 4 decimals: a smaller "drop" is the file's rounding
 LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "
           "significance.csv) · † fitted or trained on sentences of the scored split (transductive, the fit set "
           "holds them) · ‡ trained on labelled data built from the scored task (STS-B train holds STS 2012-2017 "
           "pairs)")
+UNDEFINED_LEGEND = ("undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
+                    "pairs); recorded because of --allow-undefined, never ranked or starred")
 
 
 def mark_tied(wide: pd.DataFrame, marks: set) -> pd.DataFrame:
@@ -43,17 +44,23 @@ def markdown(wide: pd.DataFrame) -> str:
              "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
              "", LEGEND, ""]
     tasks = wide_tasks(wide)
+    if UNDEFINED in wide and wide[UNDEFINED].fillna("").astype(bool).any():
+        parts += [UNDEFINED_LEGEND, ""]
     for group_values, group in wide.groupby(list(GROUP_KEYS), sort=True):
         group_dict = dict(zip(GROUP_KEYS, group_values))
         group = group.copy()
         tied = group["not_below_best"].str.split(",") if "not_below_best" in group else None
+        undefined = group[UNDEFINED].fillna("").str.split(",") if UNDEFINED in group else None
         for task in tasks:
             cells = []
             for index, value in group[task].items():
                 mark = f" {TIED}" if tied is not None and task in tied[index] else ""
-                cells.append("—" if value != value else f"{value:.2f}{mark}")  # NaN != NaN
+                if value == value:  # NaN != NaN: no number in this cell
+                    cells.append(f"{value:.2f}{mark}")
+                else:
+                    cells.append("undefined" if undefined is not None and task in undefined[index] else "—")
             group[task] = cells
-        columns = [c for c in group.columns if c not in (*GROUP_KEYS, "not_below_best")
+        columns = [c for c in group.columns if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
                    and not group[c].isna().all() and not (c == "marks" and not group[c].any())]
         if set(group["kind"]) == {"embedding"}:
             columns.remove("kind")  # only informative once pair scorers are in the table
@@ -77,42 +84,3 @@ def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True, mar
 
         paths.append(leaderboard_png(long, out_dir / "plots" / "leaderboard.png"))
     return paths
-
-
-def compare_baseline(long: pd.DataFrame, baseline_csv: Path, tolerance: float) -> tuple[pd.DataFrame, int]:
-    """Every (row, task) whose score dropped vs the baseline CSV (a leaderboard.csv), with the interval
-    of the change from this run's bootstrap interval, and how many cells could be compared at all.
-
-    A drop is a *regression* only when it is larger than ``tolerance`` and significant: the baseline
-    lies above this run's 95 % interval. Without an interval (``--bootstrap 0``) every drop larger
-    than ``tolerance`` counts.
-    """
-    import pandas as pd
-
-    from harness.runner.preflight import read_baseline
-
-    base = read_baseline(baseline_csv)
-    keys = [k for k in (*GROUP_KEYS, *ROW_KEYS) if k in base.columns]
-    current = long.copy()
-    for frame in (current, base):
-        for key in keys:
-            frame[key] = frame[key].fillna("").astype(str)
-    merged = current.merge(base, on=keys, suffixes=("", " (baseline)"))
-    drops, compared = [], 0
-    for _, row in merged.iterrows():
-        task, now = row["task"], row["spearman"]
-        before = row.get(task if task in base.columns else "", float("nan"))
-        if pd.isna(now) or pd.isna(before):
-            continue
-        compared += 1
-        if now >= before - CSV_ROUNDING:
-            continue
-        low, high = row["ci_low"] - before, row["ci_high"] - before
-        beyond, significant = now < before - tolerance, bool(pd.isna(high) or high < 0)
-        drops.append({"method": row["method"], "backbone": row["backbone"], "task": task, "baseline": before,
-                      "now": now, "change": now - before,
-                      "change_ci95": "—" if pd.isna(high) else f"[{low:.2f}, {high:.2f}]",
-                      "beyond_tolerance": beyond, "significant": significant, "regression": beyond and significant})
-    columns = ["method", "backbone", "task", "baseline", "now", "change", "change_ci95", "beyond_tolerance",
-               "significant", "regression"]
-    return pd.DataFrame(drops, columns=columns), compared

@@ -58,7 +58,10 @@ def _config(method: str, backbone: str, fit_set: str, settings: Mapping[str, Any
     cfg = replace(BenchConfig(progress=False, plots=False), **{**dict(settings), "methods": (method,), "source": "mteb",
                                                                  "backbone": backbone, "fit_set": fit_set,
                                                                  "method_params": {method: dict(options)}})
-    return cfg.validate()
+    from harness.runner.preflight import applied_max_length
+
+    cfg = cfg.validate()
+    return replace(cfg, max_length=applied_max_length(cfg))  # as a run applies it: capped at the model's reach
 
 
 def mteb_model(method: str, backbone: str = "minilm", *, fit_set: str | Sequence[str] = "target",

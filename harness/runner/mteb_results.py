@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.hashing import atomic_write_text, key_hash
+from harness.core.hashing import atomic_write_text, key_hash, strict_json
 from harness.runner.results import file_slug
 
 IDENTITY_PROTOCOL = ("similarity", "source", "fit_set", "first_last_layers", "max_length", "dtype")
@@ -137,18 +137,18 @@ def _trained_on(meta_path: Path, name: str, revision: str) -> set[str]:
 def write_mteb_result(out_dir: Path, record: dict[str, Any]) -> Path | None:
     """Write the record's MTEB result file (and its model_meta.json); None for pair scorers, whose
     scores are not cosines of embeddings and have no MTEB STS counterpart."""
-    if record["protocol"].get("similarity") != "cosine":
-        return None
+    if record["protocol"].get("similarity") != "cosine" or record["scores"]["spearman"] is None:
+        return None  # an undefined score has no MTEB main_score
     task_name = record["task"].get("mteb_name") or record["task"]["name"]
     method = record["method"]
     name, revision = model_identity(method["label"], method["spec"], record.get("backbone"), record["protocol"])
     folder = out_dir / name.replace("/", "__") / revision
     path = folder / f"{task_name}.json"
-    atomic_write_text(path, json.dumps(task_result(record, task_name), indent=2) + "\n")
+    atomic_write_text(path, json.dumps(strict_json(task_result(record, task_name)), indent=2, allow_nan=False) + "\n")
     trained_on = _trained_on(folder / "model_meta.json", name, revision)
     if record["protocol"].get("transductive"):
         trained_on.add(task_name)
     backbone = (record.get("backbone") or {}).get("name")
     meta = model_meta(name, revision, backbone, method["spec"].get("max_length"), trained_on)
-    atomic_write_text(folder / "model_meta.json", json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(folder / "model_meta.json", json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
     return path

@@ -1,4 +1,4 @@
-"""Assemble the result record of one (method, task) evaluation (the schema of :mod:`harness.runner.results`)."""
+"""Assemble the result record of one (method, task) evaluation (its schema: :mod:`harness.runner.record_schema`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import PairScoringMethod
-from harness.runner.results import RESULT_SCHEMA_VERSION, environment, git_sha, now_iso
+from harness.runner.record_schema import RESULT_SCHEMA_VERSION, Record, strict
+from harness.runner.results import environment, git_sha, now_iso
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -29,7 +30,7 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
                  timings: dict[str, float], similarity: np.ndarray, fit_set: FitSet | None = None,
-                 leakage: dict[str, Any] | None = None) -> dict[str, Any]:
+                 leakage: dict[str, Any] | None = None) -> Record:
     """The record of one score. ``pairs`` keeps each pair's similarity (and gold), so tests between
     methods (:mod:`harness.runner.significance`) are rebuilt from result files alone."""
     from harness.core import __version__
@@ -45,7 +46,7 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
-    return {
+    record: Record = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "harness": {"name": "sts-bench", "version": __version__, "git_sha": git_sha()},
         "created": now_iso(),
@@ -60,10 +61,11 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
         "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
                    "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
                    "bootstrap_rounds": cfg.bootstrap, "bootstrap_seed": cfg.seed,
-                   "n_zero_vectors": scores.n_zero_vectors},
-        "subset_scores": scores.subsets,
+                   "n_zero_vectors": scores.n_zero_vectors, "undefined": scores.undefined},
+        "subset_scores": strict(scores.subsets),
         "pairs": {"similarity": [float(x) for x in similarity], "gold": [float(g) for g in split.gold],
                   "subset": list(split.subsets) if split.subsets is not None else None},
         "env": environment(devices, cfg.dtype),
         "timings": timings,
     }
+    return strict(record)

@@ -92,7 +92,9 @@ def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cell
         for task, rec in zip(tasks, recs):
             value = row[task]
             if rec is None or value != value:  # NaN: no score for this task
-                out.append("<td class='num' data-sort=''>—</td>")
+                why = (rec or {}).get("scores", {}).get("undefined")
+                shown = f"<span title='{esc(why)}'>undefined</span>" if why else "—"
+                out.append(f"<td class='num' data-sort=''>{shown}</td>")
                 continue
             ci = rec["scores"].get("spearman_ci95")
             star = f" <span class='tied' title='not significantly below the best'>{TIED}</span>" if task in tied else ""

@@ -9,15 +9,15 @@ what they scored before therefore copies the files it built last time instead of
 so such a run imports neither pandas nor torch. The key is the content of every record except
 the fields that change on every run without changing any report (``created``, ``timings``, ``env``,
 ``harness``), taken from the records the reports use (the newest of each row and task, as decided
-by ``created``) in an order of their content, the settings, and a hash of the source of every
-module that writes a report, so editing one of them rebuilds everything. The tables order their
+by ``created``) in an order of their content, the settings, and (as for every artifact folder)
+the digest of the code of every module that writes a report and of what they import
+(:mod:`harness.core.codekeys`), so editing one of them rebuilds everything. The tables order their
 rows by what they are, never by when they were written, so the files are a function of that key.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactStore
     from harness.runner.config import BenchConfig
 
-VOLATILE = ("created", "timings", "env", "harness")
+VOLATILE = ("created", "timings", "env", "harness", "checksum")
 WRITERS = ("harness.runner.frames", "harness.runner.leaderboard", "harness.runner.significance",
            "harness.runner.plots", "harness.core.significance", "harness.core.bootstrap", "harness.core.scoring",
            __name__)
@@ -42,14 +42,6 @@ def _records_digest(records: list[dict[str, Any]]) -> str:
     digest = hashlib.sha256()
     for text in sorted(canonical_json({k: v for k, v in rec.items() if k not in VOLATILE}) for rec in newest(records)):
         digest.update(text.encode("utf-8"))
-    return digest.hexdigest()
-
-
-def _code_digest() -> str:
-    digest = hashlib.sha256()
-    for name in WRITERS:
-        spec = importlib.util.find_spec(name)
-        digest.update(Path(spec.origin).read_bytes() if spec and spec.origin else name.encode())
     return digest.hexdigest()
 
 
@@ -71,8 +63,8 @@ def write_reports(records: list[dict[str, Any]], every_run: list[dict[str, Any]]
                   cfg: BenchConfig, artifacts: ArtifactStore) -> tuple[str, list[Path]]:
     """:func:`build_reports`, or the same files copied from the cache when their inputs are unchanged."""
     key = {"this_run": _records_digest(records), "every_run": _records_digest(every_run), "plots": cfg.plots,
-           "bootstrap": cfg.bootstrap or 1000, "seed": cfg.seed, "code": _code_digest()}
-    folder = artifacts.folder("reports", key)
+           "bootstrap": cfg.bootstrap or 1000, "seed": cfg.seed}
+    folder = artifacts.folder("reports", key, code=WRITERS)
     if folder.complete():
         info = folder.meta()["info"]
         paths = []

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import atomic_write_text, key_hash
+from harness.runner.record_schema import RESULT_SCHEMA_VERSION, Record, problems, seal
 
-RESULT_SCHEMA_VERSION = 1
 log = logging.getLogger("sts_bench.results")
 _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
 
@@ -86,23 +86,43 @@ def result_path(runs_dir: Path, record: dict[str, Any]) -> Path:
 
 
 def write_result(runs_dir: Path, record: dict[str, Any]) -> Path:
+    """Write the record, sealed with its checksum, as strict JSON (a NaN anywhere is a bug: scores
+    that cannot be computed are null, :mod:`harness.runner.record_schema`)."""
     path = result_path(runs_dir, record)
-    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False) + "\n")
+    sealed = seal(record)
+    atomic_write_text(path, json.dumps(sealed, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n")
     return path
 
 
-def load_results(runs_dir: Path) -> list[dict[str, Any]]:
-    """Every readable result under ``runs_dir``; unreadable or other-schema files are skipped with a warning."""
-    records = []
+def load_results(runs_dir: Path) -> list[Record]:
+    """Every intact record under ``runs_dir``. A file that is not one (unreadable, not JSON, edited,
+    partial, another schema) is skipped with one warning and never shown; files whose name starts
+    with a dot (``.tmp-*`` of a write in flight or killed) are not records at all."""
+    records: list[Record] = []
+    older: list[Path] = []
     for path in sorted(Path(runs_dir).glob("*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            log.warning("results: skipping %s (not readable JSON: %s)", path, err)
+        if path.name.startswith("."):
             continue
-        if not isinstance(record, dict) or record.get("schema_version") != RESULT_SCHEMA_VERSION:
-            log.warning("results: skipping %s (schema %s, this harness reads %s)", path,
-                        record.get("schema_version") if isinstance(record, dict) else "?", RESULT_SCHEMA_VERSION)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+        except (OSError, ValueError) as err:
+            log.warning("results: skipping %s (not readable JSON: %s)", path, str(err)[:120])
+            continue
+        if isinstance(record, dict) and isinstance(record.get("schema_version"), int) \
+                and record["schema_version"] < RESULT_SCHEMA_VERSION:
+            older.append(path)
+            continue
+        problem = problems(record)
+        if problem:
+            log.warning("results: skipping %s (%s); run the benchmark again to rewrite it", path, problem)
             continue
         records.append(record)
+    if older:
+        log.warning("results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run the "
+                    "benchmark again to rewrite them", len(older), runs_dir, RESULT_SCHEMA_VERSION)
     return records
+
+
+def _refuse_constant(name: str) -> Any:
+    """Strict JSON on read too: ``NaN`` and ``Infinity`` are not numbers a record may hold."""
+    raise ValueError(f"{name} is not strict JSON")

@@ -59,6 +59,7 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
              leakage: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit (if the method fits), encode both sides, score; return the result record."""
     from harness.core.scoring import cosine_rows, score_split
+    from harness.runner.record_schema import strict
     from harness.runner.records import build_record
 
     t0 = time.perf_counter()
@@ -81,15 +82,18 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
     t3 = time.perf_counter()
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
-    record.update(method.annotate(split, similarity))
+    record.update(strict(method.annotate(split, similarity)))
     if cfg.diagnostics and left is not None:
         from harness.runner.diagnostics import anisotropy, unique_rows
 
-        record["diagnostics"] = anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
+        record["diagnostics"] = strict(anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed))
     return record
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
+    from harness.runner.preflight import settle
+
+    cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
     ctx = RunContext(cfg)
     try:
         return _run(cfg, ctx)
@@ -98,12 +102,9 @@ def run(cfg: BenchConfig) -> RunOutcome:
 
 
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
-    from harness.runner.mteb_results import write_mteb_result
     from harness.runner.preflight import preflight
-    from harness.runner.reports import write_reports
-    from harness.runner.results import load_results, write_result
 
-    preflight(cfg)  # baseline file, writable folders: fail now, not after the compute
+    baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
     if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
         from harness.runner.pages import history_pages
 
@@ -112,70 +113,124 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     stages: dict[str, float] = {}
     started = time.perf_counter()
     plan = make_plan(cfg, ctx)
+    if baseline is not None:  # a baseline that cannot match this run's rows fails before the compute
+        from harness.runner.gate import check_planned
+
+        check_planned(baseline, planned_cells(plan, cfg), cfg.baseline_partial)
     stages["plan"] = time.perf_counter() - started
     if cfg.dry_run:
         from harness.runner.plan_report import describe
 
         return RunOutcome([], [], [], describe(plan, ctx), dry_run=True)
+    from harness.runner.preflight import check_cache_writable
+
+    check_cache_writable(cfg)  # every cache subfolder this run may write, before the first sentence
     leaks = labelled_overlaps(plan.methods, plan.tasks, ctx)
     warn_leakage(leaks)
     encode_s = stages["encode"] = encode_stage(plan, ctx)
-    records, paths = [], []
-    runs_dir = Path(cfg.output_dir) / "runs"
-    for task in plan.tasks:
-        for method in plan.methods:
-            fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
-            record = evaluate(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
-            record["timings"]["encode_stage_s"] = round(encode_s, 4)
-            records.append(record)
-            paths.append(write_result(runs_dir, record))
-            write_mteb_result(Path(cfg.output_dir) / "mteb", record)
-            say(f"{record['method']['label']:>16} · {task.spec.title:<7} Spearman {record['scores']['spearman']:6.2f}")
+    records, paths, refused = score_stage(plan, cfg, ctx, leaks, encode_s)
     for stage, key in (("fit", "fit_s"), ("score", "score_s")):
         stages[stage] = sum(r["timings"][key] + (r["timings"]["encode_s"] if stage == "score" else 0) for r in records)
-
     started = time.perf_counter()
-    # Leaderboards, scores, significance: copied from the cache when no record's content changed.
-    every_run = load_results(runs_dir)
-    table, board = write_reports(records, every_run, Path(cfg.output_dir), cfg, ctx.artifacts)
-    if cfg.diagnostics:
-        from harness.runner.diagnostics import write_diagnostics
-
-        board += write_diagnostics(records, Path(cfg.output_dir))
-    if cfg.cost:
-        from harness.runner.cost import cost_for_run
-
-        pool = unique([s for task in plan.tasks for s in task.eval.sentences()]
-                      + [s for fit in plan.fit_sets.values() for s in fit.sentences])
-        say("cost: timing the pair scorer vs its sentence encoder on fresh compute (no caches)")
-        board += cost_for_run(plan.methods, pool, cfg.seed, Path(cfg.output_dir))
-    from harness.runner.history import append_history
-    from harness.runner.pages import write_pages
-    from harness.runner.significance import read_back
-
-    append_history(Path(cfg.output_dir), records)
-    significance, marks = read_back(Path(cfg.output_dir))
-    board += write_pages(cfg, every_run, marks, significance)[0]
+    table, board = report_stage(plan, cfg, ctx, records)
     stages["write"] = time.perf_counter() - started
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
     say(f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from cache; "
         f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
         f"{ctx.pairs_scored} pair(s) scored; " + " · ".join(f"{k} {v:.1f} s" for k, v in stages.items()))
+    if refused:
+        from harness.core.errors import UserError
+
+        raise UserError(f"Spearman undefined for {'; '.join(refused)}: not recorded (the other results were "
+                        f"written to {Path(cfg.output_dir) / 'runs'}); fix the data or the method, or pass "
+                        "--allow-undefined to record them as undefined, unranked")
     outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
                          models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)
-    if cfg.baseline:
-        baseline = Path(cfg.baseline)
-        if not baseline.is_file():
-            from harness.core.errors import UserError
+    if baseline is not None:
+        from harness.runner.frames import long_rows
+        from harness.runner.gate import match, verdict
 
-            raise UserError(f"--baseline {cfg.baseline}: no such file (results were written to {runs_dir})")
-        from harness.runner.frames import long_frame
-        from harness.runner.leaderboard import compare_baseline
-
-        drops, compared = compare_baseline(long_frame(records), baseline, cfg.tolerance)
+        drops = verdict(match(baseline, long_rows(records)[0], cfg.baseline_partial), cfg.tolerance)
         outcome.regressions = drops
-        if compared == 0:
-            say(f"warning: --baseline {baseline}: no (method, task) of this run is in it; nothing compared")
         outcome.exit_code = 1 if drops["regression"].any() else 0
     return outcome
+
+
+def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
+    """The (row, task) cells this plan will score, keyed as the leaderboard keys them
+    (:func:`harness.runner.frames.record_keys`), for checking a baseline before the compute."""
+    protocol = cfg.protocol()
+    group = {"aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
+             "max_length": str(protocol["max_length"]),
+             "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+    cells = []
+    for task in plan.tasks:
+        for method in plan.methods:
+            fit = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            cells.append({"method": method.label(), "backbone": method.spec.backbone, "kind": method.kind,
+                          "fit_set": fit.name if fit is not None else "", **group, "task": task.spec.title})
+    return cells
+
+
+def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float
+                ) -> tuple[list[dict[str, Any]], list[Path], list[str]]:
+    """Fit and score every (task, method); write each record as it is made (under the output
+    folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
+    refused (returned, not written) unless ``--allow-undefined``."""
+    from harness.runner.mteb_results import write_mteb_result
+    from harness.runner.outlock import output_lock
+    from harness.runner.results import write_result
+
+    records, paths, refused = [], [], []
+    out = Path(cfg.output_dir)
+    for task in plan.tasks:
+        for method in plan.methods:
+            fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            record = evaluate(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            record["timings"]["encode_stage_s"] = round(encode_s, 4)
+            label, undefined = record["method"]["label"], record["scores"]["undefined"]
+            if undefined and not cfg.allow_undefined:
+                refused.append(f"{label} on {task.spec.title} ({undefined})")
+                say(f"{label:>16} · {task.spec.title:<7} Spearman undefined: {undefined}")
+                continue
+            with output_lock(out):
+                paths.append(write_result(out / "runs", record))
+                write_mteb_result(out / "mteb", record)
+            records.append(record)
+            shown = f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
+            say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
+    return records, paths, refused
+
+
+def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[dict[str, Any]]
+                 ) -> tuple[str, list[Path]]:
+    """Every report, rebuilt from every record in the output folder, under its lock: two runs
+    sharing a folder take turns, so each finished run's record is in every report."""
+    from harness.runner.history import append_history
+    from harness.runner.outlock import output_lock
+    from harness.runner.pages import write_pages
+    from harness.runner.reports import write_reports
+    from harness.runner.results import load_results
+    from harness.runner.significance import read_back
+
+    out = Path(cfg.output_dir)
+    with output_lock(out):
+        # Leaderboards, scores, significance: copied from the cache when no record's content changed.
+        every_run = load_results(out / "runs")
+        table, board = write_reports(records, every_run, out, cfg, ctx.artifacts)
+        if cfg.diagnostics:
+            from harness.runner.diagnostics import write_diagnostics
+
+            board += write_diagnostics(records, out)
+        if cfg.cost:
+            from harness.runner.cost import cost_for_run
+
+            pool = unique([s for task in plan.tasks for s in task.eval.sentences()]
+                          + [s for fit in plan.fit_sets.values() for s in fit.sentences])
+            say("cost: timing the pair scorer vs its sentence encoder on fresh compute (no caches)")
+            board += cost_for_run(plan.methods, pool, cfg.seed, out)
+        append_history(out, records)
+        significance, marks = read_back(out)
+        board += write_pages(cfg, every_run, marks, significance)[0]
+    return table, board

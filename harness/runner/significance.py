@@ -36,7 +36,7 @@ def comparisons(records: Iterable[dict[str, Any]], rounds: int = 1000,
 
     by_split: dict[tuple, list[dict[str, Any]]] = {}
     for rec in newest(records):
-        if rec.get("pairs"):
+        if rec.get("pairs") and rec["scores"]["spearman"] is not None:  # an undefined score is never compared
             keys = record_keys(rec)
             group = tuple(keys[k] for k in GROUP_KEYS)
             by_split.setdefault((group, rec["task"]["title"], rec["task"]["fingerprint"]), []).append(rec)

@@ -118,6 +118,9 @@ def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_di
                                                                  hub_root=hub_root)
     if spec.eval_split not in data:
         raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
+    if not len(data[spec.eval_split]):
+        raise UserError(f"{spec.title}: its {spec.eval_split} split ({data[spec.eval_split].origin}) holds no pair; "
+                        "an empty task cannot be scored: restore the file or leave the task out")
     for split, split_data in data.items():
         check_gold(spec, split, split_data, lenient_gold)
     return LoadedTask(spec=spec, source=source, splits=data)

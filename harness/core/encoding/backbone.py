@@ -78,6 +78,30 @@ def max_positions(config: dict) -> int | None:
     return rows - position_offset(config) if isinstance(rows, int) else None
 
 
+def special_tokens(ref: BackboneRef) -> int:
+    """How many special tokens the tokenizer adds to one sentence ([CLS] and [SEP]: 2), read from
+    ``tokenizer.json``'s post-processor without loading a tokenizer; 2 when it does not say.
+
+    A truncation length at or below this leaves no room for a word; tokenizers then skip
+    truncation altogether instead of failing, so such a length must be refused up front.
+    """
+    path = Path(ref.path) / "tokenizer.json"
+    try:
+        processor = json.loads(path.read_text(encoding="utf-8")).get("post_processor") if path.is_file() else None
+    except (OSError, ValueError):
+        processor = None
+    return _count_specials(processor) if isinstance(processor, dict) else 2
+
+
+def _count_specials(processor: dict) -> int:
+    kind = processor.get("type")
+    if kind == "TemplateProcessing":
+        return sum(1 for piece in processor.get("single", []) if isinstance(piece, dict) and "SpecialToken" in piece)
+    if kind == "Sequence":
+        return max([_count_specials(p) for p in processor.get("processors", []) if isinstance(p, dict)] or [0])
+    return 2 if kind in ("BertProcessing", "RobertaProcessing") else 0
+
+
 def native_supported(folder: Path, config: dict) -> bool:
     """True when ``folder`` is a plain BERT (or RoBERTa) that :mod:`harness.core.encoding.native_bert`
     reproduces exactly."""

@@ -19,12 +19,6 @@ if TYPE_CHECKING:
     from harness.core.encoding.settings import EncodeSettings
 
 IMPLS = ("auto", "native", "transformers")
-# What the vector cache calls each implementation. Renamed when an implementation's vectors change:
-# "native-packed" (packed rows, the layer in the compute dtype, attention as fp32 products) replaced
-# "native" (padded batches, fp32 residual stream, SDPA), whose cached vectors are not reused;
-# "native-packed-2" replaced "native-packed" when the softmax fallback of short attention became per
-# row (before, one overflowing sentence sent its whole length group to the fallback).
-CACHE_NAMES = {"native": "native-packed-2", "transformers": "transformers"}
 
 
 def resolve_impl(ref: BackboneRef, requested: str) -> str:

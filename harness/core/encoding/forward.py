@@ -76,6 +76,21 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
 
 
+def warn_emulated_half(dtype: str) -> None:
+    """One warning when this CPU has no instructions for ``dtype`` and torch emulates it: the run
+    is then slower than fp32 (4x measured on an AVX2 Zen 4), and the fix is ``--dtype fp32``."""
+    from harness.core.encoding.kernels import bf16_native_on_cpu, fp16_native_on_cpu
+
+    native = bf16_native_on_cpu() if dtype == "bf16" else fp16_native_on_cpu()
+    if not native and dtype not in _WARNED:
+        _WARNED.add(dtype)
+        log.warning("--dtype %s: this CPU has no %s instructions (AVX512-%s, AMX or AVX-NE-CONVERT), so torch "
+                    "emulates it, slower than fp32; use --dtype fp32 here", dtype, dtype, dtype.upper())
+
+
+_WARNED: set[str] = set()
+
+
 class ForwardPass:
     """Runs one backbone. The model is loaded on first use, so fully cached runs never load it."""
 
@@ -97,6 +112,8 @@ class ForwardPass:
             if self.device == "cpu":
                 torch.set_num_threads(self.settings.threads or available_cpus())
                 bound_kernel_cache()
+                if self.settings.dtype in ("bf16", "fp16"):
+                    warn_emulated_half(self.settings.dtype)
             engine_class = NativeEngine if self.impl == "native" else TransformersEngine
             self._engine = engine_class(self.ref, self.settings, self.device)
             budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)

@@ -20,7 +20,7 @@ from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.cache import VectorStore
 from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View
-from harness.core.encoding.windows import WindowTask, make_windows, view_cache_key
+from harness.core.encoding.windows import ENCODER_CODE, WindowTask, make_windows, view_cache_key
 
 if TYPE_CHECKING:
     from harness.core.encoding.forward import ForwardPass
@@ -52,11 +52,14 @@ class ViewProvider:
         self.impl = resolve_impl(ref, settings.impl)
 
     def cache_key(self, view: View) -> dict:
-        return view_cache_key(self.ref, self.settings, self.impl, view)
+        """The full key of a view's vector store, the digest of the encoder's code included: what a
+        result fitted on these vectors (a flow) keys on."""
+        return self.store(view).key
 
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:
-            self._stores[view] = self.artifacts.vectors(self.cache_key(view))
+            key = view_cache_key(self.ref, self.settings, self.impl, view)
+            self._stores[view] = self.artifacts.vectors(key, code=ENCODER_CODE)
         return self._stores[view]
 
     @property

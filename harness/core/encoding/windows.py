@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.core.artifacts import ArtifactStore
+from harness.core.codekeys import package_versions
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.engines import CACHE_NAMES, resolve_impl
+from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View
 from harness.core.encoding.settings import EncodeSettings
 
@@ -48,11 +49,20 @@ class WindowTask:
         return replace(self, settings=replace(self.settings, device=device))
 
 
+# The code that computes a view's vectors (the forward pass, both encoders, pooling); the vector
+# store's key holds the digest of it and of everything it imports (harness.core.codekeys).
+ENCODER_CODE = ("harness.core.encoding.forward",)
+# Libraries whose code computes vectors too: torch's kernels, the tokenizer; transformers' models.
+ENCODER_LIBRARIES = {"native": ("torch", "tokenizers"), "transformers": ("torch", "tokenizers", "transformers")}
+
+
 def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: View) -> dict[str, Any]:
-    """Everything that changes a view's vectors: weights, pooling, layer, max_length, dtype, and the
-    implementation (native and transformers agree to ~1e-6, not bit for bit)."""
+    """Everything that changes a view's vectors but the harness's own code (which the store adds):
+    weights, pooling, layer, max_length, dtype, the implementation (native and transformers agree to
+    ~1e-6, not bit for bit) and the versions of the libraries it runs on."""
     return {"kind": "view", **ref.key(), "pooling": view.pooling, "layer": view.layer,
-            "max_length": settings.max_length, "dtype": settings.dtype, "impl": CACHE_NAMES.get(impl, impl)}
+            "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl,
+            "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",)))}
 
 
 _PASSES: dict[tuple[BackboneRef, EncodeSettings], ForwardPass] = {}
@@ -71,7 +81,8 @@ def run_window_task(task: WindowTask) -> int:
     forward = _PASSES[key]
     before = forward.sentences_forwarded
     impl = resolve_impl(task.ref, task.settings.impl)
-    stores = {view: task.artifacts.vectors(view_cache_key(task.ref, task.settings, impl, view)) for view in task.views}
+    stores = {view: task.artifacts.vectors(view_cache_key(task.ref, task.settings, impl, view), code=ENCODER_CODE)
+              for view in task.views}
     for texts, arrays in forward.encode_windows(task.windows, task.views):
         for view in task.views:
             stores[view].add(texts, arrays[view])

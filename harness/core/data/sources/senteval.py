@@ -74,6 +74,7 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
     for subset in subsets:
         input_path = _require(folder / f"STS.input.{subset}.txt", root)
         gold_path = _require(folder / f"STS.gs.{subset}.txt", root)
+        before = len(gold)
         pairs = read_lines(input_path)
         scores = read_lines(gold_path)
         if len(pairs) != len(scores):
@@ -91,6 +92,9 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
             gold.append(parse_score(score.strip(), f"{gold_path}:{lineno}"))
             labels.append(subset)
             wheres.append(f"{gold_path}:{lineno}")
+        if len(gold) == before:  # an empty subset would be scored on the others, silently, like a missing one
+            raise UserError(f"SentEval dir {root}: {input_path.relative_to(root)} and {gold_path.name} hold no scored "
+                            f"pair (empty files?); {GET_DATA_HINT}")
     return SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(labels), origin=str(folder), where=tuple(wheres))
 
 

@@ -1,0 +1,213 @@
+"""Digests of the code that makes a cached result, so a warm cache never hides a changed method.
+
+A fitted whitening, trained flow weights, cached vectors, bootstrap resamples and memoised reports
+are each keyed on their inputs *and* on :func:`code_digest` of the modules that compute them: the
+sha256 of every first-party module those modules import at run time, transitively, each taken as
+its syntax tree without docstrings. Editing a comment, a docstring or the layout of a file changes
+nothing; editing an expression, a constant or a helper the code calls recomputes the result.
+
+"First-party" is the packages of the modules asked about plus ``harness`` and ``methods``: a
+plugin method's digest covers its own package and the sts-bench code it calls. Imports under
+``if TYPE_CHECKING:`` are annotations only and are not followed.
+
+Parsing every module of the tree takes about 0.4 s, too much for a warm run, so each file's
+normalised digest and imports are memoised against the sha256 of its bytes: in this process, and in
+a JSON file the runner names (:func:`use_memo`, inside the cache). The memo is checked on read; a
+damaged one only costs a re-parse.
+
+>>> a = _normalised("x = 1  # one\\n")
+>>> b = _normalised('\"\"\"Docs.\"\"\"\\nx = 1\\n')
+>>> a == b, a == _normalised("x = 2\\n")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness.core.hashing import atomic_write_text, canonical_json
+
+FIRST_PARTY = ("harness", "methods")
+MEMO_SCHEMA = 1
+log = logging.getLogger("sts_bench.codekeys")
+_memo_path: Path | None = None
+_memo: dict[str, dict] = {}  # sha256 of a file's bytes → {"digest": ..., "imports": [...]}
+_memo_dirty = False
+_used: set[str] = set()  # memo entries of the sources this process digested
+KEEP = 2000  # memo entries kept beside those in use: older versions of edited files fall out
+
+
+@functools.lru_cache(maxsize=64)
+def package_versions(*names: str) -> dict[str, str | None]:
+    """Installed versions of third-party packages whose code computes a cached result (read from
+    package metadata: importing torch to ask would cost seconds). ``None``: not installed."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def use_memo(path: Path | None) -> None:
+    """Keep parsed digests in ``path`` as well as in memory (None: in memory only)."""
+    global _memo_path
+    _memo_path = Path(path) if path is not None else None
+    if _memo_path is not None:
+        _memo.update(_read_memo(_memo_path))
+
+
+def code_digest(*modules: str) -> str:
+    """sha256 over the normalised source of ``modules`` and every first-party module they import.
+
+    An unknown module name is part of the digest as a name (a plugin that moved is recomputed).
+    """
+    return _closure(tuple(sorted(set(modules))))[1]
+
+
+def code_modules(*modules: str) -> list[str]:
+    """The modules :func:`code_digest` covers for ``modules``, sorted: they and what they import."""
+    return _closure(tuple(sorted(set(modules))))[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _closure(modules: tuple[str, ...]) -> tuple[list[str], str]:
+    roots = tuple(sorted({*FIRST_PARTY, *(m.split(".")[0] for m in modules)}))
+    seen: dict[str, str] = {}
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        entry = _module_entry(name, roots)
+        seen[name] = entry["digest"]
+        todo += [m for m in entry["imports"] if m not in seen]
+    _flush_memo()
+    digest = hashlib.sha256(canonical_json(sorted(seen.items())).encode("utf-8"))
+    return sorted(seen), digest.hexdigest()
+
+
+def _module_entry(name: str, roots: tuple[str, ...]) -> dict:
+    """``{"digest", "imports"}`` of one module, from the memo when its bytes are unchanged."""
+    global _memo_dirty
+    path = source_path(name)
+    if path is None:
+        return {"digest": f"missing:{name}", "imports": []}
+    data = path.read_bytes()
+    raw = hashlib.sha256(data).hexdigest()
+    entry = _memo.get(raw)
+    if entry is None:
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(data)
+        entry = {"digest": _normalised_tree(tree), "imports": sorted(_imports(tree, package))}
+        _memo[raw] = entry
+        _memo_dirty = True
+    _used.add(raw)
+    return {"digest": entry["digest"],
+            "imports": [m for m in entry["imports"] if m.split(".")[0] in roots and source_path(m) is not None]}
+
+
+@functools.lru_cache(maxsize=4096)
+def source_path(name: str) -> Path | None:
+    """The ``.py`` file of module ``name``, found on disk under its top-level package, without
+    importing anything but that package (importing a module to find it could import torch);
+    None for a name that is not a module (a class imported from one)."""
+    top, _, rest = name.partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations is None:  # a plain module
+        return Path(spec.origin) if not rest and spec.origin and spec.origin.endswith(".py") else None
+    for location in spec.submodule_search_locations:
+        base = Path(location).joinpath(*rest.split(".")) if rest else Path(location)
+        for candidate in (base / "__init__.py", base.with_suffix(".py") if rest else None):
+            if candidate is not None and candidate.is_file():
+                return candidate
+    return None
+
+
+def _normalised(source: str) -> str:
+    return _normalised_tree(ast.parse(source))
+
+
+def _normalised_tree(tree: ast.Module) -> str:
+    """sha256 of the syntax tree without docstrings (comments and layout are not in the tree)."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode("utf-8")).hexdigest()
+
+
+def _type_checking_blocks(tree: ast.Module) -> set[int]:
+    """ids of the statements under ``if TYPE_CHECKING:`` (never executed)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ((isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING") or (
+                isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    return skipped
+
+
+def _imports(tree: ast.Module, package: str) -> Iterable[str]:
+    """Module names imported anywhere in ``tree`` (functions included), relative ones resolved;
+    ``from a import b`` yields ``a`` and ``a.b`` (``b`` may be a submodule)."""
+    skipped = _type_checking_blocks(tree)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[:len(parts) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _read_memo(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != MEMO_SCHEMA or not isinstance(data.get("files"), dict):
+        return {}
+    if data.get("check") != hashlib.sha256(canonical_json(data["files"]).encode("utf-8")).hexdigest():
+        log.warning("code digests: %s does not match its checksum; parsing the sources again", path)
+        return {}
+    return {k: v for k, v in data["files"].items() if isinstance(v, dict) and isinstance(v.get("digest"), str)
+            and isinstance(v.get("imports"), list)}
+
+
+def _flush_memo() -> None:
+    global _memo_dirty
+    if not _memo_dirty or _memo_path is None:
+        return
+    others = [k for k in _memo if k not in _used][-KEEP:]
+    files = {k: _memo[k] for k in [*others, *(k for k in _memo if k in _used)]}
+    try:
+        atomic_write_text(_memo_path, json.dumps({"schema": MEMO_SCHEMA, "files": files, "check": hashlib.sha256(
+            canonical_json(files).encode("utf-8")).hexdigest()}))
+        _memo_dirty = False
+    except OSError as err:  # a memo that cannot be written only costs parsing again next time
+        log.debug("code digests: cannot write %s (%s)", _memo_path, err)
