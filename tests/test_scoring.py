@@ -74,3 +74,23 @@ def test_zero_vector_gives_cosine_zero_not_nan():
     cos, n_zero = cosine_rows(a, b)
     np.testing.assert_allclose(cos, [1.0, 0.0, -1.0])
     assert n_zero == 1
+
+
+@pytest.mark.parametrize(("cos", "gold", "subsets", "aggregation", "reason"), [
+    ([0.1, 0.2, 0.3], [2, 2, 2], None, "all", "every gold score is equal"),
+    ([0.5, 0.5, 0.5], [1, 2, 3], None, "all", "every similarity is equal"),
+    ([0.1, 0.2], [1, 2], None, "all", "fewer than 3 pairs (2)"),
+    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 2, 3, 4, 4, 4], list("AAABBB"), "mean", "subset B: every gold score is equal"),
+    ([0.1, 0.2, 0.3, 0.4, 0.5], [1, 2, 3, 4, 5], list("AAABB"), "wmean", "subset B: fewer than 3 pairs (2)"),
+])
+def test_an_undefined_correlation_is_none_with_its_reason_never_nan(cos, gold, subsets, aggregation, reason):
+    scores = score_split(np.array(cos, dtype=float), gold, subsets, aggregation, bootstrap=100)
+    assert scores.spearman is None and scores.pearson is None and scores.ci95 is None
+    assert reason in scores.undefined
+
+
+def test_under_all_an_undefined_subset_is_reported_and_the_split_still_scored():
+    cos, gold = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1, 2, 3, 4, 4, 4]
+    scores = score_split(np.array(cos), gold, list("AAABBB"), "all", bootstrap=0)
+    assert scores.spearman == pytest.approx(100 * spearmanr(cos, gold)[0])
+    assert scores.subsets["B"] == {"spearman": None, "pearson": None, "n": 3, "undefined": "every gold score is equal"}

@@ -50,3 +50,20 @@ def test_identical_vectors_cannot_be_whitened():
 
     with pytest.raises(UserError, match="identical"):  # a user's fit set, not a bug: exit 2
         whitening_transform(np.ones((10, 4)))
+
+
+def test_whitening_and_diagnostics_never_call_the_svd(monkeypatch):
+    """LAPACK's SVD of a finite rank-deficient covariance failed to converge on one machine (numpy
+    2.4.6, OpenBLAS 0.3.31, Zen 5); the symmetric eigensolver is used instead."""
+    from harness.runner.diagnostics import anisotropy
+
+    def no_svd(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(np.linalg, "svd", no_svd)
+    x = np.random.default_rng(3).normal(size=(60, 80))  # rank 59 < 80 dimensions, as in the failing case
+    mu, w, rank = whitening_transform(x)
+    assert rank == 59
+    np.testing.assert_allclose(np.cov(((x - mu) @ w).T), np.eye(rank), atol=1e-4)
+    singular = np.linalg.eigvalsh((x - x.mean(0)).T @ (x - x.mean(0)))[::-1][:59] ** 0.5
+    np.testing.assert_allclose(anisotropy(x)["singular_values"][:59], singular, rtol=1e-6)

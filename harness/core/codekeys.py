@@ -8,7 +8,9 @@ nothing; editing an expression, a constant or a helper the code calls recomputes
 
 "First-party" is the packages of the modules asked about plus ``harness`` and ``methods``: a
 plugin method's digest covers its own package and the sts-bench code it calls. Imports under
-``if TYPE_CHECKING:`` are annotations only and are not followed.
+``if TYPE_CHECKING:`` are annotations only and are not followed; neither are the ``__init__``
+modules of the packages on the way (``methods/__init__.py`` is the method registry: adding a
+method must not recompute every other one), unless a module imports one by name.
 
 Parsing every module of the tree takes about 0.4 s, too much for a warm run, so each file's
 normalised digest and imports are memoised against the sha256 of its bytes: in this process, and in
