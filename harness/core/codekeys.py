@@ -3,8 +3,9 @@
 A fitted whitening, trained flow weights, cached vectors, bootstrap resamples and memoised reports
 are each keyed on their inputs *and* on :func:`code_digest` of the modules that compute them: the
 sha256 of every first-party module those modules import at run time, transitively, each taken as
-its syntax tree without docstrings. Editing a comment, a docstring or the layout of a file changes
-nothing; editing an expression, a constant or a helper the code calls recomputes the result.
+its syntax tree without docstrings and type annotations. Editing a comment, a docstring, a type
+hint or the layout of a file changes nothing; editing an expression, a constant or a helper the
+code calls recomputes the result.
 
 "First-party" is the packages of the modules asked about plus ``harness`` and ``methods``: a
 plugin method's digest covers its own package and the sts-bench code it calls. Imports under
@@ -17,9 +18,9 @@ normalised digest and imports are memoised against the sha256 of its bytes: in t
 a JSON file the runner names (:func:`use_memo`, inside the cache). The memo is checked on read; a
 damaged one only costs a re-parse.
 
->>> a = _normalised("x = 1  # one\\n")
->>> b = _normalised('\"\"\"Docs.\"\"\"\\nx = 1\\n')
->>> a == b, a == _normalised("x = 2\\n")
+>>> a = _normalised("def f(x):  # one\\n    return x\\n")
+>>> b = _normalised('def f(x: int) -> int:\\n    \"\"\"Docs.\"\"\"\\n    return x\\n')
+>>> a == b, a == _normalised("def f(x):\\n    return x + 1\\n")
 (True, False)
 """
 
@@ -38,7 +39,7 @@ from pathlib import Path
 from harness.core.hashing import atomic_write_text, canonical_json
 
 FIRST_PARTY = ("harness", "methods")
-MEMO_SCHEMA = 1
+MEMO_SCHEMA = 2  # bump when _normalised_tree or _imports change: the memo holds their results
 log = logging.getLogger("sts_bench.codekeys")
 _memo_path: Path | None = None
 _memo: dict[str, dict] = {}  # sha256 of a file's bytes → {"digest": ..., "imports": [...]}
@@ -145,13 +146,23 @@ def _normalised(source: str) -> str:
 
 
 def _normalised_tree(tree: ast.Module) -> str:
-    """sha256 of the syntax tree without docstrings (comments and layout are not in the tree)."""
+    """sha256 of the syntax tree without docstrings and type annotations (comments and layout are
+    not in the tree). With postponed annotations a function's annotations never run, so adding or
+    correcting a type hint must not recompute a trained artifact; an annotated class attribute stays
+    a field (a dataclass's), its annotation replaced by a placeholder."""
+    placeholder = ast.Name(id="_", ctx=ast.Load())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+        elif isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = placeholder
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode("utf-8")).hexdigest()
 
 
