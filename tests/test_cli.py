@@ -30,6 +30,11 @@ def test_every_method_on_every_task_through_the_cli(bench, senteval_root, tiny_s
     assert board[["STS12", "STS-B", "SICK-R"]].notna().all().all()
     assert "## Protocol: aggregation=all · source=senteval" in out
     assert (tmp_path / "out" / "plots" / "leaderboard.png").stat().st_size > 1000
+    # Gated on its own leaderboard: every cell the plan names up front is a cell of the records.
+    code, _, err = bench("--methods", *ALL, "--tasks", "sts12", "sts13", "sts14", "sts15", "sts16", "stsb",
+                         "sickr", *senteval_args(senteval_root, tiny_st), "--bootstrap", "50",
+                         "--baseline", str(tmp_path / "out" / "leaderboard.csv"))
+    assert code == 0, err
 
 
 def test_result_json_records_spec_task_protocol_scores_and_env(bench, senteval_root, tiny_bert, tmp_path):

@@ -120,9 +120,12 @@ def test_teacher_and_student_through_the_harness_then_everything_is_cached(dse_d
     assert student["fit"]["train_pairs"] == 80  # 40 STS-B train pairs + 40 cross-pairs
     board = (tmp_path / "o" / "leaderboard.md").read_text()
     assert "vs teacher (%)" in board and "pair-scorer" in board
-    warm = harness.run(dse_cfg(dse_data, tiny_bert, tmp_path))
+    # Warm, and gated on its own leaderboard: the cells the plan names before the run (trained
+    # methods, pair scorers, declared columns) are the ones the records hold.
+    warm = harness.run(dse_cfg(dse_data, tiny_bert, tmp_path, baseline=str(tmp_path / "o" / "leaderboard.csv")))
     assert warm.models_trained == 0 and warm.pairs_scored == 0 and warm.sentences_forwarded == 0
     assert [r["scores"] for r in warm.records] == [r["scores"] for r in cold.records]
+    assert warm.exit_code == 0 and warm.regressions.empty
 
 
 def test_cost_report_through_the_harness(dse_data, tiny_bert, tmp_path):
