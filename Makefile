@@ -18,13 +18,14 @@ UV_VERSION := 0.13.9
 # `make bench TORCH_SPEC=torch` (or any CUDA build) — pyproject.toml leaves torch unpinned on purpose.
 # With a TORCH_SPEC other than the default, everything but torch is installed from the lock and then
 # TORCH_SPEC is installed through uv's resolver (with its CUDA dependencies), unless the venv already
-# has a torch (your own build, installed first); such a venv is no longer the one CI tested.
+# has a torch (your own build, installed first); such a venv is no longer the one CI tested. The venv
+# is installed once: to switch torch in an existing one, `make clean` first.
 TORCH_DEFAULT := torch==2.13.0
 TORCH_SPEC ?= $(TORCH_DEFAULT)
 # Where the locked CPU wheel torch-2.13.0+cpu is found: pip's find-links setting (this project's
 # machines: a local wheel folder). Elsewhere: FIND_LINKS=<folder or page with that wheel>, or TORCH_SPEC.
 FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
-FIND := $(if $(strip $(FIND_LINKS)),--find-links $(FIND_LINKS))
+FIND = $(foreach link,$(FIND_LINKS),--find-links $(link))
 LOCKS := requirements.lock requirements-nodeps.lock requirements-uv.lock
 STAMP := $(VENV)/.installed
 NEWEST ?= .venv-newest
