@@ -42,7 +42,7 @@ def main(paths: list[str]) -> None:
         print(f"newest versions = the lock ({len(pins)} packages)")
         return
     print(f"{len(rows)} of {len(pins)} locked packages differ (- = absent):")
-    width = max(len(row[0]) for row in rows)
+    width = max(len("package"), *(len(row[0]) for row in rows))
     print(f"  {'package':<{width}}  {'lock':<16}  newest")
     for name, lock, now in rows:
         print(f"  {name:<{width}}  {lock:<16}  {now}")
