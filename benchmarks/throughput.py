@@ -47,7 +47,7 @@ def matmul_peak(dtype, size: int = 4096, repeats: int = 5, budget_s: float = 0.5
     n = 512
     while True:
         a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-        took = _timed(lambda: torch.matmul(a, b))  # also the warm-up
+        took = _timed(lambda a=a, b=b: torch.matmul(a, b))  # also the warm-up
         if n >= size or took * 8 > budget_s:  # doubling n costs 8x
             break
         n *= 2
