@@ -5,7 +5,7 @@
     python run_bench.py --methods whitening avg --tasks stsb --backbone bert-base-uncased
     python run_bench.py --list
 
-Exit codes (harness/runner/exits.py): 0 ok · 1 a regression against --baseline, nothing else ·
+Exit codes (harness/runner/cli/exits.py): 0 ok · 1 a regression against --baseline, nothing else ·
 2 bad input · 3 environment or I/O failure (disk full, permission denied, out of memory) · 4 a bug ·
 130 interrupted (everything encoded so far stays cached; the next run resumes from it).
 143 terminated by SIGTERM (as for Ctrl-C). 2 and 3 print one ``error:`` line; ``--debug`` or
@@ -21,7 +21,7 @@ import sys
 
 def print_listing() -> None:
     from harness.core.data.tasks import TASKS
-    from harness.runner.papers_data import PAPERS, load_paper
+    from harness.runner.papers.data import PAPERS, load_paper
     from methods import all_methods
 
     print("Methods:")
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     # The hub is optional: a folder or an already-cached snapshot must load without network calls.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    from harness.runner.exits import debug_requested, guarded, terminate_like_interrupt
+    from harness.runner.cli.exits import debug_requested, guarded, terminate_like_interrupt
 
     with terminate_like_interrupt():
         return guarded(lambda: _main(argv), debug=debug_requested(argv))
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     import harness
-    from harness.runner.cli import from_cli
+    from harness.runner.cli.parser import from_cli
 
     cfg, list_only = from_cli(argv)
     if list_only:

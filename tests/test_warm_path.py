@@ -108,8 +108,8 @@ def test_reports_do_not_depend_on_when_records_were_written():
     must key (and build) the same reports: the digest and the tables ignore write order and times."""
     import copy
 
-    from harness.runner.frames import long_rows
-    from harness.runner.reports import _records_digest
+    from harness.runner.tables.frames import records_digest as _records_digest
+    from harness.runner.tables.frames import long_rows
 
     def rec(method: str, created: str) -> dict:
         return {"method": {"label": method, "kind": "embedding", "spec": {"backbone": "m"}}, "fit": None,

@@ -48,7 +48,7 @@ class ViewProvider:
         self.stats = EncodeStats()
         self._stores: dict[View, VectorStore] = {}
         self._forward: ForwardPass | None = None
-        self.executor = None  # harness.runner.backends: runs WindowTasks elsewhere (GPUs, dask, ray); None = here
+        self.executor = None  # runs WindowTasks elsewhere (GPUs, dask, ray: harness.runner.execution); None = here
         self.impl = resolve_impl(ref, settings.impl)
 
     def cache_key(self, view: View) -> dict:
