@@ -1,7 +1,9 @@
 """The command line and the config file: flags and TOML settings → a validated ``BenchConfig``.
 
-Precedence is CLI > config file > defaults. Method options become ``--<method>-<option>`` flags and
-``[<method>]`` tables, collected from the method classes themselves.
+Precedence is CLI > config file > defaults. Flags come in groups; their choices and defaults are
+read from the registries and from ``BenchConfig`` (nothing is typed twice). Method options are
+``--set method.option=value`` (repeatable) and ``[method]`` tables of a config file, collected from
+the method classes themselves; the older ``--<method>-<option>`` flags stay as hidden aliases.
 """
 
 from __future__ import annotations
@@ -48,70 +50,144 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value)) if all(isinstance(v, int) for v in value) else " ".join(map(str, value))
+    return {True: "on", False: "off", None: "none"}.get(value, str(value)) if isinstance(value, bool | None) \
+        else str(value)
+
+
+def _one_of(choices: Sequence[str]) -> str:
+    """The metavar of a choice: ``{all,mean,wmean}`` (checked by BenchConfig.validate, which suggests
+    the name meant: argparse's own choices would not)."""
+    return "{" + ",".join(choices) + "}"
+
+
+def _help(text: str, field: str | None = None, shown: str | None = None) -> str:
+    """A help line with its default taken from ``BenchConfig`` (never typed twice)."""
+    if shown is None and field is not None:
+        shown = _shown(getattr(BenchConfig(), field))
+    return f"{text} (default: {shown})" if shown else text
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of a run, in groups; choices and defaults come from the registries and BenchConfig."""
+    from harness.core.data.fitsets import FIT_SET_KINDS
+    from harness.core.data.tasks import SOURCES, TASKS
+    from harness.core.encoding.devices import DTYPES
+    from harness.core.encoding.engines import IMPLS
+    from harness.core.scoring import AGGREGATIONS
+    from harness.runner.settings.config import BACKENDS
+    from methods import METHODS
+
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--methods", nargs="+", metavar="METHOD",
+                      help=_help(f"space- or comma-separated: {', '.join(METHODS)}", "methods"))
+    what.add_argument("--tasks", nargs="+", metavar="TASK",
+                      help=_help(f"{', '.join(TASKS)}, or any MTEB STS task with --source mteb",
+                                 "tasks"))
+    what.add_argument("--set", action="append", dest="set_options", metavar="METHOD.OPTION=VALUE",
+                      help="a method option, repeatable: --set whitening.k=256 (options: sts-bench list METHOD)")
+    what.add_argument("--config", metavar="FILE", help="TOML file of settings; flags override it")
+
+    data = parser.add_argument_group("data")
+    data.add_argument("--source", metavar=_one_of(SOURCES), help=_help("where tasks are read from", "source"))
+    data.add_argument("--senteval-dir", metavar="DIR", help="SentEval's data/downstream folder (--source senteval)")
+    data.add_argument("--hub-root", metavar="DIR", help="a local folder standing in for the hub (--source hub, "
+                                                         "--fit-set nli)")
+    data.add_argument("--fit-set", metavar="SET", help=_help(f"what fitting methods fit on: {', '.join(FIT_SET_KINDS)}",
+                                                             "fit_set"))
+    data.add_argument("--fit-corpus", metavar="FILE", help="same as --fit-set corpus:FILE")
+    data.add_argument("--allow-gold-out-of-range", action="store_true",
+                      help="warn instead of failing on a gold score outside the task's range")
+    data.add_argument("--allow-undefined", action="store_true",
+                      help="record a correlation that cannot be computed (constant gold or similarity, fewer "
+                           "than 3 pairs) as undefined and unranked instead of failing")
+
+    model = parser.add_argument_group("backbone and encoding")
+    model.add_argument("--backbone", help=_help("HF id, local folder, or minilm (the packaged all-MiniLM-L6-v2)",
+                                                "backbone"))
+    model.add_argument("--revision", help="hub revision (branch, tag or commit) of --backbone")
+    model.add_argument("--max-length", type=int, metavar="N",
+                       help=_help("tokens per sentence, capped at the model's positions", "max_length"))
+    model.add_argument("--first-last-layers", type=parse_layers, metavar="I,J",
+                       help=_help("hidden_states ids of first-last (SimCSE's paper table used 0,-1)",
+                                  "first_last_layers"))
+    model.add_argument("--dtype", metavar=_one_of(DTYPES), help=_help("compute dtype (autocast)", "dtype"))
+    model.add_argument("--device", help=_help("auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)",
+                                              "device"))
+    model.add_argument("--encoder-impl", metavar=_one_of(IMPLS),
+                       help=_help("auto runs plain BERT and RoBERTa with the built-in encoder", "encoder_impl"))
+    model.add_argument("--batch-size", type=parse_batch_size, metavar="N|auto",
+                       help=_help("sentences per batch, or auto: a token budget", shown="auto"))
+    model.add_argument("--max-tokens", type=int, metavar="N",
+                       help=_help("token budget of an auto batch", shown="4096 on CPU, 65536 on GPU"))
+    model.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
+
+    where = parser.add_argument_group("scheduling")
+    where.add_argument("--backend", metavar=_one_of(BACKENDS), help=_help("where encode windows run", "backend"))
+    where.add_argument("--scheduler-address", metavar="ADDRESS", help="dask scheduler or ray cluster address")
+    where.add_argument("--threads", type=int, metavar="N",
+                       help=_help("CPU threads for torch", shown="the cores this process may use"))
+    where.add_argument("--cache-dir", metavar="DIR",
+                       help=_help("embedding and artifact cache", shown="$STS_BENCH_CACHE or ~/.cache/sts-bench"))
+
+    stats = parser.add_argument_group("statistics")
+    stats.add_argument("--aggregation", metavar=_one_of(AGGREGATIONS),
+                       help=_help("over a task's subsets", "aggregation"))
+    stats.add_argument("--bootstrap", type=int, metavar="N",
+                       help=_help("rounds of the 95%% interval; 0: off", "bootstrap"))
+    stats.add_argument("--seed", type=int, help=_help("of every draw, fit and training", "seed"))
+
+    gate = parser.add_argument_group("regression gate")
+    gate.add_argument("--baseline", metavar="CSV", help="a leaderboard.csv to compare with: exit 1 on a regression, "
+                                                        "2 on a cell it lacks")
+    gate.add_argument("--baseline-partial", action="store_true", help="compare only the cells the baseline has")
+    gate.add_argument("--tolerance", type=float, metavar="POINTS", help=_help("allowed drop", "tolerance"))
+
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--output-dir", metavar="DIR", help=_help("runs/, leaderboards, plots, index.html",
+                                                               "output_dir"))
+    out.add_argument("--diagnostics", action="store_true", help="anisotropy diagnostics per method and task")
+    out.add_argument("--cost", action="store_true", help="query × candidate cost of cross-encoder vs dse")
+    out.add_argument("--no-plots", dest="plots", action="store_false", help="no PNG plots")
+    out.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    out.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
+    add_method_flags(parser)
+
+
+def add_method_flags(parser: argparse.ArgumentParser) -> None:
+    """``--<method>-<option>``: the older spelling of ``--set method.option=value``, hidden from
+    --help and kept as aliases for scripts that use them."""
     from methods import all_methods
 
-    p = _Parser(prog="run_bench.py", argument_default=argparse.SUPPRESS,
-                description="Benchmark sentence-embedding methods on STS tasks.")
-    p.add_argument("--list", action="store_true", help="print methods and tasks, then exit")
-    p.add_argument("--config", help="TOML file of settings (CLI flags override it)")
-    p.add_argument("--methods", nargs="+", help="method names, space- or comma-separated (see --list)")
-    p.add_argument("--tasks", nargs="+", help="task names: sts12..sts16, stsb, sickr")
-    p.add_argument("--backbone", help="HF id, local folder, or 'minilm' (the packaged all-MiniLM-L6-v2)")
-    p.add_argument("--revision", help="hub revision (branch, tag or commit) of --backbone")
-    p.add_argument("--source", help="where tasks are read from: packaged | senteval | hub")
-    p.add_argument("--senteval-dir", help="SentEval's data/downstream folder (with --source senteval)")
-    p.add_argument("--hub-root", help="local folder standing in for the hub (--source hub, --fit-set nli)")
-    p.add_argument("--aggregation", help="all | mean | wmean over a task's subsets")
-    p.add_argument("--fit-set", help="what whitening/flow fit on: target | test | train | corpus:FILE | nli")
-    p.add_argument("--fit-corpus", metavar="FILE", help="same as --fit-set corpus:FILE")
-    p.add_argument("--first-last-layers", type=parse_layers,
-                   help="hidden_states ids for first-last (default 1,-1; SimCSE's paper table used 0,-1)")
-    p.add_argument("--dtype", help="fp32 | bf16 | fp16 (autocast); default fp32")
-    p.add_argument("--device", help="auto | cpu | cuda | cuda:N | cuda:0,1,... (one worker per GPU)")
-    p.add_argument("--batch-size", type=parse_batch_size, help="sentences per batch, or 'auto' (token budget)")
-    p.add_argument("--max-tokens", type=int, help="token budget of an 'auto' batch (default 4096 CPU, 65536 GPU)")
-    p.add_argument("--threads", type=int, help="CPU threads for torch (default: the cores this process may use)")
-    p.add_argument("--backend", help="local | dask | ray: where encode windows run (default local)")
-    p.add_argument("--scheduler-address", help="dask scheduler (tcp://HOST:8786) or ray cluster address")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (jobs, unique sentences, what is cached) and run nothing")
-    p.add_argument("--max-length", type=int, help="tokens per sentence (truncation); default 128")
-    p.add_argument("--cache-dir", help="embedding cache (default $STS_BENCH_CACHE or ~/.cache/sts-bench)")
-    p.add_argument("--output-dir", help="where runs/, leaderboard.csv/.md and plots/ go (default results)")
-    p.add_argument("--baseline", help="CSV leaderboard to compare against; exit 1 on a drop > --tolerance")
-    p.add_argument("--baseline-partial", action="store_true",
-                   help="compare only the cells the --baseline has, instead of failing on the rest (exit 2)")
-    p.add_argument("--tolerance", type=float, help="allowed drop in points vs --baseline (default 0.5)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--bootstrap", type=int, help="bootstrap rounds for the 95%% CI (0 = off; default 1000)")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
-    p.add_argument("--encoder-impl", help="auto | native | transformers: auto runs plain BERT and RoBERTa checkpoints "
-                   "with the built-in torch encoder (same function, no transformers import)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
-    p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the leaderboard PNG")
-    p.add_argument("--cost", action="store_true",
-                   help="query x candidate cost of cross-encoder vs dse: cost.md, cost.json, plots/cost.png")
-    p.add_argument("--paper", help="run a paper's own protocol and write results/paper-<name>.md/.csv: "
-                   "bert-flow | bert-whitening | simcse | sbert | dse (flags given override it)")
-    p.add_argument("--history", action="store_true",
-                   help="draw every method's score by commit from history.jsonl, name the commits where a score "
-                        "moved beyond its noise, rebuild index.html; runs no benchmark")
-    p.add_argument("--allow-gold-out-of-range", action="store_true",
-                   help="warn instead of failing when a gold score lies outside the task's range (STS 0-5, SICK 1-5)")
-    p.add_argument("--allow-undefined", action="store_true",
-                   help="record a correlation that cannot be computed (constant gold or similarity, fewer than 3 "
-                        "pairs) as undefined, unranked, instead of failing with exit 2")
-    p.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
-    p.add_argument("--diagnostics", action="store_true",
-                   help="anisotropy diagnostics per method and task: diagnostics.md + plots/diagnostics-<task>.png")
     for method in all_methods():
         for opt in method.options:
             flag, dest = f"--{method.name}-{opt.name}".replace("_", "-"), f"{method.name}.{opt.name}"
             if isinstance(opt.default, bool):  # an on/off option is a bare flag
-                p.add_argument(flag, dest=dest, action="store_true", help=f"[{method.name}] {opt.help}")
+                parser.add_argument(flag, dest=dest, action="store_true", help=argparse.SUPPRESS)
             else:
-                p.add_argument(flag, dest=dest, type=opt.type, choices=opt.choices, help=f"[{method.name}] {opt.help}")
+                parser.add_argument(flag, dest=dest, type=opt.type, choices=opt.choices, help=argparse.SUPPRESS)
+
+
+def add_mode_flags(parser: argparse.ArgumentParser) -> None:
+    """``run_bench.py``'s modes as flags (``sts-bench`` has them as subcommands)."""
+    from harness.runner.papers.data import PAPERS
+
+    modes = parser.add_argument_group("modes (sts-bench: the subcommands list, plan, history, paper)")
+    modes.add_argument("--list", action="store_true", help="print methods, tasks, sources, fit sets and papers")
+    modes.add_argument("--dry-run", action="store_true", help="print the plan and run nothing")
+    modes.add_argument("--history", action="store_true",
+                       help="draw each score by commit from history.jsonl and rebuild index.html; run nothing")
+    modes.add_argument("--paper", metavar="NAME", help=f"a paper's own protocol: {', '.join(PAPERS)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``run_bench.py``: a run's flags and the modes as flags."""
+    p = _Parser(prog="run_bench.py", argument_default=argparse.SUPPRESS,
+                description="Benchmark sentence-embedding methods on STS tasks (also: the sts-bench command).")
+    add_mode_flags(p)
+    add_run_flags(p)
     return p
 
 
@@ -177,25 +253,33 @@ def load_config_file(path: str) -> dict[str, Any]:
     return settings
 
 
-def from_cli(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
-    """Parse ``argv`` into a validated config; the bool says ``--list`` was asked for."""
-    from harness.runner.settings.validate import check_method_params
+def config_from_args(namespace: dict[str, Any]) -> BenchConfig:
+    """A parsed command line (flags, ``--set``, ``--config``) merged over the defaults, validated.
+    Mode flags must have been taken out of ``namespace`` already."""
+    from harness.runner.settings.validate import check_method_params, parse_set_options
 
-    namespace = vars(build_parser().parse_args(argv))
-    namespace.pop("debug", None)  # read by run_bench.py before parsing (harness.runner.cli.exits)
-    list_only = bool(namespace.pop("list", False))
+    namespace.pop("debug", None)  # read before parsing (harness.runner.cli.exits)
     config_path = namespace.pop("config", None)
+    set_options = parse_set_options(namespace.pop("set_options", None) or [])
     settings = load_config_file(config_path) if config_path else {}
     cli = _from_mapping(namespace, "command line")
     merged_params = {**settings.pop("method_params", {})}
-    for method, values in check_method_params(cli.pop("method_params", {}), None).items():
-        merged_params[method] = {**merged_params.get(method, {}), **values}
+    given = [check_method_params(cli.pop("method_params", {}), None), check_method_params(set_options, "--set")]
+    for params in given:
+        for method, values in params.items():
+            merged_params[method] = {**merged_params.get(method, {}), **values}
     explicit = frozenset([*settings, *cli])
     cfg = replace(BenchConfig(), **{**settings, **cli, "method_params": merged_params}, explicit=explicit)
-    if list_only:
-        return cfg, True
     if cfg.paper is not None:
         from harness.runner.papers.data import load_paper
 
         load_paper(cfg.paper)  # an unknown name is one line with a suggestion, before anything runs
-    return cfg.validate(), False
+    return cfg.validate()
+
+
+def from_cli(argv: Sequence[str] | None = None) -> tuple[BenchConfig, bool]:
+    """``run_bench.py``'s command line into a validated config; the bool says ``--list`` was asked for."""
+    namespace = vars(build_parser().parse_args(argv))
+    if namespace.pop("list", False):
+        return BenchConfig(), True
+    return config_from_args(namespace), False

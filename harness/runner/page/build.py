@@ -32,7 +32,7 @@ def history_pages(cfg: BenchConfig) -> tuple[list[Path], str]:
 
     every_run = load_results(Path(cfg.output_dir) / "runs")
     significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-    return write_pages(cfg, every_run, marks, significance.to_dict("records"))
+    return write_pages(cfg, every_run, marks, significance)
 
 
 class Page:

@@ -124,9 +124,27 @@ def check_option(opt: Any, value: Any, label: str, convert: bool) -> Any:
     return value
 
 
+def parse_set_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["whitening.k=256", "flow.lr=1e-4"]`` → ``{"whitening": {"k": "256"}, "flow": {"lr": "1e-4"}}``
+    (values as text: :func:`check_method_params` converts them with the option's type).
+
+    >>> parse_set_options(["whitening.k=256"])
+    {'whitening': {'k': '256'}}
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, equals, value = item.partition("=")
+        method, dot, option = target.strip().partition(".")
+        if not (equals and dot and method and option):
+            raise UserError(f"--set {item}: expected METHOD.OPTION=VALUE, e.g. --set whitening.k=256")
+        out.setdefault(method, {})[option.strip().replace("-", "_")] = value.strip()
+    return out
+
+
 def check_method_params(params: Mapping[str, Mapping[str, Any]], where: str | None) -> dict[str, dict[str, Any]]:
-    """Every method option checked; ``where`` is the config file (values are converted) or None
-    for values that came from flags (argparse converted them: only choices and ranges are left)."""
+    """Every method option checked; ``where`` is the config file or ``--set`` (values are
+    converted) or None for values that came from flags (argparse converted them: only choices and
+    ranges are left)."""
     from harness.core.errors import did_you_mean
     from methods import get_method
 
@@ -140,7 +158,11 @@ def check_method_params(params: Mapping[str, Mapping[str, Any]], where: str | No
             if name not in options:
                 raise UserError(f"unknown option '{name}' for method {method_name}"
                                 f"{did_you_mean(name, sorted(options))}")
-            label = (f"{where}: [{method_name}] {name} = {value!r}" if where
-                     else f"--{method_name}-{name}".replace("_", "-") + f" {value}")
+            if where == "--set":
+                label = f"--set {method_name}.{name}={value}"
+            elif where:
+                label = f"{where}: [{method_name}] {name} = {value!r}"
+            else:
+                label = f"--{method_name}-{name}".replace("_", "-") + f" {value}"
             out[method_name][name] = check_option(options[name], value, label, convert=where is not None)
     return out

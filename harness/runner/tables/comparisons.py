@@ -9,17 +9,15 @@ marks, per task, the best row and every row not significantly below it (paired b
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable
 from itertools import combinations
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 ALPHA = 0.05
 COLUMNS = ("task", "method_a", "method_b", "delta", "ci_low", "ci_high", "p_value", "test",
@@ -28,10 +26,9 @@ Mark = tuple[tuple[str, ...], tuple[str, ...], str]  # (protocol group, row, tas
 
 
 def comparisons(records: Iterable[dict[str, Any]], rounds: int = 1000,
-                seed: int = 1234) -> tuple[pd.DataFrame, set[Mark]]:
-    """Every pairwise comparison, and the (group, row, task) cells not significantly below the best."""
-    import pandas as pd
-
+                seed: int = 1234) -> tuple[list[dict[str, Any]], set[Mark]]:
+    """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
+    significantly below the best."""
     from harness.core.significance import paired_bootstrap, scored, williams
 
     by_split: dict[tuple, list[dict[str, Any]]] = {}
@@ -60,12 +57,20 @@ def comparisons(records: Iterable[dict[str, Any]], rounds: int = 1000,
             tied = rec is best or paired_bootstrap(results[id(best)], results[id(rec)]).p_value >= ALPHA
             if tied:
                 marks.add((group, tuple(keys[k] for k in ROW_KEYS), task))
-    return pd.DataFrame(rows, columns=list(COLUMNS)), marks
+    return rows, marks
 
 
-def write_significance(frame: pd.DataFrame, out_dir: Path) -> Path:
+def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
+    """significance.csv: numbers with 6 significant digits, a missing one (Williams' t has no
+    interval) as an empty cell."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow(["" if isinstance(v := row[c], float) and math.isnan(v) else f"{v:.6g}"
+                         if isinstance(v, float) else v for c in COLUMNS])
     path = out_dir / "significance.csv"
-    atomic_write_text(path, frame.to_csv(index=False, float_format="%.6g"))
+    atomic_write_text(path, buffer.getvalue())
     return path
 
 

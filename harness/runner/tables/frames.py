@@ -1,6 +1,6 @@
 """The tables every report is built from, read from result records only.
 
-``long_frame``: one row per (method row, protocol, task). ``wide_frame``: methods × tasks (+ Avg.)
+``long_rows``: one row per (method row, protocol, task). ``wide_rows``: methods × tasks (+ Avg.)
 per protocol group. Results with different protocols are never put in one table: rows are grouped
 by the protocol (aggregation, source, dtype, max_length, first-last layers). Within a group a row
 is (method, backbone, kind, fit set). Columns a method declares (its records' ``"columns"``, e.g.
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.core.data.tasks import TASKS
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
@@ -30,12 +27,6 @@ def ordered_tasks(titles: Iterable[str]) -> list[str]:
     """Registered tasks in registry order, then any other task (an MTEB task) by name."""
     present = set(titles)
     return [t for t in TASK_ORDER if t in present] + sorted(present - set(TASK_ORDER))
-
-
-def wide_tasks(wide: pd.DataFrame) -> list[str]:
-    """The task columns of a :func:`wide_frame` table: those between ``marks`` and ``Avg.``."""
-    columns = list(wide.columns)
-    return columns[columns.index("marks") + 1:columns.index(AVG)]
 
 
 def record_keys(rec: dict[str, Any]) -> dict[str, str]:
@@ -166,21 +157,3 @@ def tied_tasks(row: dict[str, Any], tasks: list[str], marks: set) -> str:
     """The tasks (comma-separated) where a wide row is best or not significantly below the best."""
     group, key = tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS)
     return ",".join(t for t in tasks if (group, key, t) in marks)
-
-
-def long_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """:func:`long_rows` as a DataFrame (one row per result file; the newest wins a (row, task))."""
-    import pandas as pd
-
-    rows, extra = long_rows(records)
-    return pd.DataFrame(rows, columns=[*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra])
-
-
-def wide_frame(long: pd.DataFrame) -> pd.DataFrame:
-    """:func:`wide_rows` as a DataFrame: methods × tasks (+ Avg.) per protocol group."""
-    import pandas as pd
-
-    if long.empty:
-        return pd.DataFrame(columns=[*ROW_KEYS, "marks", AVG, UNDEFINED, *GROUP_KEYS])
-    rows, tasks, extra = wide_rows(long.to_dict("records"))
-    return pd.DataFrame(rows, columns=[*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS])

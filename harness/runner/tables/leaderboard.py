@@ -4,16 +4,26 @@ table whose header names that protocol."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.records.outputs import StepOutput
-from harness.runner.tables.frames import GROUP_KEYS, UNDEFINED, records_digest, tied_tasks, wide_frame, wide_tasks
+from harness.runner.tables.frames import (
+    AVG,
+    GROUP_KEYS,
+    LONG_COLUMNS,
+    ROW_KEYS,
+    UNDEFINED,
+    long_rows,
+    records_digest,
+    tied_tasks,
+    wide_rows,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from harness.runner.records.outputs import ReportInputs
     from harness.runner.settings.config import BenchConfig
 
@@ -31,63 +41,95 @@ UNDEFINED_LEGEND = ("undefined: the correlation cannot be computed (constant gol
                     "pairs); recorded because of --allow-undefined, never ranked or starred")
 
 
-def mark_tied(wide: pd.DataFrame, marks: set) -> pd.DataFrame:
+def mark_tied(wide: list[dict[str, Any]], tasks: list[str], marks: set) -> list[dict[str, Any]]:
     """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
-    wide = wide.copy()
-    tasks = wide_tasks(wide)
-    wide["not_below_best"] = [tied_tasks(row, tasks, marks) for _, row in wide.iterrows()]
-    return wide
+    return [{**row, "not_below_best": tied_tasks(row, tasks, marks)} for row in wide]
 
 
-def markdown(wide: pd.DataFrame) -> str:
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def markdown(wide: list[dict[str, Any]], tasks: list[str]) -> str:
     """One markdown table per protocol group, each under a header naming its protocol."""
+    from itertools import groupby
+
     from tabulate import tabulate
 
     parts = ["# sts-bench leaderboard", "",
              "Spearman ×100 of cosine similarity vs gold on each task's test split. "
              "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
              "", LEGEND, ""]
-    tasks = wide_tasks(wide)
-    if UNDEFINED in wide and wide[UNDEFINED].fillna("").astype(bool).any():
+    if any(row.get(UNDEFINED) for row in wide):
         parts += [UNDEFINED_LEGEND, ""]
-    for group_values, group in wide.groupby(list(GROUP_KEYS), sort=True):
-        group_dict = dict(zip(GROUP_KEYS, group_values))
-        group = group.copy()
-        tied = group["not_below_best"].str.split(",") if "not_below_best" in group else None
-        undefined = group[UNDEFINED].fillna("").str.split(",") if UNDEFINED in group else None
-        for task in tasks:
-            cells = []
-            for index, value in group[task].items():
-                mark = f" {TIED}" if tied is not None and task in tied[index] else ""
-                if value == value:  # NaN != NaN: no number in this cell
-                    cells.append(f"{value:.2f}{mark}")
+    columns = list(wide[0]) if wide else []
+    for group_values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):
+        group = [dict(row) for row in rows]
+        for row in group:
+            tied = (row.get("not_below_best") or "").split(",")
+            undefined = (row.get(UNDEFINED) or "").split(",")
+            for task in tasks:
+                value = row[task]
+                if not _missing(value):
+                    row[task] = f"{value:.2f}" + (f" {TIED}" if task in tied else "")
                 else:
-                    cells.append("undefined" if undefined is not None and task in undefined[index] else "—")
-            group[task] = cells
-        columns = [c for c in group.columns if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
-                   and not group[c].isna().all() and not (c == "marks" and not group[c].any())]
-        if set(group["kind"]) == {"embedding"}:
-            columns.remove("kind")  # only informative once pair scorers are in the table
-        parts += [f"## Protocol: {protocol_line(group_dict)}", "",
-                  tabulate(group[columns].fillna(""), headers="keys", tablefmt="pipe", showindex=False,
-                           floatfmt=".2f", missingval="—", disable_numparse=False), ""]
+                    row[task] = "undefined" if task in undefined else "—"
+        shown = [c for c in columns if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
+                 and not all(_missing(row[c]) for row in group) and not (c == "marks" and not any(r[c] for r in group))]
+        if {row["kind"] for row in group} == {"embedding"}:
+            shown.remove("kind")  # only informative once pair scorers are in the table
+        cells = [["" if _missing(row[c]) else row[c] for c in shown] for row in group]
+        parts += [f"## Protocol: {protocol_line(dict(zip(GROUP_KEYS, group_values)))}", "",
+                  tabulate(cells, headers=shown, tablefmt="pipe", floatfmt=".2f", missingval="—",
+                           disable_numparse=False), ""]
     return "\n".join(parts)
 
 
-def write_leaderboard(long: pd.DataFrame, out_dir: Path, plots: bool = True, marks: set | None = None) -> list[Path]:
-    """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under ``out_dir``."""
+def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """A table as CSV: floats with 4 decimals, a missing number as an empty cell.
+
+    >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}], ["m", "x", "n"])
+    'm,x,n\\navg,82.0325,3\\ncls,,4\\n'
+    """
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
+                         for c in columns])
+    return buffer.getvalue()
+
+
+def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = True,
+                      marks: set | None = None) -> list[Path]:
+    """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under ``out_dir``,
+    from :func:`~harness.runner.tables.frames.long_rows` (the one table representation: the page
+    is built from the same rows)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    wide = mark_tied(wide_frame(long), marks or set())
+    rows, tasks, extra = wide_rows(long)
+    wide = mark_tied(rows, tasks, marks or set())
+    wide_columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+    long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
-    atomic_write_text(paths[0], wide.to_csv(index=False, float_format="%.4f"))
-    atomic_write_text(paths[1], markdown(wide) + "\n")
-    atomic_write_text(paths[2], long.drop(columns=["created"]).to_csv(index=False, float_format="%.4f"))
-    if plots and not long.empty:
+    atomic_write_text(paths[0], csv_text(wide, wide_columns))
+    atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks) + "\n")
+    atomic_write_text(paths[2], csv_text(long, long_columns))
+    if plots and long:
         from harness.runner.tables.plots import leaderboard_png
 
         paths.append(leaderboard_png(long, out_dir / "plots" / "leaderboard.png"))
     return paths
+
+
+def console_table(records: Sequence[dict[str, Any]]) -> str:
+    """This run's leaderboard, as printed at the end of a run."""
+    rows, tasks, extra = wide_rows(long_rows(records)[0])
+    columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS]
+    return markdown([{c: row[c] for c in columns} for row in rows], tasks)
 
 
 class Leaderboards:
@@ -108,11 +150,10 @@ class Leaderboards:
 
     def write(self, inputs: ReportInputs) -> StepOutput:
         from harness.runner.tables.comparisons import comparisons, write_significance
-        from harness.runner.tables.frames import long_frame
 
         cfg, out = inputs.cfg, inputs.out_dir
-        table = markdown(wide_frame(long_frame(inputs.records)))
+        table = console_table(inputs.records)
         significance, marks = comparisons(inputs.every_run, cfg.bootstrap or 1000, cfg.seed)
-        paths = write_leaderboard(long_frame(inputs.every_run), out, plots=cfg.plots, marks=marks)
+        paths = write_leaderboard(long_rows(inputs.every_run)[0], out, plots=cfg.plots, marks=marks)
         paths.append(write_significance(significance, out))
         return StepOutput(paths, table)

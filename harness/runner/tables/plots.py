@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import pandas as pd
+from typing import Any
 
 
 def _pyplot():
@@ -93,37 +90,45 @@ def diagnostics_png(records: list[dict], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def leaderboard_png(long: pd.DataFrame, path: Path) -> Path:
+def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
     """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
     95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
-    groups are in the markdown tables."""
+    groups are in the markdown tables. ``long``: :func:`~harness.runner.tables.frames.long_rows`."""
+    import math
+
     import numpy as np
 
     from harness.runner.tables.frames import GROUP_KEYS, ordered_tasks
 
     plt = _pyplot()
+    first = min(tuple(row[k] for k in GROUP_KEYS) for row in long)
+    data = [row for row in long if tuple(row[k] for k in GROUP_KEYS) == first]
 
-    first_group = long.groupby(list(GROUP_KEYS), sort=True).ngroup() == 0
-    data = long[first_group].copy()
-    short = data["backbone"].map(lambda b: Path(b).name or b)  # a folder's name, not its whole path
-    data["row"] = (data["method"] + " · " + short + data["fit_set"].map(lambda f: f" · fit={f}" if f else "")
-                   ).map(lambda label: label if len(label) <= 60 else label[:57] + "...")
-    tasks = ordered_tasks(data["task"])
-    rows = data.groupby("row")["spearman"].mean().sort_values().index.tolist()
+    def label(row: dict[str, Any]) -> str:
+        short = Path(row["backbone"]).name or row["backbone"]  # a folder's name, not its whole path
+        text = f"{row['method']} · {short}" + (f" · fit={row['fit_set']}" if row["fit_set"] else "")
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    tasks = ordered_tasks(row["task"] for row in data)
+    by_row: dict[str, list[float]] = {}
+    for row in data:
+        by_row.setdefault(label(row), []).append(row["spearman"])
+    means = {name: float(np.mean(values)) for name, values in by_row.items()}
+    rows = sorted(means, key=lambda name: (math.isnan(means[name]), means[name], name))
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
                              sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        part = data[data["task"] == task].set_index("row").reindex(rows)
-        values = part["spearman"].to_numpy(dtype=float)
-        low = values - part["ci_low"].to_numpy(dtype=float)
-        high = part["ci_high"].to_numpy(dtype=float) - values
+        cells = {label(row): row for row in data if row["task"] == task}
+        values = np.array([cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float)
+        low = values - np.array([cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float)
+        high = np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float) - values
         err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
         ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
         for y, (value, right) in enumerate(zip(values, np.nan_to_num(values + high, nan=0.0))):
             if np.isfinite(value):  # right of the whisker, so the label never sits on it
                 ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)
         ax.set_title(task)
-        ax.set_xlim(min(0, np.nanmin(values) - 5), 108)
+        ax.set_xlim(min(0, np.nanmin(values) - 5) if np.isfinite(values).any() else 0, 108)
         ax.set_xlabel("Spearman ×100")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
