@@ -25,7 +25,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from harness.core.errors import ResourceError, UserError, describe_os_error
+from harness.core.errors import ResourceError, UserError
+from harness.runner.settings.console import describe_os_error
 
 OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 130, 143
 

@@ -70,7 +70,7 @@ def applied_max_length(cfg: BenchConfig) -> int:
 
 def check_writable(folder: str | Path, flag: str) -> None:
     """Create ``folder`` if needed and prove a file can be written there (then remove it)."""
-    from harness.core.errors import describe_os_error
+    from harness.runner.settings.console import describe_os_error
 
     path = Path(folder).expanduser()
     if path.exists() and not path.is_dir():
@@ -123,7 +123,7 @@ def check_cache_writable(cfg: BenchConfig) -> None:
     ``reports``, ``bootstrap``...) is writable; run after planning, before the first sentence is
     encoded. Kind folders get a real write (a read-only mount shows only then); the key folders
     below them, possibly thousands, are checked with ``os.access`` and ``statvfs``."""
-    from harness.core.errors import describe_os_error
+    from harness.runner.settings.console import describe_os_error
 
     root = Path(cfg.cache_dir).expanduser()
     for kind in _subfolders(root):
