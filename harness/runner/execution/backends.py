@@ -43,7 +43,8 @@ class Backend:
         from joblib import Parallel, delayed
 
         groups = split_across(task.windows, len(self.devices))
-        tasks = [replace(task, windows=tuple(group)).on_device(device) for group, device in zip(groups, self.devices)]
+        tasks = [replace(task, windows=tuple(tuple(window) for window in group)).on_device(device)
+                 for group, device in zip(groups, self.devices)]
         counts = Parallel(n_jobs=len(tasks), backend="loky")(delayed(run_window_task)(t) for t in tasks)
         return sum(counts), set(self.devices[: len(tasks)])
 

@@ -5,11 +5,11 @@ under the run's protocol, and assemble the result record (its schema:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from harness.core.api import PairScoringMethod
+from harness.core.api import EmbeddingMethod, PairScoringMethod
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
 from harness.runner.settings.console import say
@@ -76,7 +76,7 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
 
 
 def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
-             leakage: dict[str, Any] | None = None) -> dict[str, Any]:
+             leakage: dict[str, Any] | None = None) -> Record:
     """Fit (if the method fits), encode both sides, score; return the result record."""
     from harness.core.scoring import cosine_rows, score_split
 
@@ -89,19 +89,22 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
     n_zero = 0
     if isinstance(method, PairScoringMethod):
         similarity = method.score_pairs(split.s1, split.s2)
-    else:
+    elif isinstance(method, EmbeddingMethod):
         left, right = method.encode(split.s1), method.encode(split.s2)
         similarity, n_zero = cosine_rows(left, right)
         if n_zero:
             say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
                 "their cosine is set to 0")
+    else:
+        raise TypeError(f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod")
     t2 = time.perf_counter()
     scores = score_split(similarity, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
     t3 = time.perf_counter()
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
-    record.update(strict(method.annotate(split, similarity)))
-    if cfg.diagnostics and left is not None:
+    # Fields a method adds to its records (DSE's teacher, a cross-encoder's symmetry, "columns").
+    record = cast("Record", {**record, **strict(method.annotate(split, similarity))})
+    if cfg.diagnostics and left is not None and right is not None:
         from harness.runner.studies.diagnostics import anisotropy, unique_rows
 
         record["diagnostics"] = strict(anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed))

@@ -21,13 +21,14 @@ from harness.runner.execution.context import RunContext
 from harness.runner.execution.evaluate import evaluate
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan
+from harness.runner.records.schema import Record
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.console import say
 
 
 @dataclass
 class RunOutcome:
-    records: list[dict[str, Any]]
+    records: list[Record]
     result_paths: list[Path]
     leaderboard_paths: list[Path]
     table: str
@@ -124,7 +125,7 @@ class Stages:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
 
-    def add_record_timings(self, records: list[dict[str, Any]]) -> None:
+    def add_record_timings(self, records: list[Record]) -> None:
         """Fitting and scoring happen per record; their seconds are in each record's timings."""
         self.seconds["fit"] = sum(r["timings"]["fit_s"] for r in records)
         self.seconds["score"] = sum(r["timings"]["score_s"] + r["timings"]["encode_s"] for r in records)
@@ -158,14 +159,16 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
 
 
 def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float
-                ) -> tuple[list[dict[str, Any]], list[Path], list[str]]:
+                ) -> tuple[list[Record], list[Path], list[str]]:
     """Fit and score every (task, method); write each record as it is made (under the output
     folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
     refused (returned, not written) unless ``--allow-undefined``."""
     from harness.runner.records.lock import output_lock
     from harness.runner.records.store import write_result
 
-    records, paths, refused = [], [], []
+    records: list[Record] = []
+    paths: list[Path] = []
+    refused: list[str] = []
     out = Path(cfg.output_dir)
     for task in plan.tasks:
         for method in plan.methods:
@@ -185,7 +188,7 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
     return records, paths, refused
 
 
-def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[dict[str, Any]]
+def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]
                  ) -> tuple[str, list[Path]]:
     """Every report step (:mod:`harness.runner.execution.reports`), from every record in the output
     folder, under its lock: two runs sharing a folder take turns, so each finished run's record is

@@ -24,7 +24,7 @@ import os
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from harness.runner.tables.frames import record_keys
 
 if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
 
 HISTORY_SCHEMA = 1
@@ -97,11 +98,11 @@ def read_gold(folder: Path, digest: str | None, n_pairs: int) -> tuple[list[floa
     return [float(g) for g in value["gold"]], (list(subsets) if isinstance(subsets, list) else None)
 
 
-def history_line(record: dict[str, Any], run: str, blobs: Path) -> dict[str, Any]:
+def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
     """One history entry for a result record; its similarities and gold go to content-addressed blobs."""
-    pairs = record.get("pairs") or {}
+    pairs = record["pairs"]
     similarity = gold = None
-    if pairs.get("similarity") is not None:
+    if pairs["similarity"]:
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(pairs["similarity"], dtype=np.float64), allow_pickle=False)
         similarity = _store_blob(blobs, buffer.getvalue(), ".npy")
@@ -112,14 +113,15 @@ def history_line(record: dict[str, Any], run: str, blobs: Path) -> dict[str, Any
     line = {"schema": HISTORY_SCHEMA, "run": run, "commit": record["harness"].get("git_sha"),
             "date": record["created"], **keys, "task": record["task"]["title"],
             "fingerprint": record["task"]["fingerprint"], "n_pairs": int(record["task"]["n_pairs"]),
-            "spearman": float(scores["spearman"]), "ci95": scores.get("spearman_ci95"),
+            "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
+            "ci95": scores.get("spearman_ci95"),
             "bootstrap_rounds": scores.get("bootstrap_rounds"), "seed": scores.get("bootstrap_seed"),
             "similarity": similarity, "gold": gold, "env": record.get("env") or {}}
     line["check"] = hashlib.sha256(canonical_json(line).encode()).hexdigest()
     return line
 
 
-def append_history(out_dir: Path, records: Iterable[dict[str, Any]]) -> Path | None:
+def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
     """Append this run's scores to ``<out_dir>/history.jsonl``: one write, O_APPEND, fsync.
 
     A previous write cut short (a full disk, ``ulimit -f``, a kill) leaves a last line without its
@@ -163,13 +165,14 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return []
-    entries, skipped = [], 0
+    entries: list[dict[str, Any]] = []
+    skipped = 0
     for raw in text.splitlines():
         try:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:
             line = None
-        if valid(line):
+        if isinstance(line, dict) and valid(line):
             entries.append(line)
         elif raw.strip():
             skipped += 1

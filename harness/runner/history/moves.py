@@ -17,7 +17,6 @@ moved points ringed in red) and ``history.md`` (the moves, and the latest score 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,13 +103,13 @@ def history_png(series: list[Series], commits: list[str], moves: list[dict[str, 
     when ``path`` was drawn from the same inputs by the same code (a warm re-run imports no matplotlib)."""
     import hashlib
 
+    from harness.core.codekeys import code_digest
     from harness.core.hashing import canonical_json
     from harness.runner.tables import plots
 
     drawn = {"series": [[s.label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]] for s in series],
              "commits": commits, "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
-             "code": [hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest() for module in
-                      (plots, sys.modules[__name__])]}
+             "code": code_digest(plots.__name__, __name__)}
     key = hashlib.sha256(canonical_json(drawn).encode("utf-8")).hexdigest()
     if plots.drawn_from(path) == key:
         return path

@@ -86,16 +86,17 @@ class MtebEncoder(AbsEncoder):
     def __init__(self, cfg: BenchConfig, custom_fit_set: FitSet | None = None, tasks: Iterable[Any] = ()) -> None:
         self.cfg = cfg
         self.ctx = RunContext(cfg)
-        self.method = self.ctx.sibling(cfg.methods[0])
-        if not isinstance(self.method, EmbeddingMethod):
-            raise UserError(f"{self.method.name} scores pairs and embeds no sentence; MTEB evaluates it as a "
+        method = self.ctx.sibling(cfg.methods[0])
+        if not isinstance(method, EmbeddingMethod):
+            raise UserError(f"{method.name} scores pairs and embeds no sentence; MTEB evaluates it as a "
                             "cross-encoder, which this wrapper does not offer: use an embedding method")
+        self.method: EmbeddingMethod = method
         self._custom = custom_fit_set
         self._tasks = {task.metadata.name: task for task in tasks}
         self._fitted_on: str | None = None  # the task (or "*" for a task-free fit set) the method is fitted for
 
     @property
-    def mteb_model_meta(self) -> ModelMeta:
+    def mteb_model_meta(self) -> ModelMeta:  # type: ignore[override]  # AbsEncoder's is a settable attribute
         from mteb.models.model_meta import ModelMeta, ScoringFunction
 
         from harness.runner.records.mteb_files import model_identity

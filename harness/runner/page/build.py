@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,10 @@ from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
 
 
-def write_pages(cfg: BenchConfig, every_run: list[dict[str, Any]], marks: set,
+def write_pages(cfg: BenchConfig, every_run: Sequence[Record], marks: set,
                 significance: list[dict[str, Any]]) -> tuple[list[Path], str]:
     """Write the history report and the report page; returns their paths and the history as text."""
     out_dir = Path(cfg.output_dir)
@@ -52,5 +54,5 @@ class Page:
         from harness.runner.tables.comparisons import read_back
 
         significance, marks = read_back(inputs.out_dir)
-        paths, history = write_pages(inputs.cfg, list(inputs.every_run), marks, significance)
+        paths, history = write_pages(inputs.cfg, inputs.every_run, marks, significance)
         return StepOutput(paths, notes={"history": history})

@@ -17,6 +17,7 @@ import html
 import json
 import logging
 import math
+from collections.abc import Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from harness.runner.tables.leaderboard import LEGEND, TIED, protocol_line
 
 if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
+    from harness.runner.records.schema import Record
 
 PAPER_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
 log = logging.getLogger("sts_bench.report")
@@ -51,7 +53,7 @@ def _number(value: Any, digits: int = 2) -> str:
     return "—" if math.isnan(number) else f"{number:.{digits}f}"
 
 
-def settings_of(rec: dict[str, Any]) -> str:
+def settings_of(rec: Record) -> str:
     """One score's settings, as a line of text for its hover title."""
     spec, task, protocol = rec["method"]["spec"], rec["task"], rec["protocol"]
     fit = (rec.get("fit") or {}).get("fit_set") or {}
@@ -71,7 +73,7 @@ def settings_of(rec: dict[str, Any]) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def _details(rec: dict[str, Any]) -> str:
+def _details(rec: Record) -> str:
     """The full settings of a row (from its newest record), for the row's expander."""
     keep = {k: rec.get(k) for k in ("method", "backbone", "protocol", "fit", "env", "harness")}
     keep["task"] = {k: v for k, v in rec["task"].items() if k != "subsets"}
@@ -84,7 +86,7 @@ def _sort_value(value: Any) -> str:
     return "" if math.isnan(number) else f"{number:.6g}"
 
 
-def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cells: dict[tuple, dict[str, Any]],
+def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cells: dict[tuple, Record],
            group_key: tuple) -> str:
     """One protocol group's leaderboard (its :func:`~harness.runner.tables.frames.wide_rows`); ``tasks`` are the
     group's task columns, ``extra`` the method-declared columns any of its rows fills."""
@@ -101,7 +103,7 @@ def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cell
         for task, rec in zip(tasks, recs):
             value = row[task]
             if rec is None or value != value:  # NaN: no score for this task
-                why = (rec or {}).get("scores", {}).get("undefined")
+                why = rec["scores"]["undefined"] if rec is not None else None
                 shown = f"<span title='{esc(why)}'>undefined</span>" if why else "—"
                 out.append(f"<td class='num' data-sort=''>{shown}</td>")
                 continue
@@ -197,7 +199,7 @@ def _history(history: HistoryReport | None, out_dir: Path) -> str:
     return f"<p class='meta'>{len(history.commits)} commit(s), {len(history.series)} series.</p>{moves}{figure}"
 
 
-def render(records: list[dict[str, Any]], marks: set, significance: list[dict[str, Any]], out_dir: Path,
+def render(records: Sequence[Record], marks: set, significance: list[dict[str, Any]], out_dir: Path,
            history: HistoryReport | None = None) -> str:
     """The whole page as one HTML string."""
     from harness.core import __version__
@@ -238,7 +240,7 @@ Hover a score for its settings; open "settings" for a row's full record; click a
 """
 
 
-def write_report(records: list[dict[str, Any]], marks: set, significance: list[dict[str, Any]], out_dir: Path,
+def write_report(records: Sequence[Record], marks: set, significance: list[dict[str, Any]], out_dir: Path,
                  history: HistoryReport | None = None) -> Path:
     path = out_dir / "index.html"
     atomic_write_text(path, render(records, marks, significance, out_dir, history))

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from harness.core.data.tasks import TASKS
 from harness.core.errors import UserError
 from harness.core.hashing import atomic_write_text
 from harness.runner.papers.data import Paper, Row, Setting, load_paper
 from harness.runner.settings.config import BenchConfig
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
 
 CSV_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
 
@@ -95,9 +98,10 @@ def _show(value: Any) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
 
 
-def measured_value(record: dict[str, Any], metric: str) -> float | None:
-    if metric == "degradation_pct":
-        return (record.get("teacher") or {}).get("degradation_pct")
+def measured_value(record: Record, metric: str) -> float | None:
+    if metric == "degradation_pct":  # DSE adds "teacher" to its records (Method.annotate)
+        teacher: dict[str, Any] = cast(dict, record).get("teacher") or {}
+        return teacher.get("degradation_pct")
     return record["scores"]["spearman"]
 
 

@@ -36,6 +36,7 @@ from harness.runner.records.store import file_slug
 
 if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
 
 IDENTITY_PROTOCOL = ("similarity", "source", "fit_set", "first_last_layers", "max_length", "dtype")
@@ -82,7 +83,7 @@ def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, lis
     return {s: list(mapping.get(s, [])) for s in subsets}
 
 
-def task_result(record: dict[str, Any], task_name: str) -> dict[str, Any]:
+def task_result(record: Record, task_name: str) -> dict[str, Any]:
     """MTEB's TaskResult JSON for one sts-bench record (an embedding method's)."""
     task, pairs = record["task"], record["pairs"]
     similarity = np.asarray(pairs["similarity"], dtype=np.float64)
@@ -139,7 +140,7 @@ def _trained_on(meta_path: Path, name: str, revision: str) -> set[str]:
     return {str(t) for t in listed} if isinstance(listed, list) else set()
 
 
-def write_mteb_result(out_dir: Path, record: dict[str, Any]) -> Path | None:
+def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
     """Write the record's MTEB result file (and its model_meta.json); None for pair scorers, whose
     scores are not cosines of embeddings and have no MTEB STS counterpart."""
     if record["protocol"].get("similarity") != "cosine" or record["scores"]["spearman"] is None:

@@ -22,6 +22,7 @@ import hashlib
 import math
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from harness.core.hashing import canonical_json, strict_json
@@ -97,13 +98,13 @@ class Record(TypedDict):
     checksum: NotRequired[str]
 
 
-def checksum(record: dict[str, Any]) -> str:
+def checksum(record: Mapping[str, Any]) -> str:
     """sha256 of the record's canonical JSON, its own ``checksum`` field left out."""
     body = {k: v for k, v in record.items() if k != "checksum"}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
-def seal(record: dict[str, Any]) -> dict[str, Any]:
+def seal(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record with its checksum (the last field)."""
     return {**{k: v for k, v in record.items() if k != "checksum"}, "checksum": checksum(record)}
 

@@ -72,7 +72,7 @@ def file_slug(label: str, allowed: str = r"[^A-Za-z0-9.=-]+") -> str:
     return slug
 
 
-def result_path(runs_dir: Path, record: dict[str, Any]) -> Path:
+def result_path(runs_dir: Path, record: Record) -> Path:
     """``runs/<method>__<task>__<id>.json``. The id hashes spec + protocol + task source and the
     fingerprints of the data (task pairs, fit set, backbone weights), so a re-run with the same
     settings on the same data overwrites its file, and any other setting or data gets its own.
@@ -85,7 +85,7 @@ def result_path(runs_dir: Path, record: dict[str, Any]) -> Path:
     return runs_dir / f"{slug}__{record['task']['name']}__{key_hash(identity, 10)}.json"
 
 
-def write_result(runs_dir: Path, record: dict[str, Any]) -> Path:
+def write_result(runs_dir: Path, record: Record) -> Path:
     """Write the record, sealed with its checksum, as strict JSON (a NaN anywhere is a bug: scores
     that cannot be computed are null, :mod:`harness.runner.records.schema`)."""
     path = result_path(runs_dir, record)

@@ -101,13 +101,12 @@ class BenchConfig:
             if value not in choices:
                 raise UserError(f"{name} {value}: expected one of {', '.join(choices)}"
                                 f"{did_you_mean(value, choices)}")
-        for name, value in (("--max-length", self.max_length),):
-            if value < 1:
-                raise UserError(f"{name} {value}: must be a positive integer")
-        for name, value in (("--batch-size", self.batch_size), ("--max-tokens", self.max_tokens),
+        if self.max_length < 1:
+            raise UserError(f"--max-length {self.max_length}: must be a positive integer")
+        for flag, count in (("--batch-size", self.batch_size), ("--max-tokens", self.max_tokens),
                             ("--threads", self.threads)):
-            if value < 0:
-                raise UserError(f"{name} {value}: must not be negative")
+            if count < 0:
+                raise UserError(f"{flag} {count}: must not be negative")
         if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
             raise UserError(f"--tolerance {self.tolerance}, --bootstrap {self.bootstrap} and --seed {self.seed}: "
                             "none may be negative")

@@ -28,7 +28,7 @@ _ERRNO_HINTS = {
 
 def describe_os_error(err: OSError) -> str:
     """``disk full writing /c/x.npy ([Errno 28] No space left on device); free some space ...``"""
-    what, hint = _ERRNO_HINTS.get(err.errno, ("I/O error", "check the path and the disk, then run again"))
+    what, hint = _ERRNO_HINTS.get(err.errno or 0, ("I/O error", "check the path and the disk, then run again"))
     where = f" at {err.filename}" if err.filename else ""
     reason = err.strerror or str(err) or type(err).__name__
     return f"{what}{where} ({reason}); {hint}"

@@ -80,7 +80,7 @@ def measure(pair_score: PairScore, encode: Encode, queries: list[str], pool: lis
         cross_flops = cross_shape.forward_flops([a + b - 1 for a in q_tokens for b in c_tokens])  # one [CLS]
         measured = pairs <= max_pairs or rate is None
         cross_scores = None
-        if measured:
+        if measured or rate is None:
             left = [q for q in queries for _ in candidates]
             right = [c for _ in queries for c in candidates]
             started = time.perf_counter()

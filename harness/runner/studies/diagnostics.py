@@ -16,6 +16,7 @@ Worked example: vectors (1, 0) and (0, 1) around their mean (½, ½) have covari
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from harness.runner.records.outputs import StepOutput
 
 if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
 
 HIST_BINS = 40
@@ -87,7 +89,7 @@ def unique_rows(s1: tuple[str, ...], s2: tuple[str, ...], left: np.ndarray, righ
 SUMMARY_KEYS = ("mean_cos_random_pairs", "mean_cos_to_centroid", "eigenvalue_ratio", "effective_rank")
 
 
-def diagnostics_markdown(records: list[dict[str, Any]]) -> str:
+def diagnostics_markdown(records: Sequence[Record]) -> str:
     """One table per task: rows (method, backbone, fit set), the four summary numbers."""
     from tabulate import tabulate
 
@@ -95,7 +97,7 @@ def diagnostics_markdown(records: list[dict[str, Any]]) -> str:
              "On the unique sentences of each task's eval split. mean cos = mean cosine of random distinct "
              "pairs / to the centroid (0 for isotropic vectors); eig. ratio = largest/smallest covariance "
              "eigenvalue; eff. rank = exp(entropy of normalised eigenvalues), at most the dimension.", ""]
-    by_task: dict[str, list[dict[str, Any]]] = {}
+    by_task: dict[str, list[Record]] = {}
     for record in records:
         if record.get("diagnostics"):
             by_task.setdefault(record["task"]["title"], []).append(record)
@@ -109,7 +111,7 @@ def diagnostics_markdown(records: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def write_diagnostics(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+def write_diagnostics(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """results/diagnostics.md and plots/diagnostics-<task>.png from the records that carry diagnostics."""
     from harness.core.hashing import atomic_write_text
     from harness.runner.tables.plots import diagnostics_png
@@ -137,4 +139,4 @@ class Diagnostics:
         return None
 
     def write(self, inputs: ReportInputs) -> StepOutput:
-        return StepOutput(write_diagnostics(list(inputs.records), inputs.out_dir))
+        return StepOutput(write_diagnostics(inputs.records, inputs.out_dir))

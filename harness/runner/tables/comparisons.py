@@ -14,10 +14,15 @@ import math
 from collections.abc import Iterable
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
 
 ALPHA = 0.05
 COLUMNS = ("task", "method_a", "method_b", "delta", "ci_low", "ci_high", "p_value", "test",
@@ -25,13 +30,13 @@ COLUMNS = ("task", "method_a", "method_b", "delta", "ci_low", "ci_high", "p_valu
 Mark = tuple[tuple[str, ...], tuple[str, ...], str]  # (protocol group, row, task title)
 
 
-def comparisons(records: Iterable[dict[str, Any]], rounds: int = 1000,
+def comparisons(records: Iterable[Record], rounds: int = 1000,
                 seed: int = 1234) -> tuple[list[dict[str, Any]], set[Mark]]:
     """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
     significantly below the best."""
     from harness.core.significance import paired_bootstrap, scored, williams
 
-    by_split: dict[tuple, list[dict[str, Any]]] = {}
+    by_split: dict[tuple, list[Record]] = {}
     for rec in newest(records):
         if rec.get("pairs") and rec["scores"]["spearman"] is not None:  # an undefined score is never compared
             keys = record_keys(rec)
@@ -40,7 +45,8 @@ def comparisons(records: Iterable[dict[str, Any]], rounds: int = 1000,
     rows, marks = [], set()
     for (group, task, _), recs in sorted(by_split.items(), key=lambda item: item[0][:2]):
         pairs = recs[0]["pairs"]
-        results = {id(r): scored(r["pairs"]["similarity"], pairs["gold"], pairs["subset"], group[0], rounds, seed)
+        results = {id(r): scored(np.asarray(r["pairs"]["similarity"], dtype=np.float64), pairs["gold"],
+                                 pairs["subset"], group[0], rounds, seed)
                    for r in recs}
         ranked = sorted(recs, key=lambda r: -results[id(r)].spearman)
         best = ranked[0]

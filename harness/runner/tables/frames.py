@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.data.tasks import TASKS
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
 
 GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
@@ -29,7 +32,7 @@ def ordered_tasks(titles: Iterable[str]) -> list[str]:
     return [t for t in TASK_ORDER if t in present] + sorted(present - set(TASK_ORDER))
 
 
-def record_keys(rec: dict[str, Any]) -> dict[str, str]:
+def record_keys(rec: Record) -> dict[str, str]:
     """The (row, protocol group) a record belongs to, as the leaderboard names them."""
     protocol = rec["protocol"]
     return {"method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
@@ -39,15 +42,15 @@ def record_keys(rec: dict[str, Any]) -> dict[str, str]:
             "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
 
 
-def record_marks(rec: dict[str, Any]) -> str:
+def record_marks(rec: Record) -> str:
     """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task."""
     protocol = rec["protocol"]
     return ("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
 
 
-def newest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest(records: Iterable[Record]) -> list[Record]:
     """One record per (row, protocol group, task): the newest file wins."""
-    chosen: dict[tuple, dict[str, Any]] = {}
+    chosen: dict[tuple, Record] = {}
     for rec in sorted(records, key=lambda r: r["created"]):
         chosen[(*record_keys(rec).values(), rec["task"]["title"])] = rec
     return list(chosen.values())
@@ -56,7 +59,7 @@ def newest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 VOLATILE = ("created", "timings", "env", "harness", "checksum")  # change on every run, change no table
 
 
-def records_digest(records: Iterable[dict[str, Any]]) -> str:
+def records_digest(records: Iterable[Record]) -> str:
     """The content of the records tables are built from: the newest of each (row, protocol group,
     task), minus the fields that change on every run without changing any table (:data:`VOLATILE`),
     in an order of their content, not of when they were written (a run that crossed a second
@@ -80,7 +83,7 @@ def _missing(value: Any) -> bool:
     return value is None or value != value
 
 
-def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per (row, protocol group, task), the newest file winning, ordered by protocol group,
     row and task; and the names of the columns methods declared. Pure Python: the report page builds
     from it without pandas."""
@@ -88,7 +91,7 @@ def long_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     extra: list[str] = []
     for rec in records:  # every declared column, as the DataFrame of every record had it
         extra += [name for name in rec.get("columns") or {} if name not in extra]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rec in newest(records):
         scores = rec["scores"]
         ci = scores.get("spearman_ci95") or [math.nan, math.nan]

@@ -165,8 +165,8 @@ def verdict(matches: list[Match], tolerance: float) -> pd.DataFrame:
         if now is not None and not _nan(now) and now >= before - CSV_ROUNDING:
             continue
         undefined = now is None or _nan(now)
-        low, high = cell.get("ci_low"), cell.get("ci_high")
-        has_interval = not undefined and not _nan(low) and not _nan(high)
+        low, high = _number(cell.get("ci_low")), _number(cell.get("ci_high"))
+        has_interval = not undefined and not math.isnan(low) and not math.isnan(high)
         beyond = undefined or now < before - tolerance
         significant = undefined or not has_interval or high - before < 0
         drops.append({"method": cell["method"], "backbone": cell["backbone"], "task": cell["task"],
@@ -177,6 +177,11 @@ def verdict(matches: list[Match], tolerance: float) -> pd.DataFrame:
     columns = ["method", "backbone", "task", "baseline", "now", "change", "change_ci95", "beyond_tolerance",
                "significant", "regression"]
     return pd.DataFrame(drops, columns=columns)
+
+
+def _number(value: Any) -> float:
+    """A cell as a float: NaN for None or anything not a number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
 def _nan(value: Any) -> bool:

@@ -25,6 +25,7 @@ from harness.runner.tables.frames import (
 
 if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
 
 def protocol_line(group: dict[str, Any]) -> str:
@@ -125,7 +126,7 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     return paths
 
 
-def console_table(records: Sequence[dict[str, Any]]) -> str:
+def console_table(records: Sequence[Record]) -> str:
     """This run's leaderboard, as printed at the end of a run."""
     rows, tasks, extra = wide_rows(long_rows(records)[0])
     columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS]

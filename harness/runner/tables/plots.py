@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def drawn_from(path: Path) -> str | None:
     return None
 
 
-def diagnostics_png(records: list[dict], path: Path) -> Path:
+def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Left: covariance spectrum (singular values / the largest, log scale) per method.
     Right: distribution of the cosine of random sentence pairs per method."""
     import numpy as np
