@@ -65,7 +65,7 @@ class RunContext:
         if key not in self._providers:
             settings = replace(self.encode, max_length=spec.max_length)
             provider = ViewProvider(self.backbone(spec.backbone, spec.revision), settings, self.artifacts)
-            provider.executor = self.backend.executor()  # type: ignore[assignment]  # core types it by `= None`
+            provider.executor = self.backend.executor()
             self._providers[key] = provider
         return self._providers[key]
 
