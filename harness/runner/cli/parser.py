@@ -72,12 +72,14 @@ def _help(text: str, field: str | None = None, shown: str | None = None) -> str:
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of a run, in groups; choices and defaults come from the registries and BenchConfig."""
-    from harness.core.data.fitsets import FIT_SET_KINDS
-    from harness.core.data.tasks import SOURCES, TASKS
-    from harness.core.encoding.devices import DTYPES
-    from harness.core.encoding.engines import IMPLS
-    from harness.core.scoring import AGGREGATIONS
-    from harness.runner.settings.config import BACKENDS
+    for group in (_what_flags, _data_flags, _encoding_flags, _scheduling_flags, _statistics_flags, _gate_flags,
+                  _output_flags):
+        group(parser)
+    add_method_flags(parser)
+
+
+def _what_flags(parser: argparse.ArgumentParser) -> None:
+    from harness.core.data.tasks import TASKS
     from methods import METHODS
 
     what = parser.add_argument_group("what to run")
@@ -89,6 +91,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--set", action="append", dest="set_options", metavar="METHOD.OPTION=VALUE",
                       help="a method option, repeatable: --set whitening.k=256 (options: sts-bench list METHOD)")
     what.add_argument("--config", metavar="FILE", help="TOML file of settings; flags override it")
+
+
+def _data_flags(parser: argparse.ArgumentParser) -> None:
+    from harness.core.data.fitsets import FIT_SET_KINDS
+    from harness.core.data.tasks import SOURCES
 
     data = parser.add_argument_group("data")
     data.add_argument("--source", metavar=_one_of(SOURCES), help=_help("where tasks are read from", "source"))
@@ -103,6 +110,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--allow-undefined", action="store_true",
                       help="record a correlation that cannot be computed (constant gold or similarity, fewer "
                            "than 3 pairs) as undefined and unranked instead of failing")
+
+
+def _encoding_flags(parser: argparse.ArgumentParser) -> None:
+    from harness.core.encoding.devices import DTYPES
+    from harness.core.encoding.engines import IMPLS
 
     model = parser.add_argument_group("backbone and encoding")
     model.add_argument("--backbone", help=_help("HF id, local folder, or minilm (the packaged all-MiniLM-L6-v2)",
@@ -124,6 +136,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help=_help("token budget of an auto batch", shown="4096 on CPU, 65536 on GPU"))
     model.add_argument("--trust-remote-code", action="store_true", help="allow a checkpoint's own code (off)")
 
+
+def _scheduling_flags(parser: argparse.ArgumentParser) -> None:
+    from harness.runner.settings.config import BACKENDS
+
     where = parser.add_argument_group("scheduling")
     where.add_argument("--backend", metavar=_one_of(BACKENDS), help=_help("where encode windows run", "backend"))
     where.add_argument("--scheduler-address", metavar="ADDRESS", help="dask scheduler or ray cluster address")
@@ -132,6 +148,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--cache-dir", metavar="DIR",
                        help=_help("embedding and artifact cache", shown="$STS_BENCH_CACHE or ~/.cache/sts-bench"))
 
+
+def _statistics_flags(parser: argparse.ArgumentParser) -> None:
+    from harness.core.scoring import AGGREGATIONS
+
     stats = parser.add_argument_group("statistics")
     stats.add_argument("--aggregation", metavar=_one_of(AGGREGATIONS),
                        help=_help("over a task's subsets", "aggregation"))
@@ -139,12 +159,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                        help=_help("rounds of the 95%% interval; 0: off", "bootstrap"))
     stats.add_argument("--seed", type=int, help=_help("of every draw, fit and training", "seed"))
 
+
+def _gate_flags(parser: argparse.ArgumentParser) -> None:
     gate = parser.add_argument_group("regression gate")
     gate.add_argument("--baseline", metavar="CSV", help="a leaderboard.csv to compare with: exit 1 on a regression, "
                                                         "2 on a cell it lacks")
     gate.add_argument("--baseline-partial", action="store_true", help="compare only the cells the baseline has")
     gate.add_argument("--tolerance", type=float, metavar="POINTS", help=_help("allowed drop", "tolerance"))
 
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("outputs")
     out.add_argument("--output-dir", metavar="DIR", help=_help("runs/, leaderboards, plots, index.html",
                                                                "output_dir"))
@@ -153,7 +177,6 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--no-plots", dest="plots", action="store_false", help="no PNG plots")
     out.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     out.add_argument("--debug", action="store_true", help="print the traceback of a failure (also STS_BENCH_DEBUG=1)")
-    add_method_flags(parser)
 
 
 def add_method_flags(parser: argparse.ArgumentParser) -> None:
