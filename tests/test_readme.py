@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.runner.cli.commands import main as commands_main
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 # Fixture-sized settings for commands that would train for minutes on real data; the command's
 # own flags are kept, these are added.
@@ -20,14 +22,14 @@ SPEED = {"--cost": ["--cross-encoder-model", "train", "--cross-encoder-epochs", 
 
 
 def readme_commands() -> list[str]:
-    """``python run_bench.py ...`` lines of bash blocks (continuations joined, comments dropped) and
-    inline code spans, in order, without repeats."""
+    """``python run_bench.py ...`` and ``sts-bench ...`` lines of bash blocks (continuations joined,
+    comments dropped) and inline code spans, in order, without repeats."""
     text = README.read_text(encoding="utf-8")
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("  #")[0].strip()
-            if line.startswith("python run_bench.py"):
+            if line.startswith(("python run_bench.py", "sts-bench ")):
                 found.append(" ".join(line.split()))
     found += [" ".join(span.split()) for span in re.findall(r"`(python run_bench\.py[^`]*)`", text)]
     return list(dict.fromkeys(found))
@@ -47,8 +49,12 @@ def dask_address():
 
 
 @pytest.mark.parametrize("command", readme_commands())
-def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_path, request):
-    argv = [a for a in shlex.split(command)[2:] if a != "..."]
+def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_path, request, capsys):
+    console_script = command.startswith("sts-bench ")
+    argv = [a for a in shlex.split(command)[1 if console_script else 2:] if a != "..."]
+    if argv[:1] == ["list"]:  # `sts-bench list [METHOD]` takes no run flags
+        assert commands_main(argv) == 0 and capsys.readouterr().out.strip()
+        return
     substitutes = {"bert-base-uncased": str(tiny_st), "~/SentEval/data/downstream": str(senteval_root),
                    "DIR": str(senteval_root),
                    "/shared/sts-cache": str(tmp_path / "cache"), "bench.toml": str(tmp_path / "bench.toml")}
@@ -71,8 +77,13 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         first = [*argv[:at], *argv[at + 2:], "--output-dir", str(tmp_path / "base")]
         assert bench(*first)[0] == 0
         argv[at + 1] = str(tmp_path / "base" / "leaderboard.csv")
-    code, out, err = bench(*argv)
+    if console_script:  # `sts-bench COMMAND ...`: the console script's entry point, with bench's folders
+        code = commands_main([*argv, "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out"),
+                              "--no-progress"])
+        out, err = capsys.readouterr()
+    else:
+        code, out, err = bench(*argv)
     assert code == 0, f"{command}\n{out}\n{err}"
     assert "Traceback" not in err
-    if not {"--list", "--dry-run", "--history"} & set(argv):  # those three run no benchmark
+    if not {"--list", "--dry-run", "--history", "plan", "history"} & set(argv):  # those run no benchmark
         assert (tmp_path / "out" / "leaderboard.csv").is_file() and (tmp_path / "out" / "significance.csv").is_file()
