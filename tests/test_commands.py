@@ -124,3 +124,15 @@ def test_the_console_script_is_installed():
     done = subprocess.run([str(script), "list"], capture_output=True, text=True)
     assert done.returncode == 0 and "Methods" in done.stdout
     assert json.dumps(done.returncode) == "0"
+
+
+@pytest.mark.parametrize("argv", [["run_bench.py", "--list"], ["-c", "from harness.runner.cli.commands import main; "
+                                                                     "raise SystemExit(main(['list']))"]])
+def test_a_reader_that_goes_away_is_not_an_error(argv):
+    """``sts-bench list | head -3``: the pipe's reader leaves before the listing is written; the command
+    ends quietly with 141 (128 + SIGPIPE, as git does), not with an I/O error line."""
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the interpreter has started: the first write finds no reader
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == ""

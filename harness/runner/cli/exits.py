@@ -10,6 +10,7 @@ code   meaning
        I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``, ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
 130    interrupted (Ctrl-C); what was finished stays cached
+141    the reader of standard output went away (``sts-bench list | head -3``): no message, as ``git``
 143    terminated (SIGTERM: ``kill``, a CI timeout, a cluster's pre-emption); as for Ctrl-C
 =====  ==========================================================================================
 
@@ -29,6 +30,7 @@ from harness.core.errors import ResourceError, UserError
 from harness.runner.settings.console import describe_os_error
 
 OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 130, 143
+STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a C tool killed by the broken pipe exits with
 
 
 class Terminated(KeyboardInterrupt):
@@ -93,6 +95,24 @@ def classify(err: BaseException) -> tuple[int, str | None]:
     return BUG, None
 
 
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader went away (its write end polls as an error).
+    If so, it is pointed at the null device, so that Python's own flush at exit does not print a
+    second error. A broken pipe elsewhere (a cluster's socket) stays an I/O error."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        closed = any(event & select.POLLERR for _, event in poller.poll(0))
+        if closed:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        return closed
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured), or no poll (Windows)
+        return False
+
+
 def guarded(body: Callable[[], int], debug: bool = False) -> int:
     """Run ``body`` and turn whatever it raises into one line and its exit code."""
     try:
@@ -100,6 +120,8 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
     except BaseException as err:  # every failure must leave with its own exit code
         if isinstance(err, SystemExit):
             raise
+        if isinstance(err, BrokenPipeError) and stdout_closed():
+            return STDOUT_CLOSED
         code, line = classify(err)
         if code in (INTERRUPTED, TERMINATED):
             what = "terminated (SIGTERM)" if code == TERMINATED else "interrupted"
