@@ -1,0 +1,204 @@
+"""Oracles for scoring, bootstrap and significance, by value against scipy and explicit resamples.
+
+The bootstrap's draws are read from its plan (the counts of each pair in each resample); every
+resample is then rebuilt explicitly with ``np.repeat``, scored with scipy per subset and averaged
+here, so the vectorised ranking, weighting and aggregation are checked against a loop that shares
+none of their code. No torch: these run in about a second.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr, spearmanr
+from scipy.stats import t as student_t
+
+from harness.core.bootstrap import ALL, _resample_plan, percentile_interval, resampled_scores
+from harness.core.scoring import aggregate, cosine_rows, pearson, score_split, spearman, undefined_reason
+from harness.core.significance import Scored, paired_bootstrap, scored, williams, williams_t
+
+ROUNDS = 40
+ATOL = 1e-5  # on the ×100 scale: the resampled Pearson weights and ranks are float32
+
+
+def split(seed: int = 0, sizes=(30, 12, 21)):
+    """A split with three subsets of different sizes, tied gold scores and tied similarities."""
+    rng = np.random.default_rng(seed)
+    n = sum(sizes)
+    gold = rng.integers(0, 6, n).astype(float)
+    cos = np.round(gold + rng.normal(0, 2.0, n), 1)
+    labels = [name for name, size in zip("ABC", sizes) for _ in range(size)]
+    return cos, gold, labels
+
+
+def explicit_resamples(cos, gold, labels, aggregation, rounds, seed) -> np.ndarray:
+    """Each resample rebuilt from the plan's draw counts and scored with scipy, subset by subset."""
+    plan = _resample_plan(np.asarray(gold, dtype=np.float64).tobytes(), tuple(labels), rounds, seed)
+    names = list(dict.fromkeys(labels))
+    out = []
+    for b in range(rounds):
+        if aggregation == "all":
+            idx, counts = plan[ALL][0], plan[ALL][1]
+            drawn = np.repeat(idx, counts[b])
+            out.append(100 * spearmanr(cos[drawn], gold[drawn]).statistic)
+            continue
+        values, sizes = [], []
+        for name in names:
+            idx, counts = plan[name][0], plan[name][1]
+            drawn = np.repeat(idx, counts[b])
+            values.append(100 * spearmanr(cos[drawn], gold[drawn]).statistic)
+            sizes.append(len(idx))
+        out.append(np.mean(values) if aggregation == "mean" else np.dot(values, sizes) / sum(sizes))
+    return np.array(out)
+
+
+def test_the_plan_resamples_each_subset_to_its_own_size_with_replacement():
+    _, gold, labels = split()
+    plan = _resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 5)
+    for name, size in (("A", 30), ("B", 12), ("C", 21)):
+        idx, counts, _ = plan[name]
+        np.testing.assert_array_equal(idx, np.flatnonzero(np.asarray(labels) == name))
+        np.testing.assert_array_equal(counts.sum(axis=1), size)  # stratified: each subset keeps its size
+        assert counts.min() == 0 and counts.max() >= 2  # with replacement: some drawn twice, some never
+    idx, counts, _ = plan[ALL]
+    np.testing.assert_array_equal(idx, np.arange(len(gold)))
+    np.testing.assert_array_equal(counts, np.concatenate([plan[n][1] for n in "ABC"], axis=1))
+    assert np.unique(counts, axis=0).shape[0] == ROUNDS  # every resample differs
+
+
+@pytest.mark.parametrize("aggregation", ["all", "mean", "wmean"])
+def test_resampled_scores_equal_scipy_on_the_explicit_resamples(aggregation):
+    cos, gold, labels = split(1)
+    fast = resampled_scores(cos, gold, labels, aggregation, ROUNDS, seed=9)
+    np.testing.assert_allclose(fast, explicit_resamples(cos, gold, labels, aggregation, ROUNDS, 9), atol=ATOL)
+
+
+def test_one_subset_resamples_all_pairs_whatever_the_aggregation():
+    cos, gold, _ = split(2, sizes=(40,))
+    labels = [""] * 40
+    expected = explicit_resamples(cos, gold, labels, "all", ROUNDS, 3)
+    for aggregation in ("all", "mean", "wmean"):
+        np.testing.assert_allclose(resampled_scores(cos, gold, labels, aggregation, ROUNDS, 3), expected, atol=ATOL)
+
+
+def test_percentile_interval_is_numpys_central_interval_of_the_finite_values():
+    rng = np.random.default_rng(3)
+    stats = rng.normal(size=501)
+    with_nan = np.concatenate([stats, [np.nan, np.inf, -np.inf]])
+    low, high = percentile_interval(with_nan)
+    assert (low, high) == pytest.approx(tuple(np.percentile(stats, [2.5, 97.5])), abs=1e-12)
+    assert percentile_interval(stats, 80.0) == pytest.approx(tuple(np.percentile(stats, [10, 90])), abs=1e-12)
+    assert all(math.isnan(v) for v in percentile_interval(np.array([np.nan])))
+
+
+@pytest.mark.parametrize("aggregation", ["all", "mean", "wmean"])
+def test_score_split_by_value_against_scipy(aggregation):
+    cos, gold, labels = split(4)
+    scores = score_split(cos, gold, labels, aggregation, bootstrap=ROUNDS, seed=6)
+    names, sizes = "ABC", np.array([30, 12, 21])
+    rho = [100 * spearmanr(cos[np.asarray(labels) == n], gold[np.asarray(labels) == n]).statistic for n in names]
+    r = [100 * pearsonr(cos[np.asarray(labels) == n], gold[np.asarray(labels) == n]).statistic for n in names]
+    for name, value, linear in zip(names, rho, r):
+        assert scores.subsets[name]["spearman"] == pytest.approx(value, abs=1e-9)
+        assert scores.subsets[name]["pearson"] == pytest.approx(linear, abs=1e-9)
+    expected = {"all": (100 * spearmanr(cos, gold).statistic, 100 * pearsonr(cos, gold).statistic),
+                "mean": (np.mean(rho), np.mean(r)),
+                "wmean": (np.dot(rho, sizes) / sizes.sum(), np.dot(r, sizes) / sizes.sum())}[aggregation]
+    assert (scores.spearman, scores.pearson) == pytest.approx(expected, abs=1e-9)
+    assert scores.n_pairs == 63 and scores.aggregation == aggregation
+    low, high = np.percentile(explicit_resamples(cos, gold, labels, aggregation, ROUNDS, 6), [2.5, 97.5])
+    assert scores.ci95 == pytest.approx((low, high), abs=ATOL)
+
+
+def test_aggregate_weights_by_size_only_under_wmean():
+    values, sizes = {"a": 10.0, "b": 40.0, "c": -5.0}, {"a": 1, "b": 3, "c": 6}
+    assert aggregate(values, sizes, "mean") == pytest.approx(15.0)
+    assert aggregate(values, sizes, "wmean") == pytest.approx((10 + 120 - 30) / 10)
+    with pytest.raises(ValueError):
+        aggregate(values, sizes, "all")
+
+
+def test_cosine_rows_and_correlations_by_value():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(20, 7)), rng.normal(size=(20, 7))
+    a[3] = 0
+    cos, zero = cosine_rows(a, b)
+    expected = [0.0 if not a[i].any() else a[i] @ b[i] / np.linalg.norm(a[i]) / np.linalg.norm(b[i])
+                for i in range(20)]
+    np.testing.assert_allclose(cos, expected, atol=1e-12)
+    assert zero == 1
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert pearson(x, y) == pytest.approx(pearsonr(x, y).statistic, abs=1e-12)
+
+
+def test_undefined_reasons_at_their_edges():
+    assert undefined_reason([0.1, 0.2, 0.3], [1, 2, 3]) is None  # exactly 3 pairs is enough
+    assert undefined_reason([0.1, np.nan, 0.3], [1, 2, 3]) == "a similarity is not a finite number"
+    assert undefined_reason([0.1, np.inf, 0.3], [1, 2, 3]) == "a similarity is not a finite number"
+    assert undefined_reason([0.5, 0.5, 0.6], [1, 1, 2]) is None  # ties are not constants
+
+
+# -- significance -------------------------------------------------------------------------------
+
+def williams_reference(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
+    """Steiger (1980) eq. 7, written out here; the p-value from scipy's t distribution with n − 3 df."""
+    det = 1 - r12 ** 2 - r13 ** 2 - r23 ** 2 + 2 * r12 * r13 * r23
+    rbar = (r12 + r13) / 2
+    t = (r12 - r13) * np.sqrt((n - 1) * (1 + r23) / (2 * det * (n - 1) / (n - 3) + rbar ** 2 * (1 - r23) ** 3))
+    return t, 2 * student_t.sf(abs(t), n - 3)
+
+
+@pytest.mark.parametrize(("r12", "r13", "r23", "n"), [
+    (0.8, 0.7, 0.9, 100), (0.3, 0.45, 0.2, 25), (-0.2, 0.1, 0.6, 12), (0.62, 0.6, 0.95, 1379), (0.5, 0.1, -0.3, 5),
+])
+def test_williams_t_equals_the_formula_and_scipys_t_tail(r12, r13, r23, n):
+    t, p = williams_t(r12, r13, r23, n)
+    expected_t, expected_p = williams_reference(r12, r13, r23, n)
+    assert t == pytest.approx(expected_t, rel=1e-12)
+    assert p == pytest.approx(expected_p, rel=1e-9)
+    assert williams_t(r13, r12, r23, n) == pytest.approx((-t, p), rel=1e-9)
+    assert all(math.isnan(v) for v in williams_t(r12, r13, r23, 3))
+
+
+def test_paired_bootstrap_by_value_from_its_resamples():
+    rng = np.random.default_rng(6)
+    cos, gold, labels = split(7)
+    other = cos + rng.normal(0, 1.5, len(cos))
+    for aggregation in ("all", "wmean"):
+        a, b = scored(cos, gold, labels, aggregation, rounds=ROUNDS, seed=2), scored(other, gold, labels, aggregation,
+                                                                                   rounds=ROUNDS, seed=2)
+        np.testing.assert_allclose(a.resamples, explicit_resamples(cos, gold, labels, aggregation, ROUNDS, 2),
+                                   atol=ATOL)
+        assert a.spearman == pytest.approx(score_split(cos, gold, labels, aggregation, bootstrap=0).spearman)
+        result = paired_bootstrap(a, b)
+        diffs = a.resamples - b.resamples
+        assert result.delta == pytest.approx(a.spearman - b.spearman, abs=1e-12)
+        assert (result.ci_low, result.ci_high) == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])), abs=1e-12)
+        below, above = int((diffs <= 0).sum()), int((diffs >= 0).sum())
+        assert result.p_value == pytest.approx(min(1.0, 2 * (min(below, above) + 1) / (ROUNDS + 1)), abs=1e-12)
+        assert result.test == f"paired bootstrap (B={ROUNDS})"
+
+
+def test_paired_bootstrap_p_value_on_hand_made_resamples():
+    """Differences 1..9 and −1: one of ten at or below 0 → p = 2 · (1 + 1) / 11."""
+    a = Scored(np.zeros(3), 5.0, np.array([1.0, 2, 3, 4, 5, 6, 7, 8, 9, -1]) + 10)
+    b = Scored(np.zeros(3), 2.0, np.full(10, 10.0))
+    result = paired_bootstrap(a, b)
+    assert result.p_value == pytest.approx(4 / 11) and result.delta == 3.0
+    c = Scored(np.zeros(3), 2.0, np.array([np.nan] + [10.0] * 9))  # a NaN resample is left out
+    assert paired_bootstrap(a, c).p_value == pytest.approx(min(1.0, 2 * (1 + 1) / 10))
+    assert paired_bootstrap(a, a).p_value == 1.0
+
+
+def test_williams_comparison_uses_the_spearman_correlations_over_all_pairs():
+    cos, gold, labels = split(8)
+    other = cos[::-1].copy() + np.linspace(0, 1, len(cos))
+    a, b = scored(cos, gold, labels, "mean", rounds=ROUNDS), scored(other, gold, labels, "mean", rounds=ROUNDS)
+    result = williams(a, b, gold)
+    r12, r13 = spearmanr(cos, gold).statistic, spearmanr(other, gold).statistic
+    _, p = williams_reference(r12, r13, spearmanr(cos, other).statistic, len(gold))
+    assert result.p_value == pytest.approx(p, rel=1e-9)
+    assert result.delta == pytest.approx(a.spearman - b.spearman) and math.isnan(result.ci_low)
