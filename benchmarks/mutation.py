@@ -63,6 +63,7 @@ MARKER = "-m", "not slow and not real"
 # The fast tests of each module (files or node ids), run in this process's pytest: tests that run
 # the harness in a subprocess would not be traced.
 STATS = ("tests/test_scoring.py", "tests/test_oracles_stats.py", "tests/test_doctests.py",
+         "tests/test_warm_path.py::test_resampled_scores_are_memoised_in_memory_and_on_disk",
          "tests/test_protocols.py::test_paired_bootstrap_and_williams_on_known_cases",
          "tests/test_protocols.py::test_student_t_tail_matches_scipy_without_importing_it")
 METHODS = ("tests/test_oracles.py", "tests/test_methods_direct.py", "tests/test_doctests.py")
@@ -75,8 +76,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     "harness/core/bootstrap.py": STATS,
     "harness/core/significance.py": STATS,
     "harness/core/encoding/pooling.py": (*METHODS, "tests/test_simcse.py", "tests/test_backbone.py"),
-    "methods/pooling.py": METHODS,
-    "methods/whitening.py": (*METHODS, "tests/test_whitening.py"),
+    "methods/pooling.py": (*METHODS, "tests/test_protocols.py::test_transductive_fit_sets_are_recorded_and_marked"),
+    "methods/whitening.py": (*METHODS, "tests/test_whitening.py",
+                             "tests/test_warm_path.py::test_whitening_fit_is_read_back_from_the_cache"),
     "methods/flow.py": FLOW,
     "methods/training/flow_fit.py": FLOW,
     "methods/training/glow.py": FLOW,

@@ -187,6 +187,47 @@ def test_whitening_method_on_the_tiny_bert_equals_the_reference(tiny_bert, tmp_p
     np.testing.assert_allclose(encoded @ encoded.T, reference @ reference.T, rtol=1e-3, atol=1e-2)
 
 
+@pytest.mark.parametrize("view", ["cls", "avg"])
+def test_whitening_of_another_view_whitens_that_view(tiny_bert, tmp_path, states, view):
+    ctx = context(tmp_path, tiny_bert, whitening={"k": 3, "view": view})
+    method = build("whitening", ctx)
+    method.fit(make_fit_set("test", SENTENCES, "fixture"))
+    of = {"cls": cls_of, "avg": avg_of}[view]
+    x = np.stack([of(states[s]) for s in SENTENCES])
+    axes, variances = principal_axes(x)
+    reference = (np.stack([of(states[s]) for s in PROBE]) - x.mean(axis=0)) @ axes[:3].T / np.sqrt(variances[:3])
+    np.testing.assert_allclose(method.encode(PROBE) @ method.encode(PROBE).T, reference @ reference.T, atol=1e-2)
+    assert np.abs(reference @ reference.T).max() > 1  # not a vacuous comparison
+
+
+def test_whitening_refits_on_another_fit_set(tiny_bert, tmp_path):
+    ctx = context(tmp_path, tiny_bert, whitening={"k": 3})
+    method = build("whitening", ctx)
+    method.fit(make_fit_set("test", SENTENCES[:40], "fixture"))
+    method.fit(make_fit_set("test", SENTENCES[40:], "fixture"))  # another set: fitted again, not kept
+    fresh = build("whitening", context(tmp_path / "fresh", tiny_bert, whitening={"k": 3}))
+    fresh.fit(make_fit_set("test", SENTENCES[40:], "fixture"))
+    np.testing.assert_allclose(method.encode(PROBE), fresh.encode(PROBE), atol=1e-6)
+
+
+def test_whitening_rank_is_relative_to_the_largest_variance(caplog):
+    from methods.whitening import _optional_int, whitening_transform
+
+    rng = np.random.default_rng(2)
+    rotation, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    # Variances 1, 1e-3, 5e-12 and 0: 5e-12 is below 1e-10 of the largest (not of the second): rank 2.
+    x = rng.normal(size=(400, 4)) * np.sqrt([1.0, 1e-3, 5e-12, 0.0]) @ rotation.T
+    _, w, rank = whitening_transform(x)
+    assert rank == 2 and w.shape == (4, 2) and "rank 2 of 4" in caplog.text
+    caplog.clear()
+    _, w, rank = whitening_transform(rng.normal(size=(50, 4)), k=2)
+    assert rank == 4 and w.shape == (4, 2) and not caplog.text  # full rank, k kept: nothing to warn about
+    two = np.repeat([[0.0, 1.0], [2.0, 5.0]], 3, axis=0)  # two different vectors are enough
+    mu, w, rank = whitening_transform(two)
+    assert rank == 1 and np.allclose(mu, [[1.0, 3.0]])
+    assert [_optional_int(v) for v in ("", "None", "all", "256")] == [None, None, None, 256]
+
+
 # -- SimCSE -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -202,3 +202,62 @@ def test_williams_comparison_uses_the_spearman_correlations_over_all_pairs():
     _, p = williams_reference(r12, r13, spearmanr(cos, other).statistic, len(gold))
     assert result.p_value == pytest.approx(p, rel=1e-9)
     assert result.delta == pytest.approx(a.spearman - b.spearman) and math.isnan(result.ci_low)
+
+
+# -- edges the mutation benchmark found untested (docs/mutation.md) ------------------------------
+
+def test_student_t_tail_at_infinite_and_overflowing_t():
+    from harness.core.significance import student_t_sf
+
+    assert student_t_sf(float("-inf"), 5) == 1.0 and student_t_sf(float("inf"), 5) == 0.0
+    for df in (1, 10):  # t² overflows to inf, so x = df / (df + t²) is exactly 0: the tail is 0 (scipy: ~1e-201)
+        assert student_t_sf(1e200, df) == pytest.approx(student_t.sf(1e200, df), abs=1e-200)
+        assert student_t_sf(-1e200, df) == pytest.approx(1.0, abs=1e-15)
+    assert student_t_sf(0.0, 7) == 0.5
+
+
+def test_williams_t_at_its_edges():
+    assert williams_t(0.6, 0.4, 0.3, 4) == pytest.approx(williams_reference(0.6, 0.4, 0.3, 4), rel=1e-9)  # n − 3 = 1
+    assert williams_t(0.7, 0.7, 0.2, 50) == (0.0, 1.0)  # equal correlations: no difference, whatever r23
+    # |R| = 0 and r12 = −r13: the denominator is exactly 0, the difference is certain (sign of r12 − r13).
+    assert williams_t(0.5, -0.5, 0.5, 10) == (math.inf, 0.0)
+    assert williams_t(-0.5, 0.5, 0.5, 10) == (-math.inf, 0.0)
+
+
+def test_the_defaults_are_1000_resamples_seeded_1234():
+    cos, gold, labels = split(9)
+    expected = resampled_scores(cos, gold, labels, "wmean", 1000, 1234)
+    np.testing.assert_array_equal(scored(cos, gold, labels, "wmean").resamples, expected)
+    scores = score_split(cos, gold, labels, "wmean")
+    assert scores.ci95 == percentile_interval(expected) and scores.n_zero_vectors == 0
+    one = score_split(cos, gold, labels, "wmean", bootstrap=1, seed=4)
+    value = resampled_scores(cos, gold, labels, "wmean", 1, 4)[0]
+    assert one.ci95 == (value, value)  # one resample is an interval of width 0, not none
+    assert score_split(cos, gold, labels, "wmean", bootstrap=0).ci95 is None
+
+
+def test_undefined_splits_say_which_subset_and_only_when_there_are_several():
+    gold = [1.0, 2, 3, 4, 5, 6]
+    alone = score_split(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), [2.0] * 6, ["A"] * 6, "mean", bootstrap=0)
+    assert alone.undefined == "every gold score is equal"  # one subset: the split's own reason
+    flat = score_split(np.array([0.1, 0.2, 0.3, 0.5, 0.5, 0.5]), gold, list("AAABBB"), "mean", bootstrap=0)
+    assert flat.undefined == "subset B: every similarity is equal (under --aggregation mean every subset must be " \
+                             "defined)"
+    assert flat.subsets["A"]["spearman"] == pytest.approx(100.0)
+    plain = score_split(np.array([0.5] * 6), gold, None, "all", bootstrap=0)
+    assert plain.undefined == "every similarity is equal" and plain.subsets == {}
+
+
+def test_pearson_rows_are_vectorised_along_the_last_axis():
+    from harness.core.scoring import _pearson_rows
+
+    rng = np.random.default_rng(10)
+    x, y = rng.normal(size=(3, 25)), rng.normal(size=(3, 25))
+    np.testing.assert_allclose(_pearson_rows(x, y), [pearsonr(x[i], y[i]).statistic for i in range(3)], atol=1e-12)
+
+
+def test_every_pair_is_drawn_by_some_resample():
+    _, gold, labels = split(11)
+    counts = _resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 8)[ALL][1]
+    assert (counts.sum(axis=0) > 0).all()  # P(a pair is never drawn in 40 resamples of ≥ 12) < e^-38
+    assert counts.mean() == pytest.approx(1.0)
