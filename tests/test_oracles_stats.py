@@ -261,3 +261,124 @@ def test_every_pair_is_drawn_by_some_resample():
     counts = _resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 8)[ALL][1]
     assert (counts.sum(axis=0) > 0).all()  # P(a pair is never drawn in 40 resamples of ≥ 12) < e^-38
     assert counts.mean() == pytest.approx(1.0)
+
+
+def test_student_t_tail_far_out_with_few_degrees_of_freedom():
+    from harness.core.significance import student_t_sf
+
+    for df in (1, 2):
+        for value in (1e3, 1e6):
+            assert student_t_sf(value, df) == pytest.approx(student_t.sf(value, df), rel=1e-9)
+
+
+def test_the_continued_fraction_stops_once_converged():
+    """Modified Lentz stops when a term changes the fraction by < 1e-15; its 10,000 terms are only a
+    cap. Counted with a tracer: a few hundred line events per call, not the cap's ~100,000."""
+    import sys
+
+    from harness.core import significance
+
+    code, events = significance._betacf.__code__, [0]
+
+    def local(frame, event, arg):
+        events[0] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code is code else None
+
+    sys.settrace(tracer)
+    try:
+        for value, df in ((3.674, 97), (0.3, 1376), (12.0, 3), (1.0, 10)):
+            significance.student_t_sf(value, df)
+    finally:
+        sys.settrace(None)
+    assert 0 < events[0] < 4 * 2_000
+
+
+def test_two_subsets_are_averaged_not_pooled():
+    cos, gold, labels = split(12, sizes=(25, 18))
+    for aggregation in ("mean", "wmean"):
+        np.testing.assert_allclose(resampled_scores(cos, gold, labels, aggregation, ROUNDS, 1),
+                                   explicit_resamples(cos, gold, labels, aggregation, ROUNDS, 1), atol=ATOL)
+
+
+@pytest.fixture
+def memo_dir(tmp_path, monkeypatch):
+    from harness.core import bootstrap
+
+    monkeypatch.setattr(bootstrap, "_memo", {})
+    bootstrap.remember_resamples_in(tmp_path)
+    yield tmp_path
+    bootstrap.remember_resamples_in(None)
+
+
+def test_a_memo_file_of_another_dtype_is_replaced_not_read(memo_dir):
+    from harness.core import bootstrap
+    from harness.core.hashing import npy_bytes
+
+    cos, gold, labels = split(13)
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
+    (memo,) = memo_dir.glob("*.npy")
+    key = memo.stem.rsplit("-", 1)[0]
+    memo.unlink()
+    data = npy_bytes(first.astype(np.float32))  # the right shape, a checksum that matches, the wrong dtype
+    import hashlib
+
+    (memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy").write_bytes(data)
+    bootstrap._memo.clear()
+    again = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
+    assert again.dtype == np.float64
+    np.testing.assert_array_equal(again, first)
+    assert [p.name for p in memo_dir.glob("*.npy")] == [memo.name]
+
+
+class _Touch:
+    """Unpickling this creates a file: proof that a memo file was unpickled."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+def test_a_memo_file_is_never_unpickled(memo_dir, tmp_path_factory):
+    import hashlib
+    import io
+
+    from harness.core import bootstrap
+
+    cos, gold, labels = split(14)
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 5)
+    (memo,) = memo_dir.glob("*.npy")
+    key = memo.stem.rsplit("-", 1)[0]
+    memo.unlink()
+    marker = tmp_path_factory.mktemp("pickle") / "unpickled"
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([_Touch(marker)] * ROUNDS, dtype=object), allow_pickle=True)
+    data = buffer.getvalue()
+    (memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy").write_bytes(data)
+    bootstrap._memo.clear()
+    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 5), first)
+    assert not marker.exists()
+
+
+def test_a_memo_file_removed_by_another_run_meanwhile_is_no_error(memo_dir, monkeypatch):
+    from pathlib import Path
+
+    from harness.core import bootstrap
+
+    cos, gold, labels = split(15)
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 6)
+    bootstrap._memo.clear()
+    real = Path.read_bytes
+
+    def raced(path):
+        if path.parent == memo_dir:  # another process removes the file between the listing and the read
+            path.unlink()
+            raise FileNotFoundError(str(path))
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", raced)
+    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 6), first)
