@@ -648,7 +648,8 @@ def render(results: dict[str, dict], equivalents: dict[str, str]) -> str:
         lines += [f"`{module}`:", ""]
         for s in left:
             mark = f" — equivalent: {equivalents[s['id']]}" if s["id"] in equivalents else ""
-            where = "no test executes it" if s["status"] == "no coverage" else f"{s['tests']} tests ran"
+            where = "no test executes it" if s["status"] == "no coverage" else \
+                f"{s['tests']} test{'s' if s['tests'] != 1 else ''} ran"
             lines.append(f"- `{s['id']}` `{_short(s['original'])}` → `{_short(s['replacement'])}` ({where}){mark}")
         lines.append("")
     if not any_left:

@@ -226,6 +226,9 @@ def test_whitening_rank_is_relative_to_the_largest_variance(caplog):
     mu, w, rank = whitening_transform(two)
     assert rank == 1 and np.allclose(mu, [[1.0, 3.0]])
     assert [_optional_int(v) for v in ("", "None", "all", "256")] == [None, None, None, 256]
+    # Different vectors whose differences square to 0 (underflow): no direction can be whitened.
+    mu, w, rank = whitening_transform(np.array([[0.0, 1.0], [1e-170, 1.0]] * 2))
+    assert rank == 0 and w.shape == (2, 0)
 
 
 # -- SimCSE -------------------------------------------------------------------------------------
