@@ -58,8 +58,10 @@ venv: $(STAMP)
 bench: $(STAMP)
 	$(PY) run_bench.py
 
+# mypy checks what [tool.mypy] files lists (pyproject.toml): harness/, methods/ and run_bench.py.
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 # The newest versions pyproject.toml allows (torch still TORCH_SPEC), resolved now in a fresh venv;
@@ -85,4 +87,4 @@ lock: $(UV)
 	$(NOTE) requirements.lock requirements-nodeps.lock requirements-uv.lock
 
 clean:
-	rm -rf $(VENV) $(NEWEST) .pytest_cache .ruff_cache results/runs results/plots results/leaderboard.*
+	rm -rf $(VENV) $(NEWEST) .pytest_cache .ruff_cache .mypy_cache results/runs results/plots results/leaderboard.*

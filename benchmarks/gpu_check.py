@@ -46,7 +46,7 @@ def vectors(device: str, texts: list[str], batch_size: int, cache: str):
 
     provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(device=device, batch_size=batch_size,
                                                                        max_length=512, progress=False), Path(cache))
-    from harness.runner.backends import Backend
+    from harness.runner.execution.backends import Backend
 
     provider.executor = Backend("local", device, None).executor()
     return provider.get(texts, View("mean", 6)), provider

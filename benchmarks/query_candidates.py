@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def main() -> None:
     import harness
-    from harness.runner.config import default_cache_dir
+    from harness.runner.settings.config import default_cache_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))

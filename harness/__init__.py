@@ -18,35 +18,35 @@ from harness.core import __version__
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
-    from harness.runner.config import BenchConfig
-    from harness.runner.scheduler import RunOutcome
+    from harness.runner.execution.run import RunOutcome
+    from harness.runner.settings.config import BenchConfig
 
 __all__ = ["BenchConfig", "UserError", "__version__", "mteb_model", "run"]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
-    """Plan and execute one benchmark run (:mod:`harness.runner.scheduler`), or with ``cfg.paper`` every
-    row of that paper's protocol (:mod:`harness.runner.paper`)."""
+    """Plan and execute one benchmark run (:mod:`harness.runner.execution.run`), or with ``cfg.paper`` every
+    row of that paper's protocol (:mod:`harness.runner.papers.run`)."""
     if cfg.paper:
-        from harness.runner.paper import run_paper
+        from harness.runner.papers.run import run_paper
 
         return run_paper(cfg)
-    from harness.runner.scheduler import run as _run
+    from harness.runner.execution.run import run as _run
 
     return _run(cfg)
 
 
 def mteb_model(method: str, backbone: str = "minilm", **kwargs: Any) -> Any:
     """Any sts-bench method as an MTEB model (``mteb.evaluate`` accepts it); method options by their
-    names, e.g. ``harness.mteb_model("whitening", k=256)``. See :mod:`harness.runner.mteb_model`."""
-    from harness.runner.mteb_model import mteb_model as _mteb_model
+    names, e.g. ``harness.mteb_model("whitening", k=256)``. See :mod:`harness.runner.mteb.model`."""
+    from harness.runner.mteb.model import mteb_model as _mteb_model
 
     return _mteb_model(method, backbone, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
     if name == "BenchConfig":
-        from harness.runner.config import BenchConfig
+        from harness.runner.settings.config import BenchConfig
 
         return BenchConfig
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -44,7 +44,8 @@ class ViewMethod(EmbeddingMethod):
     def pooled(self, sentences: Sequence[str]) -> np.ndarray:
         provider = self.ctx.views(self.spec)
         arrays = [provider.get(sentences, view) for view in self.backbone_views()]
-        return arrays[0] if len(arrays) == 1 else np.mean(arrays, axis=0, dtype=np.float32)
+        # numpy types a mean as a scalar or an array; over axis 0 of (n, d) arrays it is an (n, d) array
+        return arrays[0] if len(arrays) == 1 else np.mean(arrays, axis=0, dtype=np.float32)  # type: ignore[return-value]
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         return self.pooled(sentences)

@@ -104,7 +104,7 @@ class SBert(EmbeddingMethod):
                     if vectors is None:
                         vectors = np.empty((len(texts), np.shape(out)[1]), dtype=np.float32)
                     vectors[ids] = np.asarray(out, dtype=np.float32)[:len(ids)]
-                store.add(texts, vectors)
+                store.add(texts, vectors)  # type: ignore[arg-type]  # texts is not empty: a batch has set vectors
                 self.ctx.count_forwarded(len(texts), str(model.device))
                 bar.update(len(texts))
 

@@ -31,6 +31,10 @@ class TrainedMethod(Method):
         self._fitted_on: str | None = None  # fingerprint of the fit set of the loaded artifact
 
     # -- what a subclass defines --------------------------------------------------------------
+    # fit_set is None for a method that trains on fixed data (the cross-encoder). A method that fits on one
+    # (uses_fit_set: the runner then always passes one) takes `fit_set: FitSet` in its hooks, with
+    # `# type: ignore[override]`: narrowing the type by an assert or a helper would change its code, and so
+    # the cache key of everything it trained (harness.core.codekeys).
     def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
         """Everything that changes the trained artifact (inputs, settings, seed, a schema number)."""
         raise NotImplementedError

@@ -146,9 +146,10 @@ def write_mteb_only(root: Path, rng: np.random.Generator, n: int) -> None:
 
 
 def tree_copy(dest: Path) -> Path:
-    """A copy of this checkout's tracked files at ``dest`` (a user's tree, to change a method in)."""
+    """A copy of this checkout's files (tracked, or new and not ignored) at ``dest``: a user's tree."""
     root = Path(__file__).resolve().parent.parent
-    names = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    names = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture_output=True, text=True, check=True).stdout.split()
     for name in names:
         if (root / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import harness
-from harness.runner.cli import from_cli
-from harness.runner.config import BenchConfig
+from harness.runner.cli.parser import from_cli
+from harness.runner.settings.config import BenchConfig
 
 ALL = ["cls", "avg", "first-last", "whitening", "sbert", "random"]
 
@@ -123,7 +123,7 @@ def test_empty_sentence_in_a_task_file_names_the_line(bench, tmp_path, tiny_bert
 
 
 def test_ctrl_c_exits_130_and_keeps_what_was_written(bench, monkeypatch):
-    import harness.runner.scheduler as scheduler
+    import harness.runner.execution.run as scheduler
 
     def interrupted(plan, ctx):
         raise KeyboardInterrupt

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.runner.diagnostics import anisotropy
+from harness.runner.studies.diagnostics import anisotropy
 
 
 def test_isotropic_vectors_look_isotropic():

@@ -12,8 +12,8 @@ from fixtures import WORDS, write_senteval
 import harness
 from harness.core.cost_model import ModelShape
 from harness.core.scoring import spearman
-from harness.runner.config import BenchConfig
-from harness.runner.cost import measure
+from harness.runner.settings.config import BenchConfig
+from harness.runner.studies.cost import measure
 from methods.training.pair_training import (
     CrossEncoderConfig,
     StudentConfig,
@@ -147,7 +147,7 @@ def hash_embedding(texts: list[str]) -> np.ndarray:
 
 
 def test_cost_paths_rank_alike_when_the_student_is_the_teacher():
-    from harness.runner.cost import cosine_matrix
+    from harness.runner.studies.cost import cosine_matrix
 
     def teacher(left, right):  # a "cross-encoder" that is secretly the student's cosine
         return np.einsum("ij,ij->i", *(x / np.linalg.norm(x, axis=1, keepdims=True)

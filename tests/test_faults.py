@@ -1,5 +1,5 @@
 """The fault matrix of the command line: every bad input and environment failure ends in one
-``error:`` line and the exit code that means it (harness/runner/exits.py), before anything is
+``error:`` line and the exit code that means it (harness/runner/cli/exits.py), before anything is
 computed when it can be seen up front. The cases are data: adding one is one line.
 
 Trained artifacts and vectors are in tests/test_faults_artifacts.py, full and read-only disks in
@@ -166,7 +166,7 @@ def test_bad_input_and_environment_cases(case, files, args, code, message, bench
 
 @pytest.mark.parametrize(("case", "error", "code", "message"), INJECTED, ids=[c[0] for c in INJECTED])
 def test_environment_failures_are_one_line(case, error, code, message, bench, base_args, monkeypatch):
-    import harness.runner.scheduler as scheduler
+    import harness.runner.execution.run as scheduler
 
     def fail(plan, ctx):
         raise error
@@ -177,7 +177,7 @@ def test_environment_failures_are_one_line(case, error, code, message, bench, ba
 
 
 def test_a_bug_exits_4_with_its_traceback_and_debug_shows_any_traceback(bench, base_args, monkeypatch):
-    import harness.runner.scheduler as scheduler
+    import harness.runner.execution.run as scheduler
 
     def bug(plan, ctx):
         raise ValueError("an index went wrong")

@@ -192,7 +192,7 @@ def test_a_temporary_file_in_runs_is_not_a_record(bench, args, tmp_path, caplog)
 
 
 def test_a_torn_history_line_does_not_swallow_the_next_run(bench, args, tmp_path):
-    from harness.runner.history import read_history
+    from harness.runner.history.log import read_history
 
     assert bench("--methods", "avg", *args)[0] == 0
     history = tmp_path / "out" / "history.jsonl"
@@ -205,7 +205,7 @@ def test_a_torn_history_line_does_not_swallow_the_next_run(bench, args, tmp_path
 def test_a_run_waits_for_the_output_folder_and_reports_every_record_in_it(args, tmp_path):
     """While another writer holds the folder, a run writes nothing; once it may, its reports hold
     what the other wrote in the meantime (a record of another method)."""
-    from harness.runner.outlock import output_lock
+    from harness.runner.records.lock import output_lock
 
     out, cache = tmp_path / "out", tmp_path / "cache"
     command = [sys.executable, str(ROOT / "run_bench.py"), *args, "--cache-dir", str(cache), "--no-progress"]
@@ -324,7 +324,7 @@ def test_a_task_named_twice_is_scored_once(bench, args, tmp_path, caplog):
 def test_sigterm_ends_like_ctrl_c(bench, args, tmp_path, monkeypatch):
     import signal
 
-    import harness.runner.scheduler as scheduler
+    import harness.runner.execution.run as scheduler
 
     def terminated(plan, ctx):
         os.kill(os.getpid(), signal.SIGTERM)

@@ -125,7 +125,7 @@ def test_optimizer_is_adam_without_bias_correction_plus_decoupled_decay():
 
 
 def flow_cfg(senteval_root, model, tmp_path, **extra):
-    from harness.runner.config import BenchConfig
+    from harness.runner.settings.config import BenchConfig
 
     params = {"flow": {"epochs": 2.0, **extra}}
     return BenchConfig(methods=("flow",), tasks=("stsb",), backbone=str(model), source="senteval",

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.runner.history import BLOBS, HISTORY_FILE, append_history, read_history
-from harness.runner.history_report import history_report
+from harness.runner.history.log import BLOBS, HISTORY_FILE, append_history, read_history
+from harness.runner.history.moves import history_report
 
 
 def record(similarity: np.ndarray, gold: np.ndarray, commit: str | None, created: str) -> dict:
@@ -97,8 +97,8 @@ def test_every_run_appends_and_history_draws_it(bench, senteval_root, tiny_bert,
 def test_the_history_plot_is_drawn_again_only_when_what_it_shows_changes(history, monkeypatch):
     """history.png carries the digest of its inputs; an unchanged history is not drawn again (no
     matplotlib on a warm run), a new point or a damaged file is."""
-    from harness.runner import history_report as module
-    from harness.runner.plots import drawn_from
+    from harness.runner.history import moves as module
+    from harness.runner.tables.plots import drawn_from
 
     history_report(history, rounds=200, seed=1)
     png = history / "plots" / "history.png"

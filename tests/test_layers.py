@@ -1,5 +1,7 @@
 """The house has floors: runner → methods → core, imports only go down, and no file imports itself
 back through a circle. Every import counts (module level, inside functions, under TYPE_CHECKING).
+The runner's floor has rooms (subpackages) that are floors of their own, in the order of
+``harness.runner.ROOMS``: a room imports only the rooms below it.
 
 Run alone to see the floors: ``python -m pytest tests/test_layers.py -q``.
 """
@@ -94,9 +96,9 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_project():
     graph = import_graph()
-    assert {"harness.core.api", "harness.runner.scheduler", "methods.dse", "run_bench"} <= set(graph)
+    assert {"harness.core.api", "harness.runner.execution.run", "methods.dse", "run_bench"} <= set(graph)
     assert "harness.core.api" in graph["methods.pooling"]
-    assert "harness.runner.config" in graph["run_bench"] or "harness" in graph["run_bench"]
+    assert "harness.runner.cli.commands" in graph["run_bench"]
 
 
 def test_imports_only_go_down():
@@ -117,6 +119,52 @@ def test_no_import_circles():
 ])
 def test_circle_finder_finds_circles(graph, expected):
     assert circles(graph) == expected
+
+
+def room(module: str) -> int | None:
+    """The index of a runner module's room in ``harness.runner.ROOMS`` (None: not in a room)."""
+    from harness.runner import ROOMS
+
+    parts = module.split(".")
+    if parts[:2] != ["harness", "runner"] or len(parts) < 3:
+        return None
+    return ROOMS.index(parts[2]) if parts[2] in ROOMS else None
+
+
+def test_every_runner_module_is_in_a_room():
+    from harness.runner import ROOMS
+
+    loose = [name for name in project_modules() if name.startswith("harness.runner.") and room(name) is None]
+    assert not loose, f"runner modules outside the rooms {ROOMS}: {loose}"
+    folders = {p.name for p in (ROOT / "harness" / "runner").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(ROOMS)
+
+
+def test_rooms_import_only_the_rooms_below():
+    from harness.runner import ROOMS
+
+    upward = [f"{source} ({ROOMS[room(source)]}) imports {target} ({ROOMS[room(target)]})"
+              for source, targets in import_graph().items() if room(source) is not None
+              for target in sorted(targets) if room(target) is not None and room(target) > room(source)]
+    assert not upward, "imports that go up a room (order: " + " < ".join(ROOMS) + "):\n" + "\n".join(upward)
+
+
+def test_each_room_says_what_it_holds_and_what_it_may_import():
+    from harness.runner import ROOMS
+
+    for name in ROOMS:
+        doc = ast.get_docstring(ast.parse((ROOT / "harness" / "runner" / name / "__init__.py").read_text()))
+        assert doc and ("May import" in doc or "may import" in doc or "imports only" in doc), name
+
+
+def test_no_two_modules_differ_by_a_letter():
+    """``report``/``reports`` or ``records``/``results`` side by side make a reader guess."""
+    import difflib
+
+    stems = sorted({name.rsplit(".", 1)[-1] for name in project_modules()} - {"__init__", "harness", "runner"})
+    close = [(a, b) for i, a in enumerate(stems) for b in stems[i + 1:]
+             if len(a) > 3 and (a.rstrip("s") == b.rstrip("s") or difflib.SequenceMatcher(None, a, b).ratio() > 0.92)]
+    assert not close, close
 
 
 def test_methods_never_see_the_run_config():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from harness.core.data.tasks import TASKS
-from harness.runner.cli import from_cli
-from harness.runner.paper import CSV_COLUMNS, resolve
-from harness.runner.papers_data import PAPERS, load_paper
+from harness.runner.cli.parser import from_cli
+from harness.runner.papers.data import PAPERS, load_paper
+from harness.runner.papers.run import CSV_COLUMNS, resolve
 
 
 def test_the_five_papers_are_data_with_a_source_for_every_setting():

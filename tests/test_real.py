@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import harness
-from harness.runner.config import BenchConfig
+from harness.runner.settings.config import BenchConfig
 
 pytestmark = pytest.mark.real
 BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "embedded-default.csv"

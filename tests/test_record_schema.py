@@ -1,4 +1,4 @@
-"""The result record's schema (harness.runner.record_schema): what a reader accepts."""
+"""The result record's schema (harness.runner.records.schema): what a reader accepts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from harness.runner.record_schema import RESULT_SCHEMA_VERSION, checksum, problems, seal
+from harness.runner.records.schema import RESULT_SCHEMA_VERSION, checksum, problems, seal
 
 GOOD = {
     "schema_version": RESULT_SCHEMA_VERSION, "harness": {"name": "sts-bench", "version": "0", "git_sha": None},

@@ -37,7 +37,7 @@ def test_method_options_become_flags():
 
 
 def test_import_harness_does_not_import_torch():
-    code = ("import sys, harness, harness.runner.config, harness.core.data.tasks, methods; "
+    code = ("import sys, harness, harness.runner.settings.config, harness.core.data.tasks, methods; "
             "from methods import all_methods; all_methods(); "
             "print(sorted(m for m in ('torch', 'transformers', 'datasets', 'mteb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

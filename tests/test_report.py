@@ -15,7 +15,7 @@ from browser import Browser, chromium_binary
 from conftest import ROOT
 
 import harness
-from harness.runner.config import BenchConfig
+from harness.runner.settings.config import BenchConfig
 
 PAPER = ("paper,table,model,setting,task,published,measured,delta,status\n"
          "BERT-whitening,Table 1,tiny,target,STS-B,71.34,70.00,-1.34,outside tolerance\n")

@@ -25,7 +25,7 @@ from harness.core.encoding.pooling import View
 from harness.core.encoding.provider import ViewProvider
 from harness.core.encoding.settings import EncodeSettings
 from harness.core.encoding.windows import WindowTask, make_windows, run_window_task
-from harness.runner.config import BenchConfig
+from harness.runner.settings.config import BenchConfig
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
@@ -127,7 +127,7 @@ def test_out_of_memory_halves_the_batch_and_retries(tiny_bert, tmp_path, monkeyp
 
 def test_worker_processes_write_the_same_vectors_as_this_process(tiny_bert, tmp_path):
     """The per-device path (one loky worker per device), run on two 'cpu' devices."""
-    from harness.runner.backends import Backend
+    from harness.runner.execution.backends import Backend
 
     ref = resolve_backbone(str(tiny_bert))
     settings = EncodeSettings(device="cpu", window=16, threads=1, progress=False)

@@ -12,7 +12,7 @@ import torch
 from fixtures import WORDS, write_tiny_bert
 
 import harness
-from harness.runner.config import BenchConfig
+from harness.runner.settings.config import BenchConfig
 from methods.simcse import choose_pooler
 from methods.training.simcse_loop import SimCSEConfig, SimCSETrainer, simcse_loss
 

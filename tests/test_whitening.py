@@ -55,7 +55,7 @@ def test_identical_vectors_cannot_be_whitened():
 def test_whitening_and_diagnostics_never_call_the_svd(monkeypatch):
     """LAPACK's SVD of a finite rank-deficient covariance failed to converge on one machine (numpy
     2.4.6, OpenBLAS 0.3.31, Zen 5); the symmetric eigensolver is used instead."""
-    from harness.runner.diagnostics import anisotropy
+    from harness.runner.studies.diagnostics import anisotropy
 
     def no_svd(*args, **kwargs):
         raise np.linalg.LinAlgError("SVD did not converge")

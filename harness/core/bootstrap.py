@@ -112,7 +112,8 @@ def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], a
     digest.update("\x1f".join([code_digest(__name__), *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
     key = digest.hexdigest()[:40]
     if key not in _memo:
-        _memo[key] = _load_memo(key, rounds)
+        # None (not memoised on disk) for a moment: the next lines replace it before anyone reads it
+        _memo[key] = _load_memo(key, rounds)  # type: ignore[assignment]
         if _memo[key] is None:
             _memo[key] = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
             _store_memo(key, _memo[key])

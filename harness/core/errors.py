@@ -1,7 +1,7 @@
 """The exception types that reach the user as a single line (no traceback).
 
 ``UserError`` is bad input (exit 2); ``ResourceError`` is the machine failing the run: disk full,
-permission denied, out of memory (exit 3). ``harness.runner.exits`` maps both, and the ``OSError`` and
+permission denied, out of memory (exit 3). ``harness.runner.cli.exits`` maps both, and the ``OSError`` and
 ``MemoryError`` they stand for, to their exit codes.
 """
 

@@ -85,16 +85,16 @@ def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return (xc * yc).sum(axis=-1) / denom
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman rho (not ×100). ``spearman([1, 2, 3], [10, 30, 20]) == 0.5``."""
     return float(_pearson_rows(_rank(np.asarray(x, float)), _rank(np.asarray(y, float))))
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     return float(_pearson_rows(np.asarray(x, float), np.asarray(y, float)))
 
 
-def undefined_reason(similarity: Sequence[float] | None, gold: Sequence[float]) -> str | None:
+def undefined_reason(similarity: Sequence[float] | np.ndarray | None, gold: Sequence[float] | np.ndarray) -> str | None:
     """Why a correlation of ``similarity`` with ``gold`` is undefined, or None when it is defined.
     ``similarity`` None checks the data alone (before anything is encoded).
 
@@ -117,8 +117,8 @@ def undefined_reason(similarity: Sequence[float] | None, gold: Sequence[float]) 
     return None
 
 
-def split_undefined(similarity: Sequence[float] | None, gold: Sequence[float], subsets: Sequence[str] | None,
-                    aggregation: str) -> str | None:
+def split_undefined(similarity: Sequence[float] | np.ndarray | None, gold: Sequence[float] | np.ndarray,
+                    subsets: Sequence[str] | None, aggregation: str) -> str | None:
     """Why the aggregated score of a split is undefined under ``aggregation`` (None: defined).
     ``mean``/``wmean`` over several subsets need every subset defined; ``all`` needs the split."""
     labels = list(subsets) if subsets is not None else [""] * len(gold)
@@ -166,7 +166,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] | None, aggregation: str,
+def score_split(cos: np.ndarray, gold: Sequence[float] | np.ndarray, subsets: Sequence[str] | None, aggregation: str,
                 bootstrap: int = 1000, seed: int = 1234, n_zero: int = 0) -> TaskScores:
     """Score cosines against gold under ``aggregation``; bootstrap resamples pairs within subsets."""
     if aggregation not in AGGREGATIONS:
@@ -189,8 +189,9 @@ def score_split(cos: np.ndarray, gold: Sequence[float], subsets: Sequence[str] |
     if aggregation == "all" or len(groups) == 1:
         rho, r = 100 * spearman(cos, gold_arr), 100 * pearson(cos, gold_arr)
     else:
-        rho = aggregate({n: s["spearman"] for n, s in per_subset.items()}, sizes, aggregation)
-        r = aggregate({n: s["pearson"] for n, s in per_subset.items()}, sizes, aggregation)
+        # split_undefined has just said every subset is defined, so their scores are numbers, not None
+        rho = aggregate({n: s["spearman"] for n, s in per_subset.items()}, sizes, aggregation)  # type: ignore[misc]
+        r = aggregate({n: s["pearson"] for n, s in per_subset.items()}, sizes, aggregation)  # type: ignore[misc]
     ci = None
     if bootstrap > 0:
         from harness.core.bootstrap import percentile_interval, resampled_scores

@@ -108,11 +108,15 @@ class Scored:
 
 def scored(similarity: np.ndarray, gold: Sequence[float], subsets: Sequence[str] | None, aggregation: str,
            rounds: int = 1000, seed: int = 1234) -> Scored:
-    """Score once and resample once per method; every comparison of it reuses both."""
+    """Score once and resample once per method; every comparison of it reuses both. The score must be
+    defined: an undefined one (:func:`harness.core.scoring.score_split`) would put None into
+    ``Scored.spearman``, and :func:`paired_bootstrap` would fail on it. The callers (the runner's
+    significance table and history report) only pass scores whose split is defined."""
     labels = list(subsets) if subsets is not None else [""] * len(gold)
     gold_arr = np.asarray(gold, dtype=np.float64)
     similarity = np.asarray(similarity, dtype=np.float64)
-    return Scored(similarity, score_split(similarity, gold_arr, subsets, aggregation, bootstrap=0).spearman,
+    # float | None: None for an undefined score, which the callers never pass (see the docstring)
+    return Scored(similarity, score_split(similarity, gold_arr, subsets, aggregation, bootstrap=0).spearman,  # type: ignore[arg-type]
                   resampled_scores(similarity, gold_arr, labels, aggregation, rounds, seed))
 
 

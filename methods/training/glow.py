@@ -47,7 +47,7 @@ class ActNorm(nn.Module):
                 std = ((x - mean) ** 2).mean(dim=0).sqrt()
                 self.bias.copy_(-mean)
                 self.logs.copy_(torch.log(1.0 / (std + 1e-6)) / LOGSCALE_FACTOR)
-                self.initialized.fill_(True)
+                self.initialized.fill_(True)  # type: ignore[operator]  # a buffer: mypy sees Module.__getattr__'s Tensor | Module
         scale = self.logs * LOGSCALE_FACTOR
         logdet = scale.sum().expand(x.shape[0])
         if reverse:
@@ -78,10 +78,11 @@ class InvConv1x1(nn.Module):
         self.log_s = nn.Parameter(torch.log(diag.abs()).float())
 
     def weight(self) -> torch.Tensor:
-        eye = torch.eye(self.mask.shape[0], device=self.mask.device, dtype=self.log_s.dtype)
-        lower = self.lower * self.mask + eye
-        upper = self.upper * self.mask.T + torch.diag(self.sign_s * torch.exp(self.log_s))
-        return self.p @ lower @ upper
+        # p, sign_s and mask are buffers (register_buffer): mypy types them as Module.__getattr__'s Tensor | Module
+        eye = torch.eye(self.mask.shape[0], device=self.mask.device, dtype=self.log_s.dtype)  # type: ignore[index, arg-type]
+        lower = self.lower * self.mask + eye  # type: ignore[operator]
+        upper = self.upper * self.mask.T + torch.diag(self.sign_s * torch.exp(self.log_s))  # type: ignore[operator]
+        return self.p @ lower @ upper  # type: ignore[operator]
 
     def forward(self, x: torch.Tensor, reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         logdet = self.log_s.sum().expand(x.shape[0])
@@ -158,7 +159,8 @@ class Glow(nn.Module):
         logdet = x.new_zeros(x.shape[0])
         factored = []
         for number, steps in enumerate(self.levels):
-            for step in steps:
+            # a level is a ModuleList of steps, each a ModuleList of layers; torch types ModuleList items as Module
+            for step in steps:  # type: ignore[attr-defined]
                 for layer in step:
                     x, delta = layer(x)
                     logdet = logdet + delta
@@ -177,7 +179,7 @@ class Glow(nn.Module):
         for number in reversed(range(len(self.levels))):
             if number < len(self.levels) - 1:
                 x = torch.cat([x, factored.pop()], dim=1)
-            for step in reversed(self.levels[number]):
+            for step in reversed(self.levels[number]):  # type: ignore[call-overload]  # a ModuleList, typed as Module
                 for layer in reversed(step):
                     x, _ = layer(x, reverse=True)
         return x

@@ -107,8 +107,10 @@ def read_nli(hub_root: str | None) -> FitSet:
     origins = []
     for repo in NLI_DATASETS:
         location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
-        rows = once(("dataset", location, "train"), lambda location=location: load_dataset(location, split="train"),
-                    lambda err, location=location: f"--fit-set nli: could not load {location}: {first_line(err)}; "
+        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s Callables
+        rows = once(("dataset", location, "train"),
+                    lambda location=location: load_dataset(location, split="train"),  # type: ignore[misc]
+                    lambda err, location=location: f"--fit-set nli: could not load {location}: {first_line(err)}; "  # type: ignore[misc]
                     "offline, pass --hub-root DIR holding snli/ and multi_nli/ with premise and hypothesis columns")
         missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
         if missing:

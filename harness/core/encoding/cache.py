@@ -163,8 +163,9 @@ class VectorStore:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        part_ids = np.fromiter((loc[0] for loc in locations), dtype=np.int64, count=len(texts))
-        rows = np.fromiter((loc[1] for loc in locations), dtype=np.int64, count=len(texts))
+        # no location is None: the loop above has raised for a text that is not cached
+        part_ids = np.fromiter((loc[0] for loc in locations), dtype=np.int64, count=len(texts))  # type: ignore[index]
+        rows = np.fromiter((loc[1] for loc in locations), dtype=np.int64, count=len(texts))  # type: ignore[index]
         for number in np.unique(part_ids):
             mask = part_ids == number
             out[mask] = self._parts[number]["vec"][rows[mask]]

@@ -124,14 +124,15 @@ class ForwardPass:
         """A second copy of the backbone in train mode: dropout active, as BERT-flow fits."""
         if self._dropout_engine is None:
             self._ensure_loaded()
-            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)
+            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)  # type: ignore[arg-type]  # device: set by _ensure_loaded
             self._dropout_engine.model.train()
         return self._dropout_engine
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text after truncation, special tokens included (what the model computes on)."""
         engine = self._ensure_loaded()
-        return [engine.length(item) for item in engine.tokenize(list(texts))]
+        # the engine is one of two classes whose items differ; each engine only gets back its own items
+        return [engine.length(item) for item in engine.tokenize(list(texts))]  # type: ignore[arg-type]
 
     def encode_all(self, texts: Sequence[str], views: Sequence[View], dropout: bool = False) -> dict[View, np.ndarray]:
         """Every text's vectors in input order (no cache involved): for callers that need fresh
@@ -197,7 +198,8 @@ class ForwardPass:
                             "pooler")
         return array
 
-    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int], views: Sequence[View]):
+    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int],
+                              views: Sequence[View]) -> list[tuple[list[int], dict[View, np.ndarray]]]:
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
@@ -205,7 +207,8 @@ class ForwardPass:
         try:
             rows = topped_up(ids, lengths)  # tiny batches: see batching.py
             batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
-            with torch.inference_mode(), torch.autocast(self.device.split(":")[0],
+            # self.device: str | None is set by _ensure_loaded, which made the engine
+            with torch.inference_mode(), torch.autocast(self.device.split(":")[0],  # type: ignore[union-attr]
                                                         dtype=autocast_dtype or torch.float32,
                                                         enabled=autocast_dtype is not None):
                 states, pooled = engine.forward(batch)

@@ -77,7 +77,8 @@ class LinearKernel:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, attr, [], algorithm)
         y = F.linear(x, self.weight, self.bias)
         if act:
-            y = ACTIVATIONS[act](y)
+            # ACTIVATIONS mixes torch functions and lambdas: mypy infers no common callable type for them
+            y = ACTIVATIONS[act](y)  # type: ignore[operator]
         return y if residual is None else residual + y.to(residual.dtype)
 
 
@@ -122,7 +123,8 @@ class PackedStates(Sequence):
     (usually 1-2 of 7-25 layers), and only once."""
 
     def __init__(self, packing: Packing, packed: list[torch.Tensor]) -> None:
-        self._packing, self._packed, self._unpacked = packing, packed, {}
+        # _unpacked: layer index → its unpacked (batch, length, hidden) tensor; a tuple assignment takes no annotation
+        self._packing, self._packed, self._unpacked = packing, packed, {}  # type: ignore[var-annotated]
 
     def __len__(self) -> int:
         return len(self._packed)

@@ -89,10 +89,11 @@ class NativeBert(nn.Module):
         x = self.norm(self.word(packing.gather(input_ids)) + self.position(positions) + self.token_type(types))
         x = x.to(self.compute_dtype)
         states = [x]
+        # layer is a _Layer, but nn.ModuleList types its items as Module, whose attributes are Tensor | Module
         for layer, kernel in zip(self.layers, self._layer_kernels(x.device)):
-            attended = packed_attention(kernel["qkv"](x), packing, layer.heads)
-            x = _norm(kernel["out"](attended, residual=x), layer.norm1)
-            x = _norm(kernel["down"](kernel["up"](x, act=self.act), residual=x), layer.norm2)
+            attended = packed_attention(kernel["qkv"](x), packing, layer.heads)  # type: ignore[arg-type]
+            x = _norm(kernel["out"](attended, residual=x), layer.norm1)  # type: ignore[arg-type]
+            x = _norm(kernel["down"](kernel["up"](x, act=self.act), residual=x), layer.norm2)  # type: ignore[arg-type]
             states.append(x)
         pooled = None
         if self.pooler is not None:

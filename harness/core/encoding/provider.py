@@ -48,7 +48,12 @@ class ViewProvider:
         self.stats = EncodeStats()
         self._stores: dict[View, VectorStore] = {}
         self._forward: ForwardPass | None = None
-        self.executor = None  # harness.runner.backends: runs WindowTasks elsewhere (GPUs, dask, ray); None = here
+        # The runner's backends: run WindowTasks elsewhere (GPUs, dask, ray), returning how many sentences they
+        # encoded and on which devices; None = here. Typed by a type comment, not an annotation (that would make
+        # this assignment another statement, and change the cache keys): as plain `= None` mypy typed it None and
+        # skipped the executor branch of ensure(). Callable is not imported here (an import would change the keys
+        # too), so mypy reads the type as Any: the branch is checked, the call's signature is not.
+        self.executor = None  # type: Callable[[WindowTask], tuple[int, set[str]]] | None  # type: ignore[name-defined]
         self.impl = resolve_impl(ref, settings.impl)
 
     def cache_key(self, view: View) -> dict:

@@ -41,9 +41,10 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
         if split not in spec.hub_splits:
             continue
         hub_split = HUB_SPLIT_NAMES[split]
+        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s Callables
         rows = once(("dataset", location, revision, hub_split),
-                    lambda hub_split=hub_split: load_dataset(location, revision=revision, split=hub_split),
-                    lambda err, hub_split=hub_split: f"could not load {location} (split {hub_split}) from the hub: "
+                    lambda hub_split=hub_split: load_dataset(location, revision=revision, split=hub_split),  # type: ignore[misc]
+                    lambda err, hub_split=hub_split: f"could not load {location} (split {hub_split}) from the hub: "  # type: ignore[misc]
                     f"{first_line(err)}; offline, use --source senteval --senteval-dir DIR or --hub-root DIR")
         missing = [c for c in COLUMNS if c not in rows.column_names]
         if missing:

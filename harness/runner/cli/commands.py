@@ -1,0 +1,146 @@
+"""The commands: ``sts-bench run | plan | list | history | paper`` and ``run_bench.py`` (the same
+run, its modes as flags). Each parses its arguments into a ``BenchConfig``, runs it, prints what
+it found and maps the outcome to an exit code (:mod:`.exits`).
+
+    sts-bench run --methods flow whitening          python run_bench.py --methods flow whitening
+    sts-bench plan --tasks sts12 sickr              python run_bench.py --dry-run --tasks sts12 sickr
+    sts-bench list whitening                        python run_bench.py --list
+    sts-bench history                               python run_bench.py --history
+    sts-bench paper bert-whitening --backbone minilm
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from harness.runner.cli.parser import _Parser, add_run_flags, config_from_args, from_cli
+from harness.runner.settings.config import BenchConfig
+
+COMMANDS = {
+    "run": "benchmark methods on tasks: scores, leaderboards, the report page",
+    "plan": "print what a run would encode, fit and score, and what is cached; run nothing",
+    "list": "methods (with their options), tasks, sources, fit sets and papers",
+    "history": "draw each score by commit from history.jsonl and rebuild index.html; run nothing",
+    "paper": "a paper's own protocol, with its published numbers beside the measured ones",
+}
+
+
+def build_command_parser() -> argparse.ArgumentParser:
+    from harness.runner.papers.data import PAPERS
+    from methods import METHODS
+
+    parser = _Parser(prog="sts-bench", description="Benchmark sentence-embedding methods on STS tasks.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    for name, text in COMMANDS.items():
+        sub = commands.add_parser(name, help=text, description=text, argument_default=argparse.SUPPRESS)
+        if name == "list":
+            sub.add_argument("method", nargs="?", help=f"a method whose options to show: {', '.join(METHODS)}")
+            continue
+        if name == "paper":
+            sub.add_argument("paper", metavar="NAME", help=", ".join(PAPERS))
+        add_run_flags(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sts-bench``: the console script."""
+    return _guarded(lambda: _command(list(sys.argv[1:] if argv is None else argv)), argv)
+
+
+def run_bench_main(argv: Sequence[str] | None = None) -> int:
+    """``python run_bench.py``: a run, its modes as flags (``--list``, ``--dry-run``, ``--history``,
+    ``--paper``)."""
+    def body() -> int:
+        cfg, list_only = from_cli(argv)
+        if list_only:
+            print(listing())
+            return 0
+        return run_config(cfg)
+
+    return _guarded(body, argv)
+
+
+def _guarded(body, argv: Sequence[str] | None) -> int:
+    # The hub is optional: a folder or an already-cached snapshot must load without network calls.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    from harness.runner.cli.exits import debug_requested, guarded, terminate_like_interrupt
+
+    with terminate_like_interrupt():
+        return guarded(body, debug=debug_requested(argv))
+
+
+def _command(argv: list[str]) -> int:
+    namespace = vars(build_command_parser().parse_args(argv))
+    command = namespace.pop("command")
+    if command == "list":
+        print(listing(namespace.get("method")))
+        return 0
+    mode = {"plan": {"dry_run": True}, "history": {"history": True}}.get(command, {})
+    if command == "paper":
+        mode = {"paper": namespace.pop("paper")}
+    return run_config(config_from_args({**namespace, **mode}))
+
+
+def run_config(cfg: BenchConfig) -> int:
+    """Run ``cfg``; print its table (stdout), what it wrote and the gate's verdict (stderr)."""
+    import harness
+
+    outcome = harness.run(cfg)
+    print(outcome.table)
+    if outcome.dry_run:
+        return 0
+    print(f"wrote {len(outcome.result_paths)} result file(s) under {cfg.output_dir}/runs and "
+          f"{', '.join(str(p) for p in outcome.leaderboard_paths)}", file=sys.stderr)
+    if outcome.regressions is not None:
+        drops = outcome.regressions
+        if len(drops):
+            from tabulate import tabulate
+
+            verdict = "REGRESSION" if outcome.exit_code else "drops, none a regression"
+            print(f"\n{verdict} vs {cfg.baseline}: a regression is a drop larger than {cfg.tolerance} points "
+                  "(--tolerance) whose 95 % interval excludes the baseline:")
+            print(tabulate(drops, headers="keys", tablefmt="pipe", showindex=False, floatfmt=".2f"))
+        else:
+            print(f"no drop vs {cfg.baseline}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def listing(method: str | None = None) -> str:
+    """What can be run, from the registries; with ``method``, that method's options and defaults."""
+    from harness.core.data.fitsets import FIT_SET_KINDS
+    from harness.core.data.tasks import SOURCES, TASKS
+    from harness.runner.papers.data import PAPERS, load_paper
+    from methods import all_methods, get_method
+
+    if method is not None:
+        return method_options(get_method(method))
+    lines = ["Methods (--methods; options: sts-bench list METHOD, set with --set METHOD.OPTION=VALUE):"]
+    lines += [f"  {m.name:<14} {m.summary}" for m in all_methods()]
+    lines += ["", f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also any "
+                  "MTEB STS task by its name):"]
+    lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]
+    lines += ["", f"Fit sets (--fit-set): {', '.join(FIT_SET_KINDS)}",
+              "", "Papers (--paper NAME, or sts-bench paper NAME; their protocols, published numbers beside ours):"]
+    lines += [f"  {name:<14} {load_paper(name).title}" for name in PAPERS]
+    return "\n".join(lines)
+
+
+def method_options(cls) -> str:
+    """One method's summary and options: name, default (from the code), choices, what it does."""
+    lines = [f"{cls.name}: {cls.summary}"]
+    if not cls.options:
+        return "\n".join([*lines, "  (no options)"])
+    lines.append(f"options (--set {cls.name}.OPTION=VALUE, or [{cls.name}] in a config file):")
+    width = max(len(o.name) for o in cls.options)
+    for opt in cls.options:
+        choices = f"; one of {', '.join(map(str, opt.choices))}" if opt.choices else ""
+        lines.append(f"  {opt.name:<{width}}  default {opt.default!r}{choices}: {opt.help}")
+    return "\n".join(lines)
+
+
+

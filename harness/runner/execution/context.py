@@ -1,0 +1,117 @@
+"""``RunContext``: the runner's implementation of :class:`harness.core.api.MethodContext`.
+
+Backbones and view providers are memoised, so every method naming the same backbone (and
+max_length) shares one ``ViewProvider`` and therefore one forward pass and one set of cache stores.
+Counters are updated through calls, never by writing fields from outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from harness.core.artifacts import ArtifactStore
+from harness.core.bootstrap import remember_resamples_in
+from harness.core.encoding.backbone import BackboneRef, resolve_backbone
+from harness.core.encoding.settings import EncodeSettings
+from harness.runner.settings.config import BenchConfig
+
+if TYPE_CHECKING:
+    from harness.core.api import Method, MethodSpec
+    from harness.core.data.splits import SplitData
+    from harness.core.encoding.provider import ViewProvider
+
+
+def encode_settings(cfg: BenchConfig) -> EncodeSettings:
+    """The run's encode settings, resolved once (threads: the cores this process may use)."""
+    from harness.core.encoding.devices import available_cpus
+
+    return EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size, max_tokens=cfg.max_tokens,
+                          max_length=cfg.max_length, threads=cfg.threads or available_cpus(),
+                          trust_remote_code=cfg.trust_remote_code, progress=cfg.progress, impl=cfg.encoder_impl)
+
+
+class RunContext:
+    def __init__(self, cfg: BenchConfig) -> None:
+        from harness.runner.execution.backends import Backend
+
+        self.cfg = cfg
+        self.seed = cfg.seed
+        self.fit_set = cfg.fit_set
+        self.aggregation = cfg.aggregation
+        self.encode = encode_settings(cfg)
+        self.artifacts = ArtifactStore(cfg.cache_dir)
+        remember_resamples_in(self.artifacts.resample_memo)
+        self.backend = Backend(cfg.backend, cfg.device, cfg.scheduler_address)
+        self.methods: dict[str, Method] = {}  # name → the run's instance (siblings share it)
+        self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
+        self.devices: set[str] = set()  # devices those methods ran on
+        self.trained = 0  # models fitted by training in this run (flow, ...): 0 when all came from cache
+        self.pairs_scored = 0  # sentence pairs run through a pair scorer (cross-encoder) in this run
+        self._backbones: dict[tuple[str, str | None], BackboneRef] = {}
+        self._providers: dict[tuple[str, str | None, int], ViewProvider] = {}
+
+    # -- MethodContext ----------------------------------------------------------------------------
+    def backbone(self, name: str, revision: str | None = None) -> BackboneRef:
+        key = (name, revision)
+        if key not in self._backbones:
+            self._backbones[key] = resolve_backbone(name, revision, self.artifacts.fingerprint_memo)
+        return self._backbones[key]
+
+    def views(self, spec: MethodSpec) -> ViewProvider:
+        from harness.core.encoding.provider import ViewProvider
+
+        key = (spec.backbone, spec.revision, spec.max_length)
+        if key not in self._providers:
+            settings = replace(self.encode, max_length=spec.max_length)
+            provider = ViewProvider(self.backbone(spec.backbone, spec.revision), settings, self.artifacts)
+            provider.executor = self.backend.executor()
+            self._providers[key] = provider
+        return self._providers[key]
+
+    def task_split(self, task: str, split: str) -> SplitData:
+        from harness.core.data.tasks import get_task, load_task
+        from harness.core.errors import UserError
+
+        spec, cfg = get_task(task), self.cfg
+        loaded = load_task(spec, cfg.source, [split, spec.eval_split], senteval_dir=cfg.senteval_dir,
+                           hub_root=cfg.hub_root, lenient_gold=cfg.allow_gold_out_of_range)
+        if split not in loaded.splits:
+            raise UserError(f"the {cfg.source} source has no {spec.title} {split} split to train on; "
+                            "use --source packaged")
+        return loaded.splits[split]
+
+    def sibling(self, name: str) -> Method:
+        """The run's instance of method ``name``, or one configured from the run's settings."""
+        if name not in self.methods:
+            from methods import get_method
+
+            self.methods[name] = get_method(name).build(self.cfg.spec_request(), self)
+        return self.methods[name]
+
+    def count_trained(self) -> None:
+        self.trained += 1
+
+    def count_forwarded(self, n: int, device: str) -> None:
+        self.other_forwarded += n
+        self.devices.add(device)
+
+    def count_pairs_scored(self, n: int) -> None:
+        self.pairs_scored += n
+
+    # -- for the runner ----------------------------------------------------------------------------
+    def build_methods(self, names: list[str]) -> list[Method]:
+        return [self.sibling(name) for name in names]
+
+    def close(self) -> None:
+        """Release what the run started (a dask client, the on-disk memo of bootstrap resamples)."""
+        self.backend.close()
+        remember_resamples_in(None)
+
+    def providers(self) -> list[ViewProvider]:
+        return list(self._providers.values())
+
+    @property
+    def sentences_forwarded(self) -> int:
+        """Sentences run through any model in this run: 0 on a fully warm re-run."""
+        return self.other_forwarded + sum(p.forwarded for p in self._providers.values())

@@ -1,0 +1,56 @@
+"""``--dry-run``: the plan in words — encode jobs, fit jobs, score jobs, and what is already cached.
+
+Nothing is encoded, trained or scored; reading the caches' indexes is all it does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.core.encoding.windows import make_windows
+from methods.trained import TrainedMethod
+
+if TYPE_CHECKING:
+    from harness.runner.execution.context import RunContext
+    from harness.runner.execution.plan import Plan
+
+
+def approx_tokens(sentences: list[str]) -> int:
+    """A cheap estimate for planning: ~1.3 word pieces per whitespace word, plus [CLS] and [SEP]."""
+    return int(sum(len(s.split()) * 1.3 + 2 for s in sentences))
+
+
+def describe(plan: Plan, ctx: RunContext) -> str:
+    cfg = ctx.cfg
+    lines = [f"plan (dry run): {len(plan.methods)} method(s) × {len(plan.tasks)} task(s); backend {cfg.backend}, "
+             f"device {cfg.device}, dtype {cfg.dtype}", "", "encode jobs (one forward pass per sentence per backbone):"]
+    for job in plan.encode_jobs:
+        views = sorted(job.views)
+        windows = make_windows(job.sentences, job.provider.settings.window)
+        missing = {view: set(job.provider.store(view).missing(job.sentences)) for view in views}
+        todo = [s for s in job.sentences if any(s in m for m in missing.values())]
+        cached = ", ".join(f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views)
+        lines += [f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique sentences in "
+                  f"{len(windows)} window(s); cached per view: {cached}",
+                  f"    to encode: {len(todo)} sentences (≈{approx_tokens(todo)} tokens)"]
+    for method in plan.methods:
+        note = method.describe_encode(plan.own_model_sentences[method.name]) if not method.backbone_views() else None
+        if note:
+            lines.append(f"  {method.label()} (own model): {note}")
+    if not plan.encode_jobs:
+        lines.append("  (none)")
+    lines += ["", "fit jobs:"]
+    fit_lines = []
+    for method in plan.methods:
+        if method.uses_fit_set:
+            for task in plan.tasks:
+                fit_set = plan.fit_sets[(task.spec.name, method.fit_set_name())]
+                fit_lines.append(f"  {method.label()} × {task.spec.title} on {fit_set.name} "
+                                 f"({len(fit_set.sentences)} sentences): {method.describe_fit(fit_set)}")
+        elif isinstance(method, TrainedMethod):
+            fit_lines.append(f"  {method.label()}: {method.describe_fit(None)}")
+    lines += fit_lines or ["  (none)"]
+    scored = len(plan.methods) * len(plan.tasks)
+    lines += ["", f"score jobs: {scored} ({len(plan.methods)} method(s) × {len(plan.tasks)} task(s)), "
+              f"aggregation {cfg.aggregation}, bootstrap {cfg.bootstrap}"]
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""The plan of a run: which methods, tasks and fit sets, and the encode jobs that serve them.
+
+The plan groups methods by the backbone view provider they read from and takes, per provider,
+the union of every view any of its methods needs and every sentence any task or fit set holds
+(deduplicated), so the encode stage runs ONE forward pass per unique sentence per backbone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from harness.core.data.fitsets import FitSet, build_fit_set, check_fit_set_name, splits_needed
+from harness.core.data.splits import LoadedTask, unique
+from harness.core.data.tasks import get_task, load_task
+from harness.core.errors import UserError
+from harness.runner.execution.context import RunContext
+from harness.runner.settings.config import BenchConfig
+
+if TYPE_CHECKING:
+    from harness.core.api import Method
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.provider import ViewProvider
+
+
+@dataclass
+class EncodeJob:
+    provider: ViewProvider
+    views: set[View] = field(default_factory=set)
+    sentences: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    methods: list[Method]
+    tasks: list[LoadedTask]
+    fit_sets: dict[tuple[str, str], FitSet]  # (task, fit-set name) → sentences
+    encode_jobs: list[EncodeJob]
+    own_model_sentences: dict[str, list[str]]  # method name → sentences it encodes itself (sbert)
+
+
+def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
+    """A task whose score is undefined whatever the method (constant gold, fewer than 3 pairs, or
+    such a subset under ``mean``/``wmean``) fails before anything is encoded, unless
+    ``--allow-undefined``, when it is scored and recorded as undefined (with one warning)."""
+    from harness.core.scoring import split_undefined
+
+    split = task.eval
+    reason = split_undefined(None, split.gold, split.subsets, cfg.aggregation)
+    if not reason:
+        return
+    where = f"{task.spec.title} {task.spec.eval_split} ({split.origin})"
+    if not cfg.allow_undefined:
+        raise UserError(f"{where}: Spearman is undefined on it: {reason}; fix the data, choose another "
+                        "--aggregation, or pass --allow-undefined to record it as undefined")
+    logging.getLogger("sts_bench.plan").warning("%s: Spearman is undefined on it (%s); recorded as undefined",
+                                                where, reason)
+
+
+def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
+    """Build every method and load every task and fit set; group the encode work by backbone."""
+    methods = ctx.build_methods(unique(cfg.methods))
+    specs = [get_task(name, cfg.source) for name in unique(cfg.tasks)]
+    fit_names = unique(m.fit_set_name() for m in methods if m.uses_fit_set)
+    for name in fit_names:
+        check_fit_set_name(name)
+    tasks = []
+    for spec in specs:
+        extra = [split for name in fit_names for split in splits_needed(name, spec)]
+        splits = unique([spec.eval_split, *extra])
+        tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root,
+                               lenient_gold=cfg.allow_gold_out_of_range))
+    fit_sets = {(task.spec.name, name): build_fit_set(name, task, cfg.hub_root) for task in tasks for name in fit_names}
+    for task in tasks:
+        check_scorable(task, cfg)
+    for fit in fit_sets.values():
+        distinct = len(set(fit.sentences))
+        if distinct < 2:
+            raise UserError(f"fit set '{fit.name}' ({fit.origin}) holds {distinct} distinct sentence(s); fitting "
+                            "needs at least 2 different ones (a mean and a spread): use a larger --fit-set")
+
+    eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
+    jobs: dict[int, EncodeJob] = {}
+    own_model: dict[str, list[str]] = {}
+    for method in methods:
+        fit_sentences = [s for (_, name), fit in fit_sets.items() if method.uses_fit_set
+                         and name == method.fit_set_name() for s in fit.sentences]
+        needed = unique(eval_sentences + fit_sentences)
+        views = method.backbone_views()
+        if not views:
+            own_model[method.name] = needed
+            continue
+        provider = ctx.views(method.spec)
+        job = jobs.setdefault(id(provider), EncodeJob(provider))
+        job.views.update(views)
+        job.sentences = unique(job.sentences + needed)
+    return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model)

@@ -1,0 +1,206 @@
+"""A run: plan → encode → evaluate → reports.
+
+:func:`run` settles the settings, checks what can be checked up front (:mod:`.preflight`, the
+baseline against the plan's cells), plans (:mod:`.plan`), runs ONE forward pass per unique sentence
+per backbone (everything after it — pooling variants, whitening, flow, scoring — reads the cache),
+scores every (task, method) into a record written as soon as it is made (:mod:`.evaluate`), then
+runs the report steps (:mod:`.reports`) and the gate (:mod:`harness.runner.tables.gate`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.data.splits import unique
+from harness.runner.execution.context import RunContext
+from harness.runner.execution.evaluate import evaluate
+from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
+from harness.runner.execution.plan import Plan, make_plan
+from harness.runner.records.schema import Record
+from harness.runner.settings.config import BenchConfig
+from harness.runner.settings.console import say
+
+
+@dataclass
+class RunOutcome:
+    records: list[Record]
+    result_paths: list[Path]
+    leaderboard_paths: list[Path]
+    table: str
+    regressions: Any = None  # pandas DataFrame of drops vs --baseline, or None
+    exit_code: int = 0
+    sentences_forwarded: int = 0
+    models_trained: int = 0
+    pairs_scored: int = 0
+    dry_run: bool = False
+
+
+def encode_stage(plan: Plan, ctx: RunContext) -> None:
+    """ONE forward pass per unique sentence per backbone, for every view any method reads; then the
+    methods with a model of their own encode theirs."""
+    for job in plan.encode_jobs:
+        say(f"encode: {job.provider.ref.name} — {len(job.sentences)} unique sentences, views "
+            f"{', '.join(str(v) for v in sorted(job.views))}")
+        job.provider.ensure(job.sentences, sorted(job.views))
+    for method in plan.methods:
+        if not method.backbone_views():
+            method.prepare(plan.own_model_sentences[method.name])
+
+
+def run(cfg: BenchConfig) -> RunOutcome:
+    from harness.runner.execution.preflight import settle
+
+    cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
+    ctx = RunContext(cfg)
+    try:
+        return _run(cfg, ctx)
+    finally:
+        ctx.close()
+
+
+def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
+    from harness.runner.execution.preflight import check_cache_writable, preflight
+
+    baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
+    if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+        from harness.runner.page.build import history_pages
+
+        pages, text = history_pages(cfg)
+        return RunOutcome([], [], pages, text, dry_run=True)
+    clock = Stages()
+    with clock("plan"):
+        plan = make_plan(cfg, ctx)
+        if baseline is not None:  # a baseline that cannot match this run's cells fails before the compute
+            from harness.runner.tables.gate import check_planned
+
+            check_planned(baseline, planned_cells(plan, cfg), cfg.baseline_partial)
+    if cfg.dry_run:
+        from harness.runner.execution.dry_run import describe
+
+        return RunOutcome([], [], [], describe(plan, ctx), dry_run=True)
+    check_cache_writable(cfg)  # every cache subfolder this run may write, before the first sentence
+    leaks = labelled_overlaps(plan.methods, plan.tasks, ctx)
+    warn_leakage(leaks)
+    with clock("encode"):
+        encode_stage(plan, ctx)
+    records, paths, refused = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"])
+    clock.add_record_timings(records)
+    with clock("write"):
+        table, board = report_stage(plan, cfg, ctx, records)
+    say(summary(plan, ctx, clock))
+    if refused:
+        from harness.core.errors import UserError
+
+        raise UserError(f"Spearman undefined for {'; '.join(refused)}: not recorded (the other results were "
+                        f"written to {Path(cfg.output_dir) / 'runs'}); fix the data or the method, or pass "
+                        "--allow-undefined to record them as undefined, unranked")
+    outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
+                         models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)
+    if baseline is not None:
+        from harness.runner.tables.frames import long_rows
+        from harness.runner.tables.gate import match, verdict
+
+        drops = verdict(match(baseline, long_rows(records)[0], cfg.baseline_partial), cfg.tolerance)
+        outcome.regressions = drops
+        outcome.exit_code = 1 if drops["regression"].any() else 0
+    return outcome
+
+
+class Stages:
+    """Seconds per stage of a run, for its summary line: ``with clock("encode"): ...``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def add_record_timings(self, records: list[Record]) -> None:
+        """Fitting and scoring happen per record; their seconds are in each record's timings."""
+        self.seconds["fit"] = sum(r["timings"]["fit_s"] for r in records)
+        self.seconds["score"] = sum(r["timings"]["score_s"] + r["timings"]["encode_s"] for r in records)
+
+
+def summary(plan: Plan, ctx: RunContext, clock: Stages) -> str:
+    """What the run computed and what came from the cache, and where the time went."""
+    planned = sum(len(job.sentences) for job in plan.encode_jobs)
+    encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
+    order = ("plan", "encode", "fit", "score", "write")
+    return (f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from cache; "
+            f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
+            f"{ctx.pairs_scored} pair(s) scored; "
+            + " · ".join(f"{k} {clock.seconds[k]:.1f} s" for k in order if k in clock.seconds))
+
+
+def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
+    """The (row, task) cells this plan will score, keyed as the leaderboard keys them
+    (:func:`harness.runner.tables.frames.record_keys`), for checking a baseline before the compute."""
+    protocol = cfg.protocol()
+    group = {"aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
+             "max_length": str(protocol["max_length"]),
+             "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+    cells = []
+    for task in plan.tasks:
+        for method in plan.methods:
+            fit = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            cells.append({"method": method.label(), "backbone": method.spec.backbone, "kind": method.kind,
+                          "fit_set": fit.name if fit is not None else "", **group, "task": task.spec.title})
+    return cells
+
+
+def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float
+                ) -> tuple[list[Record], list[Path], list[str]]:
+    """Fit and score every (task, method); write each record as it is made (under the output
+    folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
+    refused (returned, not written) unless ``--allow-undefined``."""
+    from harness.runner.records.lock import output_lock
+    from harness.runner.records.store import write_result
+
+    records: list[Record] = []
+    paths: list[Path] = []
+    refused: list[str] = []
+    out = Path(cfg.output_dir)
+    for task in plan.tasks:
+        for method in plan.methods:
+            fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            record = evaluate(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            record["timings"]["encode_stage_s"] = round(encode_s, 4)
+            label, undefined = record["method"]["label"], record["scores"]["undefined"]
+            if undefined and not cfg.allow_undefined:
+                refused.append(f"{label} on {task.spec.title} ({undefined})")
+                say(f"{label:>16} · {task.spec.title:<7} Spearman undefined: {undefined}")
+                continue
+            with output_lock(out):
+                paths.append(write_result(out / "runs", record))
+            records.append(record)
+            shown = f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
+            say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
+    return records, paths, refused
+
+
+def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]
+                 ) -> tuple[str, list[Path]]:
+    """Every report step (:mod:`harness.runner.execution.reports`), from every record in the output
+    folder, under its lock: two runs sharing a folder take turns, so each finished run's record is
+    in every report."""
+    from harness.runner.execution.reports import report_stage as run_steps
+    from harness.runner.records.lock import output_lock
+    from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.store import load_results
+
+    out = Path(cfg.output_dir)
+    pool = unique([s for task in plan.tasks for s in task.eval.sentences()]
+                  + [s for fit in plan.fit_sets.values() for s in fit.sentences]) if cfg.cost else []
+    with output_lock(out):
+        inputs = ReportInputs(cfg, out, records, load_results(out / "runs"), plan.methods, pool)
+        return run_steps(inputs, ctx.artifacts)

@@ -1,0 +1,197 @@
+"""The history store: every run's scores, by commit, for tracking them over time (asv-style).
+
+``<output>/history.jsonl`` gets one line per (method row, task) of each run: the git commit of
+the harness (``+dirty`` when the tree had changes; none outside git), the date, the protocol, the
+score with its interval, the data fingerprint and the environment. Each run's lines are written
+with one ``write`` on a file opened ``O_APPEND`` and then fsync'ed, so concurrent runs never
+interleave inside a line and a crash loses at most the run in flight. Each line carries the
+sha256 of its own content; a line that fails it (a torn write, an edit) is skipped with a warning.
+
+The per-pair similarities (and, per task, the gold scores and subset labels) go beside it, under
+``<output>/history/``, as content-addressed files: ``<sha256>.npy`` (float64, read with
+``allow_pickle=False``) and ``<sha256>.json``, named by the sha256 of their bytes and checked
+against it when read. With both runs' similarities at hand, a change between two commits is tested
+with the paired bootstrap (:mod:`harness.runner.history.moves`). No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from harness.core.hashing import atomic_write_bytes, canonical_json
+from harness.runner.records.outputs import StepOutput
+from harness.runner.tables.frames import record_keys
+
+if TYPE_CHECKING:
+    from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
+    from harness.runner.settings.config import BenchConfig
+
+HISTORY_SCHEMA = 1
+HISTORY_FILE = "history.jsonl"
+BLOBS = "history"
+log = logging.getLogger("sts_bench.history")
+# Field → the type its value must have (None allowed where the tuple says so).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "run": (str,), "commit": (str, type(None)), "date": (str,), "method": (str,),
+    "backbone": (str,), "kind": (str,), "fit_set": (str,), "task": (str,), "fingerprint": (str,), "n_pairs": (int,),
+    "aggregation": (str,), "source": (str,), "dtype": (str,), "max_length": (str,), "first_last_layers": (str,),
+    "spearman": (float, int), "ci95": (list, type(None)), "similarity": (str, type(None)), "gold": (str, type(None)),
+    "env": (dict,),
+}
+
+
+def _store_blob(folder: Path, data: bytes, suffix: str) -> str:
+    """Write ``data`` as ``<sha256><suffix>`` unless it is there already; returns the sha256."""
+    digest = hashlib.sha256(data).hexdigest()
+    path = folder / f"{digest}{suffix}"
+    if not path.is_file():
+        atomic_write_bytes(path, data)
+    return digest
+
+
+def read_blob(folder: Path, digest: str | None, suffix: str) -> bytes | None:
+    """The bytes of blob ``digest`` if present and intact, else None (a damaged one is reported)."""
+    if not digest:
+        return None
+    path = folder / f"{digest}{suffix}"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != digest:
+        log.warning("history: %s does not match its checksum; it is ignored", path)
+        return None
+    return data
+
+
+def read_similarity(folder: Path, digest: str | None, n_pairs: int) -> np.ndarray | None:
+    data = read_blob(folder, digest, ".npy")
+    if data is None:
+        return None
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError:
+        return None
+    return array if array.dtype == np.float64 and array.shape == (n_pairs,) else None
+
+
+def read_gold(folder: Path, digest: str | None, n_pairs: int) -> tuple[list[float], list[str] | None] | None:
+    data = read_blob(folder, digest, ".json")
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("gold"), list) or len(value["gold"]) != n_pairs:
+        return None
+    subsets = value.get("subset")
+    return [float(g) for g in value["gold"]], (list(subsets) if isinstance(subsets, list) else None)
+
+
+def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
+    """One history entry for a result record; its similarities and gold go to content-addressed blobs."""
+    pairs = record["pairs"]
+    similarity = gold = None
+    if pairs["similarity"]:
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(pairs["similarity"], dtype=np.float64), allow_pickle=False)
+        similarity = _store_blob(blobs, buffer.getvalue(), ".npy")
+        gold = _store_blob(blobs, canonical_json({"gold": pairs["gold"], "subset": pairs.get("subset")}).encode(),
+                           ".json")
+    keys = record_keys(record)
+    scores = record["scores"]
+    line = {"schema": HISTORY_SCHEMA, "run": run, "commit": record["harness"].get("git_sha"),
+            "date": record["created"], **keys, "task": record["task"]["title"],
+            "fingerprint": record["task"]["fingerprint"], "n_pairs": int(record["task"]["n_pairs"]),
+            "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
+            "ci95": scores.get("spearman_ci95"),
+            "bootstrap_rounds": scores.get("bootstrap_rounds"), "seed": scores.get("bootstrap_seed"),
+            "similarity": similarity, "gold": gold, "env": record.get("env") or {}}
+    line["check"] = hashlib.sha256(canonical_json(line).encode()).hexdigest()
+    return line
+
+
+def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
+    """Append this run's scores to ``<out_dir>/history.jsonl``: one write, O_APPEND, fsync.
+
+    A previous write cut short (a full disk, ``ulimit -f``, a kill) leaves a last line without its
+    newline; this run's lines then start on a line of their own, so the torn line stays one bad
+    line (skipped on read) and this run's first line is kept. Undefined scores have no point on a
+    history and get no line. The caller holds the output folder's lock (:mod:`harness.runner.records.lock`).
+    """
+    run = uuid.uuid4().hex[:12]
+    lines = [history_line(rec, run, out_dir / BLOBS) for rec in records if rec["scores"]["spearman"] is not None]
+    if not lines:
+        return None
+    path = out_dir / HISTORY_FILE
+    data = "".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines).encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def valid(line: Any) -> bool:
+    """A history entry of this schema whose checksum matches and whose fields have their types."""
+    if not isinstance(line, dict) or line.get("schema") != HISTORY_SCHEMA:
+        return False
+    check = line.get("check")
+    body = {k: v for k, v in line.items() if k != "check"}
+    if check != hashlib.sha256(canonical_json(body).encode()).hexdigest():
+        return False
+    return all(isinstance(line.get(name), types) for name, types in FIELDS.items())
+
+
+def read_history(out_dir: Path) -> list[dict[str, Any]]:
+    """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and skipped."""
+    path = out_dir / HISTORY_FILE
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    entries: list[dict[str, Any]] = []
+    skipped = 0
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            line = None
+        if isinstance(line, dict) and valid(line):
+            entries.append(line)
+        elif raw.strip():
+            skipped += 1
+    if skipped:
+        log.warning("history: skipped %d damaged or unknown line(s) of %s", skipped, path)
+    return entries
+
+
+class HistoryLog:
+    """The report step that appends this run's scores to ``history.jsonl`` (:func:`append_history`)."""
+
+    name = "history"
+
+    def enabled(self, cfg: BenchConfig) -> bool:
+        return True
+
+    def memo_key(self, inputs: ReportInputs) -> None:
+        return None  # an append: every run adds its own lines
+
+    def write(self, inputs: ReportInputs) -> StepOutput:
+        path = append_history(inputs.out_dir, inputs.records)
+        return StepOutput([path] if path is not None else [])

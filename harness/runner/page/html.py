@@ -1,0 +1,247 @@
+"""``results/index.html``: the report page, one self-contained file rebuilt from ``runs/`` like the
+other leaderboards.
+
+It holds every protocol group's leaderboard (score, 95 % interval, ★ not significantly below the
+best, † ‡ marks), each group's paired tests, paper deltas from ``paper-*.csv`` where present, the
+history of scores by commit (``history.jsonl``) and every plot under ``plots/``. Each score's
+settings show on hover (its ``title``) and in full under the row's "settings" expander; every table
+sorts by a click on its header. CSS and JavaScript are inline and plots are ``data:`` URIs, so
+nothing is fetched when the page is viewed.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import json
+import logging
+import math
+from collections.abc import Sequence
+from itertools import groupby
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.hashing import atomic_write_text
+from harness.runner.page.assets import CSS, JS
+from harness.runner.tables.frames import (
+    AVG,
+    GROUP_KEYS,
+    ROW_KEYS,
+    long_rows,
+    newest,
+    record_keys,
+    tied_tasks,
+    wide_rows,
+)
+from harness.runner.tables.leaderboard import LEGEND, TIED, protocol_line
+
+if TYPE_CHECKING:
+    from harness.runner.history.moves import HistoryReport
+    from harness.runner.records.schema import Record
+
+PAPER_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
+log = logging.getLogger("sts_bench.report")
+esc = html.escape
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return esc(str(value))
+    return "—" if math.isnan(number) else f"{number:.{digits}f}"
+
+
+def settings_of(rec: Record) -> str:
+    """One score's settings, as a line of text for its hover title."""
+    spec, task, protocol = rec["method"]["spec"], rec["task"], rec["protocol"]
+    fit = (rec.get("fit") or {}).get("fit_set") or {}
+    backbone = rec.get("backbone") or {}
+    env = rec.get("env") or {}
+    parts = [f"{rec['method']['label']} on {task['title']} {task['split']} ({task['n_pairs']} pairs)",
+             f"source {task['source']}: {task['origin']} (data sha256 {task['fingerprint'][:12]})",
+             f"pooling {spec['pooling']} layers {spec['layers']} max_length {spec['max_length']}",
+             f"options {json.dumps(spec['params'], default=str)}" if spec["params"] else "",
+             f"backbone {backbone.get('name')} ({backbone.get('origin')}, {str(backbone.get('fingerprint'))[:12]}, "
+             f"{backbone.get('encoder_impl')})" if backbone else "",
+             f"fit set {fit.get('name')}: {fit.get('n_sentences')} sentences" if fit else "",
+             f"aggregation {protocol['aggregation']}, dtype {protocol['dtype']}, similarity {protocol['similarity']}",
+             f"bootstrap {rec['scores'].get('bootstrap_rounds')} rounds, seed {rec['scores'].get('bootstrap_seed')}",
+             f"run {rec['created']} at commit {str(rec['harness'].get('git_sha'))[:12]}; torch "
+             f"{(env.get('packages') or {}).get('torch')}, {', '.join(env.get('devices') or [])}"]
+    return " · ".join(p for p in parts if p)
+
+
+def _details(rec: Record) -> str:
+    """The full settings of a row (from its newest record), for the row's expander."""
+    keep = {k: rec.get(k) for k in ("method", "backbone", "protocol", "fit", "env", "harness")}
+    keep["task"] = {k: v for k, v in rec["task"].items() if k != "subsets"}
+    text = json.dumps(keep, indent=1, default=str, ensure_ascii=False)
+    return f"<details><summary>settings</summary><pre>{esc(text)}</pre></details>"
+
+
+def _sort_value(value: Any) -> str:
+    number = _float(value)
+    return "" if math.isnan(number) else f"{number:.6g}"
+
+
+def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cells: dict[tuple, Record],
+           group_key: tuple) -> str:
+    """One protocol group's leaderboard (its :func:`~harness.runner.tables.frames.wide_rows`); ``tasks`` are the
+    group's task columns, ``extra`` the method-declared columns any of its rows fills."""
+    head = ["method", "backbone", "fit set", "marks", *tasks, AVG, *extra]
+    rows = []
+    for row in group:
+        row_key = tuple(row[k] for k in ROW_KEYS)
+        tied = set(str(row.get("not_below_best") or "").split(","))
+        recs = [cells.get((group_key, row_key, t)) for t in tasks]
+        first = next((r for r in recs if r is not None), None)
+        out = [f"<td>{esc(str(row['method']))}{_details(first) if first else ''}</td>",
+               f"<td>{esc(Path(str(row['backbone'])).name or str(row['backbone']))}</td>",
+               f"<td>{esc(str(row['fit_set']))}</td>", f"<td class='marks'>{esc(str(row['marks']))}</td>"]
+        for task, rec in zip(tasks, recs):
+            value = row[task]
+            if rec is None or value != value:  # NaN: no score for this task
+                why = rec["scores"]["undefined"] if rec is not None else None
+                shown = f"<span title='{esc(why)}'>undefined</span>" if why else "—"
+                out.append(f"<td class='num' data-sort=''>{shown}</td>")
+                continue
+            ci = rec["scores"].get("spearman_ci95")
+            star = f" <span class='tied' title='not significantly below the best'>{TIED}</span>" if task in tied else ""
+            interval = f"<span class='ci'>{_number(ci[0])} – {_number(ci[1])}</span>" if ci else ""
+            out.append(f"<td class='num score' data-sort='{value:.4f}' title='{esc(settings_of(rec))}'>"
+                       f"{value:.2f}{star}{interval}</td>")
+        out.append(f"<td class='num' data-sort='{_sort_value(row[AVG])}'>{_number(row[AVG])}</td>")
+        out += [f"<td class='num' data-sort='{_sort_value(row[c])}'>{_number(row[c])}</td>" for c in extra]
+        rows.append("<tr>" + "".join(out) + "</tr>")
+    header = "".join(f"<th{' class=num' if h in (*tasks, AVG, *extra) else ''}>{esc(h)}</th>" for h in head)
+    return (f"<table class='sortable board'><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table>")
+
+
+def _table(rows: list[dict[str, Any]], numeric: tuple[str, ...] = (), css: str = "sortable") -> str:
+    if not rows:
+        return "<p class='note'>none</p>"
+    columns = list(rows[0])
+    head = "".join(f"<th{' class=num' if c in numeric else ''}>{esc(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for c in columns:
+            value = row[c]
+            if c in numeric:
+                cls = "pos" if c in ("delta", "change") and _float(value) > 0 else \
+                    "neg" if c in ("delta", "change") and _float(value) < 0 else ""
+                digits = 3 if c == "p" else 2
+                cells.append(f"<td class='num {cls}' data-sort='{_sort_value(value)}'>{_number(value, digits)}</td>")
+            else:
+                cells.append(f"<td>{esc(str(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _significance(significance: list[dict[str, Any]], group: dict[str, str]) -> str:
+    rows = [{"task": r["task"], "A": r["method_a"], "B": r["method_b"], "delta": r["delta"], "CI low": r["ci_low"],
+             "CI high": r["ci_high"], "p": r["p_value"], "test": r["test"]}
+            for r in significance if all(str(r.get(key)) == str(value) for key, value in group.items())]
+    if not rows:
+        return ""
+    return (f"<details><summary>paired tests ({len(rows)} rows, as in significance.csv)</summary>"
+            f"{_table(rows, ('delta', 'CI low', 'CI high', 'p'))}</details>")
+
+
+def papers(out_dir: Path) -> str:
+    """Paper deltas from every ``paper-*.csv``: published against measured, per paper table cell."""
+    parts = []
+    for path in sorted(out_dir.glob("paper-*.csv")):
+        try:
+            with path.open(encoding="utf-8", newline="") as handle:
+                reader = csv.DictReader(handle)
+                missing = [c for c in PAPER_COLUMNS if c not in (reader.fieldnames or [])]
+                rows = [{c: row.get(c, "") for c in PAPER_COLUMNS} for row in reader] if not missing else []
+        except (OSError, UnicodeDecodeError, csv.Error) as err:
+            missing, rows = [f"unreadable ({err})"], []
+        if missing:
+            log.warning("report: %s skipped: missing column(s) %s", path, ", ".join(missing))
+            parts.append(f"<p class='note'>{esc(path.name)} skipped: missing {esc(', '.join(missing))}</p>")
+            continue
+        parts.append(f"<h3>{esc(path.name)}</h3>{_table(rows, ('published', 'measured', 'delta'))}")
+    return "".join(parts)
+
+
+def png_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _figure(path: Path, caption: str) -> str:
+    return f"<figure><img alt='{esc(caption)}' src='{png_uri(path)}'><figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def _history(history: HistoryReport | None, out_dir: Path) -> str:
+    if history is None or not history.series:
+        return ("<p class='note'>No history yet: every run appends to history.jsonl; "
+                "<code>python run_bench.py --history</code> draws it.</p>")
+    rows = [{"commit": m["commit"], "after": m["previous"], "method": m["method"], "task": m["task"],
+             "before": m["before"], "now": m["after"], "change": m["change"], "p": m["p_value"], "test": m["test"]}
+            for m in history.moves]
+    png = out_dir / "plots" / "history.png"
+    figure = _figure(png, "score by commit; red rings: moved by more than its noise") if png.is_file() else ""
+    moves = _table(rows, ("before", "now", "change", "p")) if rows else \
+        "<p class='note'>No score moved by more than its noise.</p>"
+    return f"<p class='meta'>{len(history.commits)} commit(s), {len(history.series)} series.</p>{moves}{figure}"
+
+
+def render(records: Sequence[Record], marks: set, significance: list[dict[str, Any]], out_dir: Path,
+           history: HistoryReport | None = None) -> str:
+    """The whole page as one HTML string."""
+    from harness.core import __version__
+    from harness.runner.records.store import git_sha, now_iso
+
+    wide, all_tasks, all_extra = wide_rows(long_rows(records)[0])
+    cells = {}
+    for rec in newest(records):
+        keys = record_keys(rec)
+        cells[(tuple(keys[k] for k in GROUP_KEYS), tuple(keys[k] for k in ROW_KEYS), rec["task"]["title"])] = rec
+    boards = []
+    for values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):  # sorted by group
+        group = [{**row, "not_below_best": tied_tasks(row, all_tasks, marks)} for row in rows]
+        group_dict = dict(zip(GROUP_KEYS, values))
+        tasks = [t for t in all_tasks if any(row[t] == row[t] for row in group)]  # NaN != NaN
+        extra = [c for c in all_extra if any(row[c] == row[c] for row in group)]
+        board = _board(group, tasks, extra, cells, values)
+        boards.append(f"<h2>Protocol: {esc(protocol_line(group_dict))}</h2>{board}"
+                      f"{_significance(significance, group_dict)}")
+    plots = [_figure(p, p.stem) for p in sorted((out_dir / "plots").glob("*.png")) if p.stem != "history"]
+    paper = papers(out_dir)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>sts-bench report</title><style>{CSS}</style></head><body>
+<h1>sts-bench report</h1>
+<p class="meta">Built {esc(now_iso())} from {len(records)} result file(s) in runs/ · sts-bench {esc(__version__)} at
+commit {esc(str(git_sha())[:12])} · Spearman ×100 of similarity vs gold; small print: 95 % bootstrap interval.
+Hover a score for its settings; open "settings" for a row's full record; click a header to sort.</p>
+<nav><a href="#boards">Leaderboards</a><a href="#papers">Paper deltas</a><a href="#history">History</a>
+<a href="#plots">Plots</a></nav>
+<p class="legend">{esc(LEGEND)}</p>
+<section id="boards">{''.join(boards) or "<p class='note'>No result yet.</p>"}</section>
+<section id="papers"><h2>Paper deltas</h2>{paper or "<p class='note'>No paper-*.csv in this folder.</p>"}</section>
+<section id="history"><h2>History</h2>{_history(history, out_dir)}</section>
+<section id="plots"><h2>Plots</h2>{''.join(plots) or "<p class='note'>No plot.</p>"}</section>
+<script>{JS}</script>
+</body></html>
+"""
+
+
+def write_report(records: Sequence[Record], marks: set, significance: list[dict[str, Any]], out_dir: Path,
+                 history: HistoryReport | None = None) -> Path:
+    path = out_dir / "index.html"
+    atomic_write_text(path, render(records, marks, significance, out_dir, history))
+    return path

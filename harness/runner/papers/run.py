@@ -1,0 +1,186 @@
+"""``--paper NAME``: a paper's own protocol, run by name, with its published numbers beside ours.
+
+Each paper is data (``harness/runner/papers/<name>.toml``): every setting as the authors ran it,
+with where it comes from (a table of the paper or a file of their code), the data source of each
+task, and the published rows (model, setting, task, number, table). A run resolves every row into
+ordinary runs of the harness — one per data source the row's tasks need — so its scores are normal
+result files too, then writes ``results/paper-<name>.md`` and ``.csv``.
+
+Precedence: settings the user gave (command line or config file) > the row's settings > the paper's
+> defaults. Every departure from the paper is written next to the numbers it changed. A row that
+cannot run here (a model or a data folder out of reach) says why and how to make it run; the rows
+that can run still run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from harness.core.data.tasks import TASKS
+from harness.core.errors import UserError
+from harness.core.hashing import atomic_write_text
+from harness.runner.papers.data import Paper, Row, Setting, load_paper
+from harness.runner.settings.config import BenchConfig
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
+
+CSV_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
+
+
+@dataclass
+class RowPlan:
+    """One row resolved into runs: (source, tasks, config) each, plus what departs from the paper."""
+
+    row: Row
+    runs: list[tuple[str, list[str], BenchConfig]]
+    departures: list[str]
+    skipped: dict[str, str]  # task → why it cannot be run by sts-bench at all
+
+
+def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
+    """Every row of ``paper`` as harness runs, honouring what the user set explicitly."""
+    given = cfg.given()
+    plans = []
+    for row in paper.rows:
+        departures: list[str] = []
+        values: dict[str, Any] = {}
+        for key, setting in {**paper.settings, **row.settings}.items():
+            if key in given and getattr(cfg, key) != _config_value(key, setting.value):
+                departures.append(f"{key}={_show(getattr(cfg, key))} (paper: {_show(setting.value)})")
+            elif key not in given:
+                values[key] = _config_value(key, setting.value)
+        backbone = row.backbone or paper.backbone
+        if row.backbone is None and "backbone" in given and cfg.backbone != paper.backbone:
+            backbone = cfg.backbone
+            departures.append(f"model differs: {cfg.backbone} (paper: {paper.backbone})")
+        params = {method: dict(options) for method, options in cfg.method_params.items()}
+        for method, options in {**paper.options, **_merge(paper.options, row.options)}.items():
+            for option, setting in options.items():
+                value = setting.value
+                if setting.model and "backbone" in given:
+                    value = cfg.backbone
+                    departures.append(f"{method} {option} differs: {value} (paper: {setting.value})")
+                if f"{method}.{option}" in given:
+                    if params[method][option] != value:
+                        departures.append(f"--{method}-{option}={_show(params[method][option])} "
+                                          f"(paper: {_show(value)})".replace("_", "-"))
+                    continue
+                params.setdefault(method, {})[option] = value
+        tasks = [t for t in (cfg.tasks if "tasks" in given else paper.tasks) if t in row.published or "tasks" in given]
+        skipped = {t: "not run: not an sts-bench task" for t in row.published if t not in TASKS}
+        by_source: dict[str, list[str]] = {}
+        for task in tasks:
+            if task in TASKS:
+                by_source.setdefault(cfg.source if "source" in given else paper.source_of(task).value, []).append(task)
+        if "source" in given:
+            departures += [f"source={cfg.source} (paper: {paper.source_of(t).value} for {t})" for t in tasks
+                           if t in TASKS and paper.source_of(t).value != cfg.source]
+        runs = [(source, names, replace(cfg, **values, paper=None, methods=(row.method,), tasks=tuple(names),
+                                        source=source, backbone=backbone, revision=None if backbone != cfg.backbone
+                                        else cfg.revision, method_params=params))
+                for source, names in by_source.items()]
+        plans.append(RowPlan(row, runs, departures, skipped))
+    return plans
+
+
+def _merge(base: dict[str, dict[str, Setting]], extra: dict[str, dict[str, Setting]]) -> dict:
+    return {method: {**base.get(method, {}), **extra[method]} for method in extra}
+
+
+def _config_value(key: str, value: Any) -> Any:
+    return tuple(value) if key in ("first_last_layers", "tasks", "methods") else value
+
+
+def _show(value: Any) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def measured_value(record: Record, metric: str) -> float | None:
+    if metric == "degradation_pct":  # DSE adds "teacher" to its records (Method.annotate)
+        teacher: dict[str, Any] = cast(dict, record).get("teacher") or {}
+        return teacher.get("degradation_pct")
+    return record["scores"]["spearman"]
+
+
+def run_paper(cfg: BenchConfig):
+    """Run every row the machine can run; write the paper table. Returns the runner's outcome."""
+    from harness.runner.execution.run import RunOutcome, run, say
+
+    paper = load_paper(cfg.paper or "")
+    if cfg.baseline:
+        raise UserError("--paper and --baseline do not combine: compare a paper's rows in results/paper-<name>.csv, "
+                        "or run the baseline check without --paper")
+    lines: list[dict[str, Any]] = []
+    records, paths = [], []
+    for plan in resolve(paper, cfg):
+        row = plan.row
+        measured: dict[str, float | None] = {}
+        status: dict[str, str] = dict(plan.skipped)
+        for _, tasks, row_cfg in plan.runs:
+            try:
+                outcome = run(row_cfg)
+            except UserError as err:
+                say(f"paper {paper.name}: {row.model} ({row.setting}) on {', '.join(tasks)} not run: {err}")
+                status.update({task: f"not run: {err}" for task in tasks})
+                continue
+            records += outcome.records
+            paths += outcome.result_paths
+            for record in outcome.records:
+                if record["method"]["name"] == row.method:
+                    measured[record["task"]["name"]] = measured_value(record, row.metric)
+        ran = "ran" + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
+        for task, published in row.published.items():
+            if task not in status and task not in measured:
+                status[task] = "not run: task not selected (--tasks)"
+            value = measured.get(task)
+            lines.append({"paper": paper.name, "table": row.table, "model": row.model, "setting": row.setting,
+                          "task": TASKS[task].title if task in TASKS else task, "published": published,
+                          "measured": value,
+                          "delta": None if value is None or published is None else value - published,
+                          "status": status.get(task, ran)})
+    out = Path(cfg.output_dir)
+    table = paper_markdown(paper, lines)
+    written = write_paper(paper, lines, table, out)
+    return RunOutcome(records, paths, written, table)
+
+
+def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
+    from tabulate import tabulate
+
+    settings = [[key, _show(s.value), s.source] for key, s in paper.settings.items()]
+    settings += [[f"source ({task})", s.value, s.source] for task, s in paper.sources.items()]
+    settings += [[f"{method} {option}", _show(s.value), s.source] for method, options in paper.options.items()
+                 for option, s in options.items()]
+
+    def number(value: float | None) -> str:
+        return "—" if value is None else f"{value:.2f}"
+
+    rows = [[line["model"], line["setting"], line["task"], number(line["published"]), number(line["measured"]),
+             "—" if line["delta"] is None else f"{line['delta']:+.2f}", line["status"]] for line in lines]
+    return "\n".join([
+        f"# {paper.title}", "", f"Code: {paper.code}. Generated by `python run_bench.py --paper {paper.name}`; "
+        "Spearman ×100 unless the setting says otherwise. Every setting below is the paper's, with its source; "
+        "each departure is written in the status of the numbers it changed.", "",
+        tabulate(settings, headers=["setting", "value", "source"], tablefmt="pipe", disable_numparse=True), "",
+        tabulate(rows, headers=["model", "setting", "task", "published", "measured", "Δ", "status"], tablefmt="pipe",
+                 disable_numparse=True),
+        ""])
+
+
+def write_paper(paper: Paper, lines: list[dict[str, Any]], table: str, out: Path) -> list[Path]:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for line in lines:
+        writer.writerow({k: ("" if line[k] is None else (f"{line[k]:.4f}" if isinstance(line[k], float) else line[k]))
+                         for k in CSV_COLUMNS})
+    paths = [out / f"paper-{paper.name}.md", out / f"paper-{paper.name}.csv"]
+    atomic_write_text(paths[0], table)
+    atomic_write_text(paths[1], buffer.getvalue())
+    return paths

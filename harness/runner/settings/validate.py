@@ -1,0 +1,168 @@
+"""Settings checked by type and range before anything is computed.
+
+The types come from ``BenchConfig``'s own field annotations, so a field added there is checked
+with no change here. Method options are checked through their ``Option``: a config-file value is
+converted with ``Option.type`` (as argparse converts a flag), must be one of ``Option.choices``,
+and numbers must be finite and within the range their default implies (a count whose default is
+positive must be ≥ 1, a number whose default is not negative must not be negative).
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Settings:
+...     seed: int = 0
+>>> check_field(Settings, "seed", 1.5, "bench.toml")
+Traceback (most recent call last):
+...
+harness.core.errors.UserError: bench.toml: seed = 1.5: expected an integer
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from harness.core.errors import UserError
+
+_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "nothing"}
+
+
+@functools.lru_cache(maxsize=8)
+def field_types(owner: type) -> dict[str, Any]:
+    """A dataclass's annotations, resolved (its module uses postponed annotations)."""
+    return typing.get_type_hints(owner)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:  # True is an int to Python, not to a user writing `seed = true`
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return isinstance(value, tuple | list) and all(_matches(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    if origin in (frozenset, set):
+        return isinstance(value, frozenset | set) and all(_matches(item, typing.get_args(hint)[0]) for item in value)
+    return isinstance(value, hint)
+
+
+def describe(hint: Any) -> str:
+    """``int`` → "an integer"; ``str | None`` → "a string"; ``tuple[int, ...]`` → "a list of integers"."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(a) for a in typing.get_args(hint) if a is not type(None))
+    if origin is tuple:
+        inner = describe(typing.get_args(hint)[0])
+        return "a list of " + {"an integer": "integers", "a string": "strings"}.get(inner, inner)
+    if origin is dict:
+        return "a table"
+    return _NAMES.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def check_field(owner: type, name: str, value: Any, where: str) -> None:
+    """Raise a one-line UserError when ``value`` does not fit the type of field ``name`` of the
+    dataclass ``owner`` (``BenchConfig``)."""
+    hint = field_types(owner).get(name)
+    if hint is not None and not _matches(value, hint):
+        raise UserError(f"{where}: {name} = {value!r}: expected {describe(hint)}")
+
+
+def check_fields(owner: type, values: Mapping[str, Any], where: str) -> None:
+    for name, value in values.items():
+        check_field(owner, name, value, where)
+
+
+def _converted(opt: Any, value: Any, label: str) -> Any:
+    """A config-file value through ``Option.type``, the way argparse converts a flag's text."""
+    if isinstance(value, list | dict):
+        raise UserError(f"{label}: expected a single value")
+    if opt.type is str:
+        if not isinstance(value, str):
+            raise UserError(f"{label}: expected a string")
+        return value
+    if isinstance(value, bool) and not isinstance(opt.default, bool):
+        raise UserError(f"{label}: expected a number or a name, not true/false")
+    try:
+        return opt.type(value if isinstance(value, str) else str(value))
+    except (TypeError, ValueError):
+        kind = getattr(opt.type, "__name__", "value")
+        expected = {"int": "an integer", "float": "a number"}.get(kind, f"a valid value ({opt.help})")
+        raise UserError(f"{label}: expected {expected}") from None
+
+
+def check_option(opt: Any, value: Any, label: str, convert: bool) -> Any:
+    """Check (and, for config-file values, convert) one method option; returns the value to use.
+    ``label`` names the setting and its value as the user wrote it (``bench.toml: [flow] lr = -1``)."""
+    if convert:
+        value = _converted(opt, value, label)
+    if opt.choices is not None and value not in opt.choices:
+        raise UserError(f"{label}: expected one of {', '.join(map(str, opt.choices))}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if not math.isfinite(value):
+        raise UserError(f"{label}: expected a finite number")
+    default = opt.default
+    counts = isinstance(value, int) and (default is None or (isinstance(default, int) and default >= 1))
+    if counts and value < 1:
+        raise UserError(f"{label}: expected a positive integer")
+    if (default is None or (isinstance(default, int | float) and default >= 0)) and value < 0:
+        raise UserError(f"{label}: must not be negative")
+    return value
+
+
+def parse_set_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["whitening.k=256", "flow.lr=1e-4"]`` → ``{"whitening": {"k": "256"}, "flow": {"lr": "1e-4"}}``
+    (values as text: :func:`check_method_params` converts them with the option's type).
+
+    >>> parse_set_options(["whitening.k=256"])
+    {'whitening': {'k': '256'}}
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, equals, value = item.partition("=")
+        method, dot, option = target.strip().partition(".")
+        if not (equals and dot and method and option):
+            raise UserError(f"--set {item}: expected METHOD.OPTION=VALUE, e.g. --set whitening.k=256")
+        out.setdefault(method, {})[option.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def check_method_params(params: Mapping[str, Mapping[str, Any]], where: str | None) -> dict[str, dict[str, Any]]:
+    """Every method option checked; ``where`` is the config file or ``--set`` (values are
+    converted) or None for values that came from flags (argparse converted them: only choices and
+    ranges are left)."""
+    from harness.core.errors import did_you_mean
+    from methods import get_method
+
+    out: dict[str, dict[str, Any]] = {}
+    for method_name, values in params.items():
+        if not isinstance(values, Mapping):
+            raise UserError(f"{where or 'config'}: [{method_name}] must be a table of options")
+        options = {opt.name: opt for opt in get_method(method_name).options}
+        out[method_name] = {}
+        for name, value in values.items():
+            if name not in options:
+                raise UserError(f"unknown option '{name}' for method {method_name}"
+                                f"{did_you_mean(name, sorted(options))}")
+            if where == "--set":
+                label = f"--set {method_name}.{name}={value}"
+            elif where:
+                label = f"{where}: [{method_name}] {name} = {value!r}"
+            else:
+                label = f"--{method_name}-{name}".replace("_", "-") + f" {value}"
+            out[method_name][name] = check_option(options[name], value, label, convert=where is not None)
+    return out

@@ -1,0 +1,162 @@
+"""The tables every report is built from, read from result records only.
+
+``long_rows``: one row per (method row, protocol, task). ``wide_rows``: methods × tasks (+ Avg.)
+per protocol group. Results with different protocols are never put in one table: rows are grouped
+by the protocol (aggregation, source, dtype, max_length, first-last layers). Within a group a row
+is (method, backbone, kind, fit set). Columns a method declares (its records' ``"columns"``, e.g.
+DSE's "vs teacher (%)") are carried along and averaged over the row's tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from harness.core.data.tasks import TASKS
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
+
+GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
+ROW_KEYS = ("method", "backbone", "kind", "fit_set")
+TASK_ORDER = [spec.title for spec in TASKS.values()]
+AVG = "Avg."
+LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined")
+UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
+
+
+def ordered_tasks(titles: Iterable[str]) -> list[str]:
+    """Registered tasks in registry order, then any other task (an MTEB task) by name."""
+    present = set(titles)
+    return [t for t in TASK_ORDER if t in present] + sorted(present - set(TASK_ORDER))
+
+
+def record_keys(rec: Record) -> dict[str, str]:
+    """The (row, protocol group) a record belongs to, as the leaderboard names them."""
+    protocol = rec["protocol"]
+    return {"method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
+            "kind": rec["method"]["kind"], "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
+            "aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
+            "max_length": str(protocol["max_length"]),
+            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+
+
+def record_marks(rec: Record) -> str:
+    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task."""
+    protocol = rec["protocol"]
+    return ("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
+
+
+def newest(records: Iterable[Record]) -> list[Record]:
+    """One record per (row, protocol group, task): the newest file wins."""
+    chosen: dict[tuple, Record] = {}
+    for rec in sorted(records, key=lambda r: r["created"]):
+        chosen[(*record_keys(rec).values(), rec["task"]["title"])] = rec
+    return list(chosen.values())
+
+
+VOLATILE = ("created", "timings", "env", "harness", "checksum")  # change on every run, change no table
+
+
+def records_digest(records: Iterable[Record]) -> str:
+    """The content of the records tables are built from: the newest of each (row, protocol group,
+    task), minus the fields that change on every run without changing any table (:data:`VOLATILE`),
+    in an order of their content, not of when they were written (a run that crossed a second
+    boundary once sorted differently). Equal digests give equal tables."""
+    import hashlib
+
+    from harness.core.hashing import canonical_json
+
+    digest = hashlib.sha256()
+    for text in sorted(canonical_json({k: v for k, v in rec.items() if k not in VOLATILE}) for rec in newest(records)):
+        digest.update(text.encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _number(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _missing(value: Any) -> bool:
+    """True for a cell without a score: None or NaN (NaN != NaN)."""
+    return value is None or value != value
+
+
+def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per (row, protocol group, task), the newest file winning, ordered by protocol group,
+    row and task; and the names of the columns methods declared. Pure Python: the report page builds
+    from it without pandas."""
+    records = list(records)
+    extra: list[str] = []
+    for rec in records:  # every declared column, as the DataFrame of every record had it
+        extra += [name for name in rec.get("columns") or {} if name not in extra]
+    rows: list[dict[str, Any]] = []
+    for rec in newest(records):
+        scores = rec["scores"]
+        ci = scores.get("spearman_ci95") or [math.nan, math.nan]
+        # An undefined score is NaN here (a cell without a number: never averaged, ranked or starred)
+        # and its reason is kept beside it, so tables can say "undefined" instead of "not run".
+        rows.append({
+            **record_keys(rec), "marks": record_marks(rec),
+            "task": rec["task"]["title"], "spearman": _number(scores["spearman"]),
+            "pearson": _number(scores["pearson"]), "ci_low": ci[0], "ci_high": ci[1],
+            "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
+            **(rec.get("columns") or {}),
+        })
+    # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
+    # were written: the tables are then a function of the records' content alone, which the cached
+    # reports rely on (harness.runner.execution.reports).
+    rank = {title: i for i, title in enumerate(ordered_tasks(r["task"] for r in rows))}
+    ordered = sorted(rows, key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), rank[r["task"]]))
+    columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
+    return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
+
+
+def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Methods × tasks (+ Avg.) per protocol group, from :func:`long_rows`: the rows, the task
+    columns (registry order) and the method-declared columns, each averaged over the row's tasks.
+
+    Avg. is only given for a row that has every task of its group, so averages over different task
+    sets are never compared. Rows are ordered by protocol group, then by Avg. (highest first, rows
+    without one last), ties by (method, backbone, kind, fit set). For example, a group scoring
+    STS-B and SICK-R with rows ``avg`` (82.0, 78.0) and ``cls`` (73.5, —) gives ``avg`` Avg. 80.0
+    first, then ``cls`` with Avg. NaN.
+    """
+    standard = {*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS}
+    extra = [c for row in long[:1] for c in row if c not in standard]
+    tasks = ordered_tasks(row["task"] for row in long)
+    group_tasks: dict[tuple, set[str]] = {}
+    cells: dict[tuple, dict[str, Any]] = {}
+    for row in long:
+        group = tuple(row[k] for k in GROUP_KEYS)
+        group_tasks.setdefault(group, set()).add(row["task"])
+        cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)),
+                                {"tasks": {}, "marks": set(), "extra": {}, "undefined": []})
+        cell["tasks"][row["task"]] = row["spearman"]
+        if row.get("undefined"):
+            cell["undefined"].append(row["task"])
+        cell["marks"].update(row["marks"])
+        for column in extra:
+            if not _missing(row.get(column)):
+                cell["extra"].setdefault(column, []).append(row[column])
+    table = []
+    for key in sorted(cells):
+        cell, group = cells[key], key[:len(GROUP_KEYS)]
+        values = [cell["tasks"].get(t, math.nan) for t in tasks if t in group_tasks[group]]
+        average = sum(values) / len(values) if values and not any(_missing(v) for v in values) else math.nan
+        row = dict(zip((*GROUP_KEYS, *ROW_KEYS), key))
+        table.append({**{k: row[k] for k in ROW_KEYS}, "marks": "".join(sorted(cell["marks"])),
+                      **{t: cell["tasks"].get(t, math.nan) for t in tasks}, AVG: average,
+                      **{c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra},
+                      UNDEFINED: ",".join(t for t in tasks if t in cell["undefined"]),
+                      **{k: row[k] for k in GROUP_KEYS}})
+    # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set) order.
+    table.sort(key=lambda r: (tuple(r[k] for k in GROUP_KEYS), _missing(r[AVG]), 0 if _missing(r[AVG]) else -r[AVG]))
+    return table, tasks, extra
+
+
+def tied_tasks(row: dict[str, Any], tasks: list[str], marks: set) -> str:
+    """The tasks (comma-separated) where a wide row is best or not significantly below the best."""
+    group, key = tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS)
+    return ",".join(t for t in tasks if (group, key, t) in marks)

@@ -1,0 +1,188 @@
+"""The regression gate: this run's scores against a baseline leaderboard (``--baseline``).
+
+A verdict a CI job trusts must not be fooled, so the gate
+
+* reads the baseline **once, before anything is written** (:func:`load_baseline`, from the
+  preflight): a baseline inside the output folder is compared as it was, not as this run rewrote it;
+* **normalises keys** as the leaderboard writes them (``128.0`` is ``128``, ``"avg "`` is ``avg``,
+  ``1, -1`` is ``1,-1``), so a CSV that went through a spreadsheet still matches;
+* refuses to **compare nothing**: every (row, task) this run scored must have a baseline score,
+  else one ``error:`` line (exit 2) names what did not match — unless ``--baseline-partial``
+  asks to compare what matches (and even then at least one cell must);
+* checks the match **before encoding** as well (:func:`check_planned`), from the rows the plan
+  will produce, so a wrong baseline costs a second, not the run;
+* calls a drop a **regression** (exit 1) only when it is larger than ``--tolerance`` and its 95 %
+  interval excludes the baseline; a score that became undefined is a regression too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.errors import UserError
+from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, TASK_ORDER
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CSV_ROUNDING = 1e-3  # leaderboard.csv keeps 4 decimals: a smaller "drop" is the file's rounding
+SHOWN = 3  # unmatched cells named in the error line
+
+
+BASELINE_HINT = "pass a leaderboard.csv written by run_bench.py (results/leaderboard.csv)"
+
+
+def read_baseline(path: str | Path) -> pd.DataFrame:
+    """The baseline leaderboard CSV, checked: readable UTF-8 CSV, a ``method`` column, at least one
+    task column, numbers (or empty cells) in every task column. Anything else is one UserError line.
+    """
+    import pandas as pd
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise UserError(f"--baseline {path}: no such file; {BASELINE_HINT}")
+    try:
+        base = pd.read_csv(file, dtype={k: str for k in (*GROUP_KEYS, *ROW_KEYS)}, keep_default_na=False,
+                           na_values=[""], encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"--baseline {path}: not UTF-8 text (byte {err.start}); {BASELINE_HINT}") from None
+    except pd.errors.EmptyDataError:
+        raise UserError(f"--baseline {path}: the file is empty; {BASELINE_HINT}") from None
+    except (pd.errors.ParserError, ValueError) as err:
+        first = (str(err).strip().splitlines() or ["unreadable"])[0][:160]
+        raise UserError(f"--baseline {path}: not a readable CSV ({first}); {BASELINE_HINT}") from None
+    tasks = [c for c in base.columns if c in TASK_ORDER]
+    if "method" not in base.columns or not tasks:
+        raise UserError(f"--baseline {path}: expected a 'method' column and task columns such as "
+                        f"{', '.join(TASK_ORDER[:3])}; found {', '.join(map(str, base.columns[:8])) or 'none'}; "
+                        f"{BASELINE_HINT}")
+    for task in tasks:
+        numbers = pd.to_numeric(base[task], errors="coerce")
+        bad = base[task].notna() & numbers.isna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise UserError(f"--baseline {path}:{row + 2}: column {task} holds {base[task].iloc[row]!r}, "
+                            f"not a number; {BASELINE_HINT}")
+        base[task] = numbers
+    return base
+
+
+def normal_key(column: str, value: Any) -> str:
+    """A key cell as the leaderboard writes it: ``normal_key("max_length", "128.0") == "128"``,
+    ``normal_key("first_last_layers", " 1, -1") == "1,-1"``, ``normal_key("method", "avg ") == "avg"``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    text = str(value).strip()
+    if column == "first_last_layers":
+        return ",".join(part.strip() for part in text.split(",") if part.strip())
+    if column == "max_length":
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return str(int(number)) if number.is_integer() else text
+    return text
+
+
+@dataclass
+class Baseline:
+    """A baseline leaderboard as read before the run: its path, key columns and rows."""
+
+    path: str
+    keys: list[str]  # the key columns the file has (a subset of GROUP_KEYS + ROW_KEYS, with "method")
+    rows: list[dict[str, Any]]  # keys normalised, task cells float or NaN
+
+    def scores_for(self, cell: Mapping[str, str], task: str) -> list[float]:
+        """The baseline scores of every row matching ``cell`` on the file's keys, for ``task``."""
+        wanted = {k: normal_key(k, cell.get(k, "")) for k in self.keys}
+        return [row.get(task, math.nan) for row in self.rows if all(row[k] == v for k, v in wanted.items())]
+
+    def describe(self, cell: Mapping[str, str]) -> str:
+        return ", ".join(f"{k}={normal_key(k, cell.get(k, ''))}" for k in self.keys if k != "method")
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """Read and check the baseline CSV (:func:`harness.runner.execution.preflight.read_baseline`), normalised."""
+    frame = read_baseline(path)
+    keys = [k for k in (*ROW_KEYS, *GROUP_KEYS) if k in frame.columns]
+    other = (*keys, "marks", "Avg.", "not_below_best", "undefined")
+    tasks = [c for c in frame.columns if c in TASK_ORDER or c not in other]
+    rows = []
+    for record in frame.to_dict("records"):
+        row: dict[str, Any] = {k: normal_key(k, record.get(k)) for k in keys}
+        for task in tasks:
+            value = record.get(task)
+            row[task] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+        rows.append(row)
+    return Baseline(str(path), keys, rows)
+
+
+@dataclass
+class Match:
+    """One (row, task) of this run against its baseline score."""
+
+    cell: dict[str, Any]  # the long row: keys, task, spearman, ci_low, ci_high
+    baseline: float
+
+
+def match(baseline: Baseline, cells: Iterable[dict[str, Any]], partial: bool) -> list[Match]:
+    """Pair every cell with its one baseline score; raise one UserError line for what cannot be."""
+    matched, unmatched = [], []
+    for cell in cells:
+        found = [v for v in baseline.scores_for(cell, cell["task"]) if not math.isnan(v)]
+        if len(found) == 1:
+            matched.append(Match(cell, found[0]))
+            continue
+        why = "no baseline score" if not found else f"{len(found)} baseline rows"
+        unmatched.append(f"{cell['method']} on {cell['task']} ({why} for {baseline.describe(cell)})")
+    if unmatched and (not partial or not matched):
+        more = len(unmatched) - SHOWN
+        named = "; ".join(unmatched[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        fix = ("compare against a leaderboard.csv written with the same settings"
+               + ("" if partial else ", or pass --baseline-partial to compare only the cells that match"))
+        raise UserError(f"--baseline {baseline.path}: {len(unmatched)} of {len(matched) + len(unmatched)} scored "
+                        f"cell(s) have no single baseline score: {named}; {fix}")
+    return matched
+
+
+def check_planned(baseline: Baseline, cells: Iterable[dict[str, Any]], partial: bool) -> None:
+    """Before encoding: the rows the plan will score all have baseline scores (see :func:`match`)."""
+    match(baseline, cells, partial)
+
+
+def verdict(matches: list[Match], tolerance: float) -> pd.DataFrame:
+    """Every drop, with its interval and whether it is a regression (see the module docstring)."""
+    import pandas as pd
+
+    drops = []
+    for item in matches:
+        cell, before = item.cell, item.baseline
+        now = cell["spearman"]
+        if now is not None and not _nan(now) and now >= before - CSV_ROUNDING:
+            continue
+        undefined = now is None or _nan(now)
+        low, high = _number(cell.get("ci_low")), _number(cell.get("ci_high"))
+        has_interval = not undefined and not math.isnan(low) and not math.isnan(high)
+        beyond = undefined or now < before - tolerance
+        significant = undefined or not has_interval or high - before < 0
+        drops.append({"method": cell["method"], "backbone": cell["backbone"], "task": cell["task"],
+                      "baseline": before, "now": math.nan if undefined else now,
+                      "change": math.nan if undefined else now - before,
+                      "change_ci95": f"[{low - before:.2f}, {high - before:.2f}]" if has_interval else "—",
+                      "beyond_tolerance": beyond, "significant": significant, "regression": beyond and significant})
+    columns = ["method", "backbone", "task", "baseline", "now", "change", "change_ci95", "beyond_tolerance",
+               "significant", "regression"]
+    return pd.DataFrame(drops, columns=columns)
+
+
+def _number(value: Any) -> float:
+    """A cell as a float: NaN for None or anything not a number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def _nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

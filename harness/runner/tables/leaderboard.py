@@ -1,0 +1,160 @@
+"""Leaderboards written from result files only: CSV, markdown, a long-format score table and a PNG
+(the frames they are built from are :mod:`harness.runner.tables.frames`). Each protocol group gets its own
+table whose header names that protocol."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.hashing import atomic_write_text
+from harness.runner.records.outputs import StepOutput
+from harness.runner.tables.frames import (
+    AVG,
+    GROUP_KEYS,
+    LONG_COLUMNS,
+    ROW_KEYS,
+    UNDEFINED,
+    long_rows,
+    records_digest,
+    tied_tasks,
+    wide_rows,
+)
+
+if TYPE_CHECKING:
+    from harness.runner.records.outputs import ReportInputs
+    from harness.runner.records.schema import Record
+    from harness.runner.settings.config import BenchConfig
+
+def protocol_line(group: dict[str, Any]) -> str:
+    return (f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
+            f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · similarity=cosine")
+
+
+TIED = "★"
+LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "
+          "significance.csv) · † fitted or trained on sentences of the scored split (transductive, the fit set "
+          "holds them) · ‡ trained on labelled data built from the scored task (STS-B train holds STS 2012-2017 "
+          "pairs)")
+UNDEFINED_LEGEND = ("undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
+                    "pairs); recorded because of --allow-undefined, never ranked or starred")
+
+
+def mark_tied(wide: list[dict[str, Any]], tasks: list[str], marks: set) -> list[dict[str, Any]]:
+    """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
+    return [{**row, "not_below_best": tied_tasks(row, tasks, marks)} for row in wide]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def markdown(wide: list[dict[str, Any]], tasks: list[str]) -> str:
+    """One markdown table per protocol group, each under a header naming its protocol."""
+    from itertools import groupby
+
+    from tabulate import tabulate
+
+    parts = ["# sts-bench leaderboard", "",
+             "Spearman ×100 of cosine similarity vs gold on each task's test split. "
+             "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
+             "", LEGEND, ""]
+    if any(row.get(UNDEFINED) for row in wide):
+        parts += [UNDEFINED_LEGEND, ""]
+    columns = list(wide[0]) if wide else []
+    for group_values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):
+        group = [dict(row) for row in rows]
+        for row in group:
+            tied = (row.get("not_below_best") or "").split(",")
+            undefined = (row.get(UNDEFINED) or "").split(",")
+            for task in tasks:
+                value = row[task]
+                if not _missing(value):
+                    row[task] = f"{value:.2f}" + (f" {TIED}" if task in tied else "")
+                else:
+                    row[task] = "undefined" if task in undefined else "—"
+        shown = [c for c in columns if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
+                 and not all(_missing(row[c]) for row in group) and not (c == "marks" and not any(r[c] for r in group))]
+        if {row["kind"] for row in group} == {"embedding"}:
+            shown.remove("kind")  # only informative once pair scorers are in the table
+        cells = [["" if _missing(row[c]) else row[c] for c in shown] for row in group]
+        parts += [f"## Protocol: {protocol_line(dict(zip(GROUP_KEYS, group_values)))}", "",
+                  tabulate(cells, headers=shown, tablefmt="pipe", floatfmt=".2f", missingval="—",
+                           disable_numparse=False), ""]
+    return "\n".join(parts)
+
+
+def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """A table as CSV: floats with 4 decimals, a missing number as an empty cell.
+
+    >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}], ["m", "x", "n"])
+    'm,x,n\\navg,82.0325,3\\ncls,,4\\n'
+    """
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
+                         for c in columns])
+    return buffer.getvalue()
+
+
+def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = True,
+                      marks: set | None = None) -> list[Path]:
+    """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under ``out_dir``,
+    from :func:`~harness.runner.tables.frames.long_rows` (the one table representation: the page
+    is built from the same rows)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows, tasks, extra = wide_rows(long)
+    wide = mark_tied(rows, tasks, marks or set())
+    wide_columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+    long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
+    paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
+    # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
+    atomic_write_text(paths[0], csv_text(wide, wide_columns))
+    atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks) + "\n")
+    atomic_write_text(paths[2], csv_text(long, long_columns))
+    if plots and long:
+        from harness.runner.tables.plots import leaderboard_png
+
+        paths.append(leaderboard_png(long, out_dir / "plots" / "leaderboard.png"))
+    return paths
+
+
+def console_table(records: Sequence[Record]) -> str:
+    """This run's leaderboard, as printed at the end of a run."""
+    rows, tasks, extra = wide_rows(long_rows(records)[0])
+    columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS]
+    return markdown([{c: row[c] for c in columns} for row in rows], tasks)
+
+
+class Leaderboards:
+    """The report step of the tables (:mod:`harness.runner.records.outputs`): leaderboard.csv/.md,
+    scores.csv, significance.csv and plots/leaderboard.png from every record in the folder, and this
+    run's table for the console. A pure function of the records' content and the bootstrap
+    settings, so it is memoised: a warm re-run copies them (no pandas, no resampling)."""
+
+    name = "leaderboards"
+
+    def enabled(self, cfg: BenchConfig) -> bool:
+        return True
+
+    def memo_key(self, inputs: ReportInputs) -> dict[str, Any]:
+        cfg = inputs.cfg
+        return {"this_run": records_digest(inputs.records), "every_run": records_digest(inputs.every_run),
+                "plots": cfg.plots, "bootstrap": cfg.bootstrap or 1000, "seed": cfg.seed}
+
+    def write(self, inputs: ReportInputs) -> StepOutput:
+        from harness.runner.tables.comparisons import comparisons, write_significance
+
+        cfg, out = inputs.cfg, inputs.out_dir
+        table = console_table(inputs.records)
+        significance, marks = comparisons(inputs.every_run, cfg.bootstrap or 1000, cfg.seed)
+        paths = write_leaderboard(long_rows(inputs.every_run)[0], out, plots=cfg.plots, marks=marks)
+        paths.append(write_significance(significance, out))
+        return StepOutput(paths, table)

@@ -1,0 +1,136 @@
+"""PNG figures (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+INPUT_KEY = "sts-bench-input"  # PNG text chunk: the digest of what a figure was drawn from
+
+
+def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
+    """Lay out, render the PNG to bytes, write it atomically (creating its folder) and free the
+    figure: a failure (disk full) leaves the previous good PNG in place, never a truncated one.
+    ``input_key`` is stored in the PNG (see :func:`drawn_from`)."""
+    import io
+
+    from harness.core.hashing import atomic_write_bytes
+
+    try:
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None)
+    finally:
+        _pyplot().close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def drawn_from(path: Path) -> str | None:
+    """The ``input_key`` a PNG written by :func:`save_figure` carries, read from its ``tEXt`` chunks
+    without matplotlib; None for a missing, foreign or damaged file. A figure whose inputs have the
+    same key is not drawn again (a warm re-run then needs no matplotlib)."""
+    import struct
+    import zlib
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    offset, key = 8, None
+    while offset + 12 <= len(data):  # every chunk is checked: a truncated or altered file is drawn again
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        crc = data[offset + 8 + length:offset + 12 + length]
+        if len(body) != length or len(crc) != 4 or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
+            return None
+        if kind == b"tEXt" and body.startswith(INPUT_KEY.encode() + b"\0"):
+            key = body[len(INPUT_KEY) + 1:].decode("latin-1")
+        if kind == b"IEND":
+            return key
+        offset += 12 + length
+    return None
+
+
+def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Left: covariance spectrum (singular values / the largest, log scale) per method.
+    Right: distribution of the cosine of random sentence pairs per method."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, (spectrum, histogram) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for record in records:
+        diag = record["diagnostics"]
+        label = record["method"]["label"]
+        values = np.asarray(diag["singular_values"])
+        spectrum.plot(np.arange(1, len(values) + 1), values / values[0], label=label, linewidth=1.4)
+        edges, counts = np.asarray(diag["cosine_histogram"]["edges"]), np.asarray(diag["cosine_histogram"]["counts"])
+        histogram.stairs(counts / counts.sum(), edges, label=label, linewidth=1.4)
+    # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it off
+    # so the shapes that matter stay readable.
+    spectrum.set(yscale="log", ylim=(1e-3, 1.5), xlabel="component", ylabel="singular value / largest",
+                 title=f"{records[0]['task']['title']}: spectrum of centred vectors")
+    histogram.set(xlabel="cosine of random sentence pairs", ylabel="share of pairs", xlim=(-1, 1),
+                  title="pairwise cosine (isotropic vectors centre on 0)")
+    for ax in (spectrum, histogram):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
+    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
+    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
+    groups are in the markdown tables. ``long``: :func:`~harness.runner.tables.frames.long_rows`."""
+    import math
+
+    import numpy as np
+
+    from harness.runner.tables.frames import GROUP_KEYS, ordered_tasks
+
+    plt = _pyplot()
+    first = min(tuple(row[k] for k in GROUP_KEYS) for row in long)
+    data = [row for row in long if tuple(row[k] for k in GROUP_KEYS) == first]
+
+    def label(row: dict[str, Any]) -> str:
+        short = Path(row["backbone"]).name or row["backbone"]  # a folder's name, not its whole path
+        text = f"{row['method']} · {short}" + (f" · fit={row['fit_set']}" if row["fit_set"] else "")
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    tasks = ordered_tasks(row["task"] for row in data)
+    by_row: dict[str, list[float]] = {}
+    for row in data:
+        by_row.setdefault(label(row), []).append(row["spearman"])
+    means = {name: float(np.mean(values)) for name, values in by_row.items()}
+    rows = sorted(means, key=lambda name: (math.isnan(means[name]), means[name], name))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
+                             sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        cells = {label(row): row for row in data if row["task"] == task}
+        values = np.array([cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float)
+        low = values - np.array([cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float)
+        high = np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float) - values
+        err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
+        ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
+        for y, (value, right) in enumerate(zip(values, np.nan_to_num(values + high, nan=0.0))):
+            if np.isfinite(value):  # right of the whisker, so the label never sits on it
+                ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)
+        ax.set_title(task)
+        ax.set_xlim(min(0, np.nanmin(values) - 5) if np.isfinite(values).any() else 0, 108)
+        ax.set_xlabel("Spearman ×100")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
+    return save_figure(fig, path)

@@ -1,0 +1,126 @@
+"""The command line people read: grouped help built from the registries and BenchConfig, method
+options through ``--set``, modes as ``sts-bench`` subcommands, and ``python run_bench.py`` as it was."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from harness.runner.cli.commands import build_command_parser, listing, method_options
+from harness.runner.cli.parser import build_parser, from_cli
+from harness.runner.settings.config import BenchConfig
+from methods import all_methods, get_method
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def option_lines(help_text: str) -> list[str]:
+    return [line for line in help_text.splitlines() if re.match(r"^  -", line)]
+
+
+def test_top_level_help_is_at_most_about_40_options_in_groups():
+    text = build_parser().format_help()
+    assert len(option_lines(text)) <= 42
+    for group in ("what to run", "data", "backbone and encoding", "scheduling", "statistics", "regression gate",
+                  "outputs"):
+        assert f"\n{group}:" in text
+    assert "--whitening-k" not in text and "WHITENING.K" not in text  # the generated flags are hidden aliases
+    run_help = build_command_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    assert len(option_lines(run_help)) <= 40 and "--dry-run" not in run_help  # modes are subcommands
+
+
+def test_every_default_in_help_is_the_configs_own():
+    """Help is built from BenchConfig: change a default there and the help follows (never typed twice)."""
+    defaults = BenchConfig()
+    shown = {}
+    for action in build_parser()._actions:
+        found = re.search(r"\(default: ([^)]+)\)$", action.help or "")
+        if found:
+            shown[action.dest] = found.group(1)
+    assert {"aggregation", "max_length", "tolerance", "output_dir", "first_last_layers", "seed"} <= set(shown)
+    for dest, text in shown.items():
+        if hasattr(defaults, dest) and dest not in ("batch_size", "max_tokens", "threads", "cache_dir"):
+            value = getattr(defaults, dest)
+            expected = ",".join(map(str, value)) if dest == "first_last_layers" else \
+                " ".join(value) if isinstance(value, tuple) else str(value)
+            assert text == expected, dest
+    source = next(a for a in build_parser()._actions if a.dest == "source")
+    assert "mteb" in source.metavar  # the sources come from the registry
+
+
+def test_set_is_the_generated_flag_and_the_config_table():
+    via_set, _ = from_cli(["--methods", "whitening", "--set", "whitening.k=16", "--set", "flow.lr=1e-4"])
+    via_flag, _ = from_cli(["--methods", "whitening", "--whitening-k", "16", "--flow-lr", "1e-4"])
+    assert via_set.method_params == via_flag.method_params == {"whitening": {"k": 16}, "flow": {"lr": 1e-4}}
+    assert "whitening.k" in via_set.given()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--set", "whitening.k"], "expected METHOD.OPTION=VALUE"),
+    (["--set", "k=3"], "expected METHOD.OPTION=VALUE"),
+    (["--set", "flow.lr=abc"], "--set flow.lr=abc: expected a number"),
+    (["--set", "flow.levels=two"], "--set flow.levels=two: expected an integer"),
+    (["--set", "whitening.kk=3"], "did you mean 'k'?"),
+    (["--set", "whitenin.k=3"], "did you mean 'whitening'?"),
+    (["--set", "flow.levels=0"], "--set flow.levels=0: expected a positive integer"),
+])
+def test_a_bad_set_is_one_line(argv, message):
+    from harness.core.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(message)):
+        from_cli(argv)
+
+
+def test_list_method_shows_every_option_with_the_codes_default():
+    for cls in all_methods():
+        text = method_options(cls)
+        for opt in cls.options:
+            assert re.search(rf"^  {re.escape(opt.name)} +default {re.escape(repr(opt.default))}[;:]", text, re.M)
+    assert "whitening" in listing() and "corpus:FILE" in listing() and "mteb" in listing()
+    assert listing("flow") == method_options(get_method("flow"))
+
+
+def sts_bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from harness.runner.cli.commands import main; "
+                           "sys.exit(main(sys.argv[1:]))", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_subcommands_run_what_the_flags_run(senteval_root, tiny_bert, tmp_path):
+    common = ["--methods", "avg", "whitening", "--tasks", "stsb", "--source", "senteval", "--senteval-dir",
+              str(senteval_root), "--backbone", str(tiny_bert), "--cache-dir", str(tmp_path / "c"), "--no-progress",
+              "--no-plots"]
+    old = subprocess.run([sys.executable, "run_bench.py", *common, "--whitening-k", "8", "--output-dir",
+                          str(tmp_path / "old")], capture_output=True, text=True, cwd=ROOT)
+    new = sts_bench("run", *common, "--set", "whitening.k=8", "--output-dir", str(tmp_path / "new"))
+    assert old.returncode == new.returncode == 0, old.stderr + new.stderr
+    assert old.stdout == new.stdout  # the same leaderboard table
+    plan = sts_bench("plan", *common, "--output-dir", str(tmp_path / "plan"))
+    assert plan.returncode == 0 and "plan (dry run)" in plan.stdout and not (tmp_path / "plan").exists()
+    history = sts_bench("history", "--output-dir", str(tmp_path / "new"), "--no-plots")
+    assert history.returncode == 0 and (tmp_path / "new" / "history.md").is_file()
+    listed = sts_bench("list", "whitening")
+    assert listed.returncode == 0 and listed.stdout.strip() == method_options(get_method("whitening"))
+    bad = sts_bench("paper", "bert-flw")
+    assert bad.returncode == 2 and "did you mean 'bert-flow'?" in bad.stderr
+
+
+def test_every_benchconfig_field_is_reachable_from_the_command_line():
+    """A setting added to BenchConfig that no flag or subcommand sets is a setting users cannot reach."""
+    reachable = {action.dest for action in build_parser()._actions} | {"dry_run", "history", "paper", "list"}
+    reachable |= {"method_params", "explicit", "fit_set", "set_options", "scheduler_address", "progress", "plots"}
+    missing = {f.name for f in fields(BenchConfig)} - reachable
+    assert not missing, missing
+
+
+def test_the_console_script_is_installed():
+    script = Path(sys.executable).parent / "sts-bench"
+    assert script.is_file(), "reinstall the project (make venv) to get the sts-bench command"
+    done = subprocess.run([str(script), "list"], capture_output=True, text=True)
+    assert done.returncode == 0 and "Methods" in done.stdout
+    assert json.dumps(done.returncode) == "0"
