@@ -297,6 +297,13 @@ def find_mutants(path: str) -> list[Mutant]:
     finder = _Finder(path, source)
     for statement in _Finder._body(tree.body):
         finder.visit(statement)
+    # Nested operators can start at one column with one kind (``a + b + 2`` and its ``a + b``): the
+    # outer one keeps the plain id, the inner ones are told apart by where they end.
+    seen: set[str] = set()
+    for mutant in finder.found:
+        if mutant.id in seen:
+            mutant.kind += f"@{mutant.end_line}:{mutant.end_col}"
+        seen.add(mutant.id)
     return finder.found
 
 
