@@ -231,6 +231,23 @@ def test_whitening_rank_is_relative_to_the_largest_variance(caplog):
     assert rank == 0 and w.shape == (2, 0)
 
 
+def test_whitening_rank_at_its_bounds():
+    """Variances below 1 are whitened like any other; a variance of exactly 1e-10 of the largest
+    counts as zero (the bound is exclusive)."""
+    from methods.whitening import whitening_transform
+
+    x = np.random.default_rng(5).normal(size=(300, 3)) * [1e-3, 2e-3, 5e-4]  # every variance < 1e-5
+    mu, w, rank = whitening_transform(x)
+    assert rank == 3 and w.shape == (3, 3)
+    np.testing.assert_allclose(np.cov(((x - mu) @ w).T), np.eye(3), atol=1e-5)
+    # (±1.5, 0) and (0, ±1.5e-5): mean 0, covariance diag(2·1.5²/3, 2·1.5e-5²/3) = diag(1.5, 1.5e-10),
+    # and in binary64 the second is exactly 1e-10 times the first.
+    assert 2 * 1.5e-5 ** 2 / 3 == 1.5 * 1e-10
+    mu, w, rank = whitening_transform(np.array([[1.5, 0.0], [-1.5, 0.0], [0.0, 1.5e-5], [0.0, -1.5e-5]]))
+    assert rank == 1 and w.shape == (2, 1)
+    np.testing.assert_allclose(np.abs(w[:, 0]), [1 / np.sqrt(1.5), 0.0], atol=1e-7)
+
+
 # -- SimCSE -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -382,3 +382,67 @@ def test_a_memo_file_removed_by_another_run_meanwhile_is_no_error(memo_dir, monk
 
     monkeypatch.setattr(Path, "read_bytes", raced)
     np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 6), first)
+
+
+def test_resample_ranks_are_the_average_ranks_within_each_resample():
+    """Ranks of each item among the resample's draws (ties averaged, 1-based), as scipy ranks the
+    expanded resample: the shift matters here even where a correlation of them would not see it."""
+    from scipy.stats import rankdata
+
+    from harness.core.bootstrap import _resample_ranks
+
+    rng = np.random.default_rng(17)
+    x = np.round(rng.normal(size=15), 1)  # ties
+    counts = rng.multinomial(15, np.full(15, 1 / 15), size=6)
+    ranks = _resample_ranks(x, counts)
+    for b in range(6):
+        drawn = np.repeat(np.arange(15), counts[b])
+        expected = rankdata(x[drawn])  # one rank per draw; the copies of an item share it
+        for i in np.flatnonzero(counts[b]):
+            assert ranks[b, i] == expected[np.flatnonzero(drawn == i)[0]]
+
+
+def test_a_score_without_a_bootstrap_draws_no_resamples(monkeypatch):
+    """``bootstrap=0`` means no interval and no resampling (``scored`` asks for it so as to draw its
+    resamples once, itself, with the caller's rounds)."""
+    from harness.core import bootstrap, significance
+
+    drawn: list[int] = []
+
+    def counting(real):
+        def resample(cos, gold, labels, aggregation, rounds, seed):
+            drawn.append(rounds)
+            return real(cos, gold, labels, aggregation, rounds, seed)
+        return resample
+
+    monkeypatch.setattr(bootstrap, "resampled_scores", counting(bootstrap.resampled_scores))
+    monkeypatch.setattr(significance, "resampled_scores", counting(significance.resampled_scores))
+    cos, gold, labels = split(16)
+    assert score_split(cos, gold, labels, "mean", bootstrap=0).ci95 is None and drawn == []
+    scored(cos, gold, labels, "mean", rounds=ROUNDS, seed=2)
+    assert drawn == [ROUNDS]
+
+
+def test_the_tail_uses_the_continued_fraction_on_the_side_where_it_converges_fast():
+    """I_x(a, b) is evaluated directly for x < (a + 1) / (a + b + 2) and through 1 − I_{1−x}(b, a)
+    otherwise, where the continued fraction needs O(√max(a, b)) terms (Numerical Recipes 6.4). On
+    the wrong side it needs thousands. Each call here is counted with a tracer, against scipy too."""
+    import sys
+
+    from harness.core import significance
+
+    code = significance._betacf.__code__
+    for value, df in ((100.0, 1), (1.0, 5000), (0.01, 300), (0.7, 4), (5.0, 30)):
+        events = [0]
+
+        def local(frame, event, arg, events=events):
+            events[0] += 1
+            return local
+
+        sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+        try:
+            tail = significance.student_t_sf(value, df)
+        finally:
+            sys.settrace(None)
+        assert tail == pytest.approx(student_t.sf(value, df), rel=1e-10)
+        assert 0 < events[0] < 1_000, (value, df, events[0])
