@@ -18,7 +18,10 @@ Only the tests that can see a mutant run: the module's fast tests (``TESTS`` bel
 executed which line of which module; a mutant then runs, fastest first and stopping at the first
 failure (``-x``), only the tests that executed its lines (module-level code, defaults and class
 bodies run at import: every test that touched the module). A mutant no test executed is reported
-as "no coverage" without running. A failing test, a collection error or a timeout (3x the tests'
+as "no coverage" without running. A test that sets a tracer of its own (``sys.settrace``) must
+call the one it finds (``sys.gettrace()``) and put it back, or the lines it runs meanwhile are not
+seen (tests/test_oracles_stats.py's ``betacf_events`` does); the tracer is re-installed at each
+test's start in any case. A failing test, a collection error or a timeout (3x the tests'
 baseline time plus start-up) kills a mutant; ``--confirm`` re-runs each survivor with all of the
 module's tests.
 
@@ -343,6 +346,8 @@ threading.settrace(_global)
 
 def pytest_runtest_protocol(item, nextitem):
     CURRENT[0] = item.nodeid
+    if sys.gettrace() is not _global:  # a test that set a tracer of its own and left it (or None)
+        sys.settrace(_global)
     item._mutation_started = time.perf_counter()
 
 

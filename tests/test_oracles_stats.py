@@ -271,29 +271,48 @@ def test_student_t_tail_far_out_with_few_degrees_of_freedom():
             assert student_t_sf(value, df) == pytest.approx(student_t.sf(value, df), rel=1e-9)
 
 
-def test_the_continued_fraction_stops_once_converged():
-    """Modified Lentz stops when a term changes the fraction by < 1e-15; its 10,000 terms are only a
-    cap. Counted with a tracer: a few hundred line events per call, not the cap's ~100,000."""
+def betacf_events(run):
+    """Trace events inside ``_betacf`` while ``run()`` runs. The tracer already running (coverage,
+    benchmarks/mutation.py's line tracer) is kept and called as before, so the lines these tests
+    execute are still seen, and it is back in place afterwards."""
     import sys
 
     from harness.core import significance
 
-    code, events = significance._betacf.__code__, [0]
+    code, previous, events = significance._betacf.__code__, sys.gettrace(), [0]
 
-    def local(frame, event, arg):
-        events[0] += 1
+    def chained(inner, counted):
+        def local(frame, event, arg):
+            if counted:
+                events[0] += 1
+            following = inner(frame, event, arg) if inner is not None else None
+            return chained(following, counted) if following is not None or counted else None
         return local
 
     def tracer(frame, event, arg):
-        return local if frame.f_code is code else None
+        inner = previous(frame, event, arg) if previous is not None else None
+        counted = frame.f_code is code
+        return chained(inner, counted) if inner is not None or counted else None
 
     sys.settrace(tracer)
     try:
+        result = run()
+    finally:
+        sys.settrace(previous)
+    return events[0], result
+
+
+def test_the_continued_fraction_stops_once_converged():
+    """Modified Lentz stops when a term changes the fraction by < 1e-15; its 10,000 terms are only a
+    cap. Counted with a tracer: a few hundred line events per call, not the cap's ~100,000."""
+    from harness.core import significance
+
+    def tails():
         for value, df in ((3.674, 97), (0.3, 1376), (12.0, 3), (1.0, 10)):
             significance.student_t_sf(value, df)
-    finally:
-        sys.settrace(None)
-    assert 0 < events[0] < 4 * 2_000
+
+    events, _ = betacf_events(tails)
+    assert 0 < events < 4 * 2_000
 
 
 def test_two_subsets_are_averaged_not_pooled():
@@ -427,22 +446,34 @@ def test_the_tail_uses_the_continued_fraction_on_the_side_where_it_converges_fas
     """I_x(a, b) is evaluated directly for x < (a + 1) / (a + b + 2) and through 1 − I_{1−x}(b, a)
     otherwise, where the continued fraction needs O(√max(a, b)) terms (Numerical Recipes 6.4). On
     the wrong side it needs thousands. Each call here is counted with a tracer, against scipy too."""
-    import sys
+    from harness.core.significance import student_t_sf
 
-    from harness.core import significance
-
-    code = significance._betacf.__code__
     for value, df in ((100.0, 1), (1.0, 5000), (0.01, 300), (0.7, 4), (5.0, 30)):
-        events = [0]
-
-        def local(frame, event, arg, events=events):
-            events[0] += 1
-            return local
-
-        sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
-        try:
-            tail = significance.student_t_sf(value, df)
-        finally:
-            sys.settrace(None)
+        events, tail = betacf_events(lambda value=value, df=df: student_t_sf(value, df))
         assert tail == pytest.approx(student_t.sf(value, df), rel=1e-10)
-        assert 0 < events[0] < 1_000, (value, df, events[0])
+        assert 0 < events < 1_000, (value, df, events)
+
+
+def test_one_subset_has_nothing_to_average_so_nothing_is_rounded():
+    """With one subset, ``mean`` and ``wmean`` *are* ``all`` (the docstring's "equal"): the same
+    array bit for bit, not all's values weighted by 40 and divided by 40 again, which rounds some
+    of them (checked below, by hand, on these very values)."""
+    cos, gold, _ = split(2, sizes=(40,))
+    for labels in ([""] * 40, ["only"] * 40):
+        pooled = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
+        assert ((pooled * 40.0) / 40.0 != pooled).any()
+        for aggregation in ("mean", "wmean"):
+            np.testing.assert_array_equal(resampled_scores(cos, gold, labels, aggregation, ROUNDS, 3), pooled)
+
+
+def test_the_tail_near_p_005_with_thousands_of_pairs_is_accurate_to_a_few_ulps_of_lgamma():
+    """Williams' t near 2 with n − 3 = 2000 (the size of STS-B's test split): x = df / (df + t²)
+    sits just below NR's crossover (a + 1) / (a + b + 2), where the direct continued fraction is
+    the accurate side (~1e-12 from scipy; the reflected one is ~1.5e-11 off)."""
+    from harness.core.significance import student_t_sf
+
+    df = 2000
+    for value in (1.96, 1.98, 2.0):
+        x, a = df / (df + value ** 2), df / 2
+        assert (a + 1) / (a + 0.5 + 3) < x < (a + 1) / (a + 0.5 + 2)
+        assert student_t_sf(value, df) == pytest.approx(student_t.sf(value, df), rel=4e-12)
