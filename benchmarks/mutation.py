@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/mutation.py --modules methods/whitening.py    # one module
     .venv/bin/python benchmarks/mutation.py --modules core --sample 40        # 40 mutants drawn per module
     .venv/bin/python benchmarks/mutation.py --modules flow --list             # the mutants; nothing runs
+    .venv/bin/python benchmarks/mutation.py --modules stats --survivors       # the recorded survivors again
 
 Each mutant is one small change of one module, the kind a plausible bug makes: an arithmetic
 operator swapped (``+``/``-``, ``*``/``/``, ``//``→``/``, ``%``→``//``, ``**``→``*``), a comparison
@@ -17,7 +18,8 @@ Only the tests that can see a mutant run: the module's fast tests (``TESTS`` bel
 ``-m "not slow and not real"``) run once unmutated with a line tracer, which records which test
 executed which line of which module; a mutant then runs, fastest first and stopping at the first
 failure (``-x``), only the tests that executed its lines (module-level code, defaults and class
-bodies run at import: every test that touched the module). A mutant no test executed is reported
+bodies run at import, and a test can read them without running a line of the module: all of the
+module's tests). A mutant no test executed is reported
 as "no coverage" without running. A test that sets a tracer of its own (``sys.settrace``) must
 call the one it finds (``sys.gettrace()``) and put it back, or the lines it runs meanwhile are not
 seen (tests/test_oracles_stats.py's ``betacf_events`` does); the tracer is re-installed at each
@@ -546,7 +548,10 @@ class Coverage:
         tests = set().union(*(by_line.get(line, set()) for line in span))
         ran_at_import = any(line in self.at_import.get(mutant.path, set()) for line in span)
         if mutant.import_time or (not tests and ran_at_import):
-            tests = self.touched.get(mutant.path, set())
+            # A test can read a constant or an option's default without running a line of the
+            # module (tests/test_oracles_flow.py's recipe test): every test runs, not only those that
+            # touched it. (The caller keeps those of the module's own targets.)
+            tests = set(self.durations)
         if not tests:
             return None
         return sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t))
@@ -650,6 +655,10 @@ def render(results: dict[str, dict], equivalents: dict[str, str]) -> str:
     lines += ["", "Runs:", ""]
     for run, r in sorted(runs.items()):
         lines.append(f"- {run}: `{r['command']}` — commit {r['commit']}, {r['machine']}, {r['seconds']:.0f} s")
+        reruns = {x["run"]: x for m in results.values() if m["run"] == run for x in m.get("reruns", [])}
+        for when, x in sorted(reruns.items()):
+            lines.append(f"  - then {when}: `{x['command']}` — its survivors again with the tests of commit "
+                         f"{x['commit']}, {x['seconds']:.0f} s")
     lines += ["", "### Surviving mutants", ""]
     any_left = False
     for module in sorted(results):
@@ -702,6 +711,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", default=[], metavar="ID",
                         help="run only these mutants (ids as the report prints them)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="re-run only the mutants the recorded run of each module left alive (docs/mutation.json), "
+                             "with the tests as they are now; the record is updated (those now killed are "
+                             "counted as killed) and the re-run is listed under its run")
     parser.add_argument("--confirm", action="store_true", help="re-run each survivor with all of its module's tests")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--exclude", nargs="+", default=[], metavar="TEST",
@@ -722,6 +735,16 @@ def main() -> None:
         unknown = set(args.only) - {x.id for ms in mutants.values() for x in ms}
         if unknown:
             raise SystemExit(f"mutation: no such mutants: {', '.join(sorted(unknown))}")
+    if args.survivors:
+        recorded = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+        for module, found in mutants.items():
+            if module not in recorded:
+                raise SystemExit(f"mutation: --survivors: {module} has no recorded run in {RESULTS.name}")
+            alive = {s["id"] for s in recorded[module]["survivors"]}
+            mutants[module] = [x for x in found if x.id in alive]
+            gone = alive - {x.id for x in mutants[module]}
+            if gone:  # the module's code changed since: its record must be made again, whole
+                raise SystemExit(f"mutation: --survivors: {module} no longer has {', '.join(sorted(gone))}")
     if args.sample:
         rng = random.Random(args.seed)
         mutants = {m: sorted(rng.sample(ms, min(args.sample, len(ms))), key=lambda x: (x.line, x.col))
@@ -735,6 +758,7 @@ def main() -> None:
     modules = [m for m in modules if mutants[m]]
     command = "python benchmarks/mutation.py " + " ".join(sys.argv[1:])
     started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    started_commit = commit()  # the tree is copied now: later commits are not what runs
     print(f"mutation: {sum(len(v) for v in mutants.values())} mutants in {len(modules)} modules", flush=True)
     with tempfile.TemporaryDirectory(prefix="sts-mutation-") as base:
         files = tree_files()
@@ -794,7 +818,23 @@ def main() -> None:
         seconds = time.perf_counter() - run_started
 
     results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
-    for module in modules:
+    for module in modules if args.survivors else ():
+        found, before = mutants[module], results[module]
+        status = {m.id: outcomes[m.id][0].status for m in found}
+        dead = [i for i, st in status.items() if st in ("killed", "timeout")]
+        survivors = []
+        for s in before["survivors"]:
+            if s["id"] in dead:
+                continue
+            if status.get(s["id"]) in ("survived", "no coverage"):
+                s = {**s, "status": status[s["id"]], "tests": outcomes[s["id"]][1]}
+            survivors.append(s)  # an error or "not run" leaves the recorded outcome as it was
+        rerun = {"run": started_at, "command": command, "commit": started_commit, "machine": machine(),
+                 "seconds": seconds, "mutants": len(found), "killed": len(dead)}
+        results[module] = {**before, "killed": before["killed"] + sum(status[i] == "killed" for i in dead),
+                           "timeout": before["timeout"] + sum(status[i] == "timeout" for i in dead),
+                           "survivors": survivors, "reruns": [*before.get("reruns", []), rerun]}
+    for module in () if args.survivors else modules:
         found = mutants[module]
         status = [outcomes[m.id][0].status for m in found]
         results[module] = {
@@ -804,7 +844,8 @@ def main() -> None:
             "survivors": [{"id": m.id, "status": outcomes[m.id][0].status, "original": m.original,
                            "replacement": m.replacement, "tests": outcomes[m.id][1]}
                           for m in found if outcomes[m.id][0].status in ("survived", "no coverage")],
-            "run": started_at, "command": command, "commit": commit(), "machine": machine(), "seconds": seconds}
+            "run": started_at, "command": command, "commit": started_commit, "machine": machine(),
+            "seconds": seconds}
     for module in modules:
         r = results[module]
         print(f"{module}: {r['killed'] + r['timeout']}/{r['total']} killed, {len(r['survivors'])} survived, "

@@ -130,6 +130,42 @@ def test_pair_batches_drop_the_remainder_and_add_both_sides(spy):
     assert stats.recipe["batches"] == "pairs (loss: side a + side b; remainder dropped)"
 
 
+def test_pair_batches_that_fill_the_epoch_exactly_are_all_kept_and_a_short_epoch_is_one_step(spy):
+    """8 pairs in batches of 4: nothing is left over, so both batches run (int(1 · 8 / 4) = 2 steps,
+    every pair once). 3 pairs, fewer than a batch: int(3 / 4) = 0, and at least one step runs, of
+    the 3 pairs (as for sentence batches)."""
+    x = indexed(16)
+    config = FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=1.0)
+    _, stats = train_flow(lambda epoch: x, 6, 16, config, seed=5, progress=False,
+                          pairs=(np.arange(8), np.arange(8) + 8))
+    a_rows = [rows for rows, _ in spy[0::2]]
+    assert stats.steps == 2 and [len(rows) for rows in a_rows] == [4, 4]
+    assert sorted(a_rows[0] + a_rows[1]) == list(range(8))
+    spy.clear()
+    _, stats = train_flow(lambda epoch: x, 6, 16, config, seed=5, progress=False,
+                          pairs=(np.arange(3), np.arange(3) + 8))
+    assert stats.steps == 1 and len(spy) == 2 and sorted(spy[0][0]) == [0, 1, 2] and sorted(spy[1][0]) == [8, 9, 10]
+
+
+def test_the_fit_shows_a_progress_bar_on_a_terminal_unless_asked_not_to(monkeypatch):
+    """``progress`` defaults to on: tqdm then draws "fit flow" on a terminal (and stays quiet
+    elsewhere, tqdm's own test); ``progress=False`` draws nothing even there."""
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    x, config = indexed(8), FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=1.0)
+    for kwargs, shown in (({}, True), ({"progress": False}, False)):
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        train_flow(lambda epoch: x, 6, 8, config, seed=6, **kwargs)
+        monkeypatch.undo()
+        assert ("fit flow" in terminal.getvalue()) == shown, terminal.getvalue()
+
+
 def test_latents_do_not_depend_on_the_chunk_size():
     x = torch.randn(11, 6, generator=torch.Generator().manual_seed(0)).numpy()
     flow = FlowConfig(levels=2, depth=1, width=4).build(6, 1)
