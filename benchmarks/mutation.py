@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import contextlib
 import copy
 import json
 import os
@@ -514,7 +515,11 @@ class Worker:
     def close(self) -> None:
         if self.server is not None and self.server.poll() is None:
             self.server.stdin.close()
-            self.server.wait(timeout=30)
+            try:
+                self.server.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # stopped mid-request; its pytest child ends with its tests
+                self.server.kill()
+                self.server.wait()
 
     def run_mutant(self, mutant: Mutant, tests: list[str], timeout: float) -> Outcome:
         target = self.dir / mutant.path
@@ -760,9 +765,11 @@ def main() -> None:
     started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     started_commit = commit()  # the tree is copied now: later commits are not what runs
     print(f"mutation: {sum(len(v) for v in mutants.values())} mutants in {len(modules)} modules", flush=True)
-    with tempfile.TemporaryDirectory(prefix="sts-mutation-") as base:
+    with tempfile.TemporaryDirectory(prefix="sts-mutation-") as base, contextlib.ExitStack() as servers:
         files = tree_files()
         workers = [Worker(Path(base), i, files) for i in range(max(1, args.jobs))]
+        for worker in workers:  # stopped however this ends (the baseline's check starts the first one)
+            servers.callback(worker.close)
         workers[0].check_imports()
         coverage = baseline(workers[0], modules)
         # The same tests, unmutated, through the fork server: a server whose children fail would kill everything.
@@ -809,12 +816,8 @@ def main() -> None:
         queue_all = [m for module in modules for m in mutants[module]]
         total = len(queue_all)
         run_started = time.perf_counter()
-        try:
-            with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
-                list(pool.map(run, queue_all))
-        finally:
-            for worker in workers:
-                worker.close()
+        with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+            list(pool.map(run, queue_all))
         seconds = time.perf_counter() - run_started
 
     results = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
