@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/mutation.py --modules core --sample 40        # 40 mutants drawn per module
     .venv/bin/python benchmarks/mutation.py --modules flow --list             # the mutants; nothing runs
     .venv/bin/python benchmarks/mutation.py --modules stats --survivors       # the recorded survivors again
+    .venv/bin/python benchmarks/mutation.py --report                          # docs/mutation.md from the json
 
 Each mutant is one small change of one module, the kind a plausible bug makes: an arithmetic
 operator swapped (``+``/``-``, ``*``/``/``, ``//``→``/``, ``%``→``//``, ``**``→``*``), a comparison
@@ -727,7 +728,14 @@ def main() -> None:
     parser.add_argument("--with-slow", action="store_true", help=f"also run the slow tests ({len(SLOW)}, see SLOW)")
     parser.add_argument("--show", action="store_true", help="print the end of each mutant's pytest output")
     parser.add_argument("--no-report", action="store_true", help="do not update docs/mutation.{json,md}")
+    parser.add_argument("--report", action="store_true",
+                        help="only regenerate docs/mutation.md from docs/mutation.json (after editing its "
+                             "equivalent-mutants table); nothing runs")
     args = parser.parse_args()
+    if args.report:
+        write_report(json.loads(RESULTS.read_text(encoding="utf-8")))
+        print(f"wrote {REPORT.relative_to(ROOT)}")
+        return
     EXCLUDED.extend(args.exclude)
     if not args.with_slow:
         EXCLUDED.extend(SLOW)
