@@ -147,6 +147,16 @@ def test_pair_batches_that_fill_the_epoch_exactly_are_all_kept_and_a_short_epoch
     assert stats.steps == 1 and len(spy) == 2 and sorted(spy[0][0]) == [0, 1, 2] and sorted(spy[1][0]) == [8, 9, 10]
 
 
+def test_pair_batches_one_short_of_a_second_batch_drop_it(spy):
+    """7 pairs in batches of 4: each epoch has one full batch and drops the 3 left over (not a batch
+    of 3); int(2 · 7 / 4) = 3 steps, all of 4 pairs."""
+    x = indexed(14)
+    config = FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=2.0)
+    _, stats = train_flow(lambda epoch: x, 6, 14, config, seed=7, progress=False,
+                          pairs=(np.arange(7), np.arange(7) + 7))
+    assert stats.steps == 3 and [len(rows) for rows, _ in spy] == [4] * 6
+
+
 def test_the_fit_shows_a_progress_bar_on_a_terminal_unless_asked_not_to(monkeypatch):
     """``progress`` defaults to on: tqdm then draws "fit flow" on a terminal (and stays quiet
     elsewhere, tqdm's own test); ``progress=False`` draws nothing even there."""
@@ -164,6 +174,8 @@ def test_the_fit_shows_a_progress_bar_on_a_terminal_unless_asked_not_to(monkeypa
         train_flow(lambda epoch: x, 6, 8, config, seed=6, **kwargs)
         monkeypatch.undo()
         assert ("fit flow" in terminal.getvalue()) == shown, terminal.getvalue()
+        if shown:  # and it is erased when the fit ends (leave=False): the last thing drawn is blank
+            assert terminal.getvalue().endswith("\r") and not terminal.getvalue().split("\r")[-2].strip()
 
 
 def test_latents_do_not_depend_on_the_chunk_size():
