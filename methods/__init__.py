@@ -19,6 +19,8 @@ METHODS: dict[str, str] = {
     "avg": "methods.pooling:Avg",
     "first-last": "methods.pooling:FirstLast",
     "whitening": "methods.whitening:Whitening",
+    "sn": "methods.calibrations:StandardNormalization",
+    "abtt": "methods.calibrations:AllButTheTop",
     "flow": "methods.flow:BertFlow",
     "sbert": "methods.sbert:SBert",
     "simcse": "methods.simcse:SimCSE",
