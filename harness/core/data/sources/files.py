@@ -38,9 +38,9 @@ def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitD
     rows = _json_rows(text, path) if own.format == "jsonl" else _table_rows(text, path, own)
     pairs: PairSplits | None = None
     roles: dict[str, Any] = {}
-    for where, names, row in rows:
+    for where, names, row, named_at in rows:
         if pairs is None:
-            roles = _roles(names, own, where)
+            roles = _roles(names, own, named_at)
             pairs = PairSplits(str(path), list(roles), spec.eval_split)
         pairs.add(where, _pick(row, roles, where, own))
     if pairs is None:
@@ -70,8 +70,13 @@ def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[s
     return {role: row[index] for role, index in roles.items()}
 
 
-def _json_rows(text: str, path: Path) -> Iterator[tuple[str, list[str] | None, Any]]:
+# Each row: (its file:line, the column names, the row, the file:line that named the columns).
+Rows = Iterator[tuple[str, list[str] | None, Any, str]]
+
+
+def _json_rows(text: str, path: Path) -> Rows:
     names: list[str] | None = None
+    named_at = f"{path}:1"
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -84,23 +89,24 @@ def _json_rows(text: str, path: Path) -> Iterator[tuple[str, list[str] | None, A
             raise UserError(f"{where}: expected a JSON object like {{\"sentence1\": ..., \"sentence2\": ..., "
                             f"\"score\": ...}}, got {type(row).__name__}")
         if names is None:
-            names = [str(key) for key in row]
-        yield where, names, row
+            names, named_at = [str(key) for key in row], where
+        yield where, names, row, named_at
 
 
-def _table_rows(text: str, path: Path, own: OwnSource) -> Iterator[tuple[str, list[str] | None, Any]]:
+def _table_rows(text: str, path: Path, own: OwnSource) -> Rows:
     if own.format == "tsv":  # split at tabs only: quotes are text
         lines: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in
                                                   enumerate(text.splitlines(), start=1) if line.strip())
     else:
         lines = _csv_lines(text, path)
     names: list[str] | None = None
+    named_at = f"{path}:1"
     for lineno, fields in lines:
         where = f"{path}:{lineno}"
         if own.header and names is None:
-            names = [field.strip() for field in fields]
+            names, named_at = [field.strip() for field in fields], where
             continue
-        yield where, names, fields
+        yield where, names, fields, named_at
 
 
 def _csv_lines(text: str, path: Path) -> Iterator[tuple[int, list[str]]]:
