@@ -41,6 +41,28 @@ def test_readme_shows_the_commands_this_test_expects():
     assert any("--aggregation wmean" in c for c in commands) and any("--backend dask" in c for c in commands)
 
 
+def write_my_pairs(folder: Path) -> Path:
+    """README's ``my_pairs.tsv``: fixture pairs under the header sentence1, sentence2, label."""
+    import numpy as np
+    from fixtures import pairs
+
+    rows = pairs(np.random.default_rng(7), 12)
+    path = folder / "my_pairs.tsv"
+    path.write_text("sentence1\tsentence2\tlabel\n" + "".join(f"{a}\t{b}\t{g}\n" for a, b, g in rows),
+                    encoding="utf-8")
+    return path
+
+
+def write_my_tasks(folder: Path) -> Path:
+    """README's ``my_tasks.toml``, as README shows it (its ``[[task]]`` block), beside my_pairs.tsv."""
+    text = README.read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[[task]]" in b)
+    write_my_pairs(folder)
+    path = folder / "my_tasks.toml"
+    path.write_text(block, encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def dask_address():
     distributed = pytest.importorskip("dask.distributed")
@@ -63,6 +85,9 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     argv = [substitutes.get(a, a) for a in argv]
+    if any("my_pairs.tsv" in a or "my_tasks.toml" in a for a in argv):  # Tasks from files: fixture pairs
+        argv = [a.replace("my_pairs.tsv", str(write_my_pairs(tmp_path))).replace(
+            "my_tasks.toml", str(write_my_tasks(tmp_path))) for a in argv]
     (tmp_path / "bench.toml").write_text('methods = ["avg", "whitening"]\n\n[whitening]\nk = 16\n', encoding="utf-8")
     if "--backbone" not in argv:
         argv += ["--backbone", str(tiny_st)]

@@ -31,6 +31,24 @@ def test_minilm_avg_reproduces_the_mteb_leaderboard_figure(shared_cache, tmp_pat
     assert abs(scores["random"]) < 10
 
 
+def test_minilm_avg_on_stsb_as_a_tsv_file_equals_stsb_to_every_digit(shared_cache, tmp_path):
+    """The packaged STS-B test written as a TSV (fields 5, 6, 4 of sts-test.csv) and read as
+    ``file:``: the same Spearman as ``--tasks stsb``, in one run and one table."""
+    from harness.core.data.sources.packaged import stsb_dir
+
+    lines = [line.split("\t") for line in (stsb_dir() / "sts-test.csv").read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    path = tmp_path / "stsb-as-file.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{f[5]}\t{f[6]}\t{f[4]}\n" for f in lines),
+                    encoding="utf-8")
+    cfg = BenchConfig(methods=("avg",), tasks=("stsb", f"file:{path}"), cache_dir=str(shared_cache),
+                      output_dir=str(tmp_path / "out"), progress=False, plots=False)
+    scores = {r["task"]["name"]: r["scores"]["spearman"] for r in harness.run(cfg).records}
+    assert scores["stsb-as-file"] == scores["stsb"] == pytest.approx(82.03, abs=0.05)
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv").set_index("method")
+    assert board.loc["avg", "STS-B"] == board.loc["avg", "stsb-as-file"]
+
+
 def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tmp_path):
     code, out, err = bench("--cache-dir", str(shared_cache), "--baseline", str(BASELINE))
     assert code == 0, out + err

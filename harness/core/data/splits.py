@@ -1,6 +1,7 @@
-"""The in-memory shape of task data, whatever the source: a task's identity (``TaskSpec``), the
-pairs of one split (``SplitData``: s1, s2, gold, subset, with a sha256 fingerprint) and a task read
-from one source (``LoadedTask``)."""
+"""The in-memory shape of task data, whatever the source: a task's identity (``TaskSpec``, and for a
+task that brings its own data, where and how to read it: ``OwnSource``), the pairs of one split
+(``SplitData``: s1, s2, gold, subset, with a sha256 fingerprint) and a task read from one source
+(``LoadedTask``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,30 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class OwnSource:
+    """Where a task declared by the user (``--tasks file:PATH``, ``hf:DIR_OR_ID``, a ``[[task]]``
+    table) reads its pairs, and how (:mod:`harness.core.data.declared` parses the entries).
+
+    ``columns`` maps a role (``s1``, ``s2``, ``score``, ``split``, ``subset``) to a column name, or
+    to a 1-based field number in a file without a header; roles left out are found by name.
+    """
+
+    kind: str  # "file" | "hf"
+    location: str  # a file path, a dataset folder or a hub dataset id
+    columns: tuple[tuple[str, str], ...] = ()
+    format: str = ""  # file: csv | tsv | jsonl ("" = from the extension)
+    header: bool = True  # file (csv/tsv): the first row names the columns
+    revision: str = ""  # hf: the hub revision to pin
+    entry: str = ""  # the entry as the user wrote it, for messages
+
+    def column(self, role: str) -> str | None:
+        return dict(self.columns).get(role)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
-    """Everything needed to find a task in each source; no data."""
+    """Everything needed to find a task in each source; no data. A task from the registry is read
+    from the run's ``--source``; a declared task carries its own (``own``)."""
 
     name: str
     title: str
@@ -27,6 +50,12 @@ class TaskSpec:
     in_stsb: bool = False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
     mteb_name: str = ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
     gold_range: tuple[float, float] = (0.0, 5.0)  # what the annotators could give; SICK's scale is 1-5
+    own: OwnSource | None = None  # a declared task's own source; None = the run's --source
+
+    @property
+    def source(self) -> str:
+        """The task's own source (``file``, ``hf``); "" for a registry task (the run's ``--source``)."""
+        return self.own.kind if self.own else ""
 
 
 @dataclass(frozen=True)

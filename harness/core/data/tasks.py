@@ -1,7 +1,8 @@
 """The STS task registry and loading a task from a source.
 
-A task is named once (``TaskSpec``) and can be read from three sources (``packaged``, ``senteval``,
-``hub``); what comes back is the same shape whatever the source (:mod:`harness.core.data.splits`).
+A task is named once (``TaskSpec``) and can be read from the run's source (``packaged``, ``senteval``,
+``hub``, ``mteb``), or brings its own (``--tasks file:PATH``, ``hf:DIR_OR_ID``: :mod:`.declared`);
+what comes back is the same shape whatever the source (:mod:`harness.core.data.splits`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 import logging
 from collections.abc import Sequence
 
+from harness.core.data.declared import is_declared, parse_entry
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 
@@ -23,6 +25,11 @@ SOURCE_MODULES = {
     "mteb": "harness.core.data.sources.mteb_tasks",
 }
 SOURCES = tuple(SOURCE_MODULES)
+# Sources a task names for itself (``file:PATH``, ``hf:DIR_OR_ID``), never a run's --source.
+OWN_SOURCE_MODULES = {
+    "file": "harness.core.data.sources.files",
+    "hf": "harness.core.data.sources.hf_dataset",
+}
 log = logging.getLogger("sts_bench.tasks")
 
 
@@ -72,8 +79,12 @@ def get_task(name: str, source: str | None = None) -> TaskSpec:
 
     MTEB's names of the registered tasks (``STSBenchmark``) name them too. A source with a
     ``task_spec`` hook (``mteb``) is asked for names the registry does not hold: first for the exact
-    name (MTEB's ``STSB`` is C-MTEB's Chinese STS-B, not ``stsb``), then case-insensitively.
+    name (MTEB's ``STSB`` is C-MTEB's Chinese STS-B, not ``stsb``), then case-insensitively. An entry
+    with its own source (``file:pairs.tsv?range=0,1``) is parsed (:func:`.declared.parse_entry`) and
+    must not take a registered task's name.
     """
+    if is_declared(name):
+        return _declared(name)
     for spec in TASKS.values():
         if name == spec.mteb_name:
             return spec
@@ -89,6 +100,15 @@ def get_task(name: str, source: str | None = None) -> TaskSpec:
         return found
     raise UserError(f"unknown task '{name}'{did_you_mean(key, list(TASKS))}; "
                     f"known tasks: {', '.join(TASKS)} (see --list)")
+
+
+def _declared(entry: str) -> TaskSpec:
+    spec = parse_entry(entry)
+    key = spec.name.lower().replace("-", "").replace("_", "")
+    if _ALIASES.get(key, key) in TASKS or any(spec.name == t.mteb_name for t in TASKS.values()):
+        raise UserError(f"--tasks {entry}: its name '{spec.name}' is a registered task's; its scores would mix with "
+                        "that task's in every table: add name=OTHER (e.g. ?name=my-" + spec.name + ")")
+    return spec
 
 
 def check_gold(spec: TaskSpec, split: str, data: SplitData, lenient: bool = False) -> None:
@@ -110,12 +130,14 @@ def load_task(spec: TaskSpec, source: str, splits: Sequence[str], *, senteval_di
               hub_root: str | None = None, lenient_gold: bool = False) -> LoadedTask:
     """Read ``splits`` of ``spec`` from ``source``; splits the source lacks are skipped silently
     (e.g. MTEB's hub has only the test split of STS12-16), but the eval split must exist. Gold
-    scores are checked against the task's range (:func:`check_gold`)."""
-    if source not in SOURCE_MODULES:
+    scores are checked against the task's range (:func:`check_gold`). A task with its own source
+    (``spec.own``) is read from it, whatever ``source`` says."""
+    source = spec.source or source
+    if source not in SOURCE_MODULES and source not in OWN_SOURCE_MODULES:
         raise UserError(f"unknown source '{source}'{did_you_mean(source, SOURCES)}; "
                         f"use one of: {', '.join(SOURCES)}")
-    data = importlib.import_module(SOURCE_MODULES[source]).load(spec, splits, senteval_dir=senteval_dir,
-                                                                 hub_root=hub_root)
+    module = SOURCE_MODULES.get(source) or OWN_SOURCE_MODULES[source]
+    data = importlib.import_module(module).load(spec, splits, senteval_dir=senteval_dir, hub_root=hub_root)
     if spec.eval_split not in data:
         raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
     if not len(data[spec.eval_split]):

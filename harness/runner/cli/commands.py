@@ -112,6 +112,7 @@ def run_config(cfg: BenchConfig) -> int:
 
 def listing(method: str | None = None) -> str:
     """What can be run, from the registries; with ``method``, that method's options and defaults."""
+    from harness.core.data.declared import KEYS
     from harness.core.data.fitsets import FIT_SET_KINDS
     from harness.core.data.tasks import SOURCES, TASKS
     from harness.runner.papers.data import PAPERS, load_paper
@@ -124,6 +125,10 @@ def listing(method: str | None = None) -> str:
     lines += ["", f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also any "
                   "MTEB STS task by its name):"]
     lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]
+    lines += ["  file:PATH      your own pairs: a CSV, TSV or JSONL file (header sentence1, sentence2, score), e.g.",
+              "                 'file:my_pairs.tsv?score=label&range=0,1&name=mine' (keys: " + ", ".join(KEYS) + ")",
+              "  hf:DIR_OR_ID   a HuggingFace dataset (a save_to_disk folder, or a hub id), same keys",
+              "                 (each carries its own source: --tasks stsb file:my_pairs.tsv is one run, one table)"]
     lines += ["", f"Fit sets (--fit-set): {', '.join(FIT_SET_KINDS)}",
               "", "Papers (--paper NAME, or sts-bench paper NAME; their protocols, published numbers beside ours):"]
     lines += [f"  {name:<14} {load_paper(name).title}" for name in PAPERS]

@@ -23,6 +23,22 @@ def split_names(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
+def split_tasks(values: Sequence[str]) -> tuple[str, ...]:
+    """``--tasks`` entries: names as :func:`split_names`, but an entry with its own source
+    (``file:p.tsv?range=0,5``) keeps its commas; a comma splits it only before another ``file:``
+    or ``hf:`` entry. ``["stsb,file:a.tsv?range=-1,1"]`` → ``("stsb", "file:a.tsv?range=-1,1")``."""
+    import re
+
+    from harness.core.data.declared import KINDS, is_declared
+
+    starts = re.compile(r",(?=\s*(?:" + "|".join(KINDS) + r"):)", re.IGNORECASE)
+    out: list[str] = []
+    for value in values:
+        for part in starts.split(value):
+            out += [part.strip()] if is_declared(part.strip()) else split_names([part])
+    return tuple(out)
+
+
 def parse_layers(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.replace(" ", ",").split(",") if part)
@@ -86,7 +102,9 @@ def _what_flags(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--methods", nargs="+", metavar="METHOD",
                       help=_help(f"space- or comma-separated: {', '.join(METHODS)}", "methods"))
     what.add_argument("--tasks", nargs="+", metavar="TASK",
-                      help=_help(f"{', '.join(TASKS)}, or any MTEB STS task with --source mteb",
+                      help=_help(f"{', '.join(TASKS)}, any MTEB STS task with --source mteb, or your own: "
+                                 "file:PATH (CSV/TSV/JSONL) or hf:DIR_OR_ID, with ?KEY=VALUE&... options "
+                                 "(see sts-bench list)",
                                  "tasks"))
     what.add_argument("--set", action="append", dest="set_options", metavar="METHOD.OPTION=VALUE",
                       help="a method option, repeatable: --set whitening.k=256 (options: sts-bench list METHOD)")
@@ -231,7 +249,7 @@ def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
         elif key in ("methods", "tasks"):
             listed = [value] if isinstance(value, str) else value
             check_field(BenchConfig, key, listed, where)
-            out[key] = split_names(listed)
+            out[key] = split_tasks(listed) if key == "tasks" else split_names(listed)
         elif key == "fit_corpus":
             check_field(BenchConfig, "fit_set", value, where)
             out["fit_set"] = f"corpus:{value}"
@@ -256,6 +274,17 @@ def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def _task_tables(tables: Any, file: Path) -> tuple[str, ...]:
+    """A config file's ``[[task]]`` tables as ``--tasks`` entries, paths from the file's folder."""
+    from harness.core.data.declared import table_entry
+
+    if tables is None:
+        return ()
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise UserError(f"{file}: 'task' must be [[task]] tables, each with file = \"PATH\" or hf = \"DIR_OR_ID\"")
+    return tuple(table_entry(t, file.parent, f"{file}: [[task]] #{i}") for i, t in enumerate(tables, start=1))
+
+
 def load_config_file(path: str) -> dict[str, Any]:
     import tomllib
 
@@ -268,7 +297,13 @@ def load_config_file(path: str) -> dict[str, Any]:
         raise UserError(f"--config {path}: not UTF-8 text (byte {err.start}); save it as UTF-8 TOML") from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"--config {path}: not valid TOML ({err})") from None
-    settings = _from_mapping({k.replace("-", "_"): v for k, v in data.items()}, str(path))
+    data = {k.replace("-", "_"): v for k, v in data.items()}
+    declared = _task_tables(data.pop("task", None), file)
+    settings = _from_mapping(data, str(path))
+    if "tasks" in settings or declared:
+        from harness.core.data.declared import rebase
+
+        settings["tasks"] = tuple(rebase(t, file.parent) for t in settings.get("tasks", ())) + declared
     if "method_params" in settings:
         from harness.runner.settings.validate import check_method_params
 

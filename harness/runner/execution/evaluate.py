@@ -42,6 +42,9 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
     split = task.eval
     protocol = cfg.protocol()
     protocol["fit_set"] = method.fit_set_name() if method.uses_fit_set else None
+    # "source" stays the run's --source (where registry tasks come from: it groups tables); a task
+    # that brings its own data (file:, hf:) says so here, and its fingerprint is its content.
+    protocol["task_source"] = task.source
     # Transductive: the method fitted or trained on sentences of the split it is scored on.
     overlap = fit_set.overlap(split.sentences()) if fit_set is not None else 0
     protocol["transductive"] = overlap > 0

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from harness.runner.tables.gate import Baseline
 
 def settle(cfg: BenchConfig) -> BenchConfig:
-    """The settings as they will apply: tasks named twice (``stsb STS-B``) scored once, and
+    """The settings as they will apply: tasks named twice (``stsb STS-B``) scored once (two different
+    tasks of one name, a file named like another, are an error), and
     ``--max-length`` checked against the backbone: below what its tokenizer can apply (its special
     tokens plus one word piece) is an error; above its positions it is capped, with one warning, and
     the capped value is what the cache keys and records hold."""
@@ -32,7 +33,12 @@ def settle(cfg: BenchConfig) -> BenchConfig:
     log = logging.getLogger("sts_bench.settings")
     names: dict[str, str] = {}
     for given in cfg.tasks:
-        canonical = get_task(given, cfg.source).name
+        spec = get_task(given, cfg.source)
+        canonical = spec.name
+        clash = canonical in names and given != names[canonical]
+        if clash and (spec.own or get_task(names[canonical], cfg.source).own):
+            raise UserError(f"--tasks: two tasks are named '{canonical}' ({names[canonical]} and {given}); every "
+                            "task needs its own name in the tables: add ?name=OTHER to one")
         if canonical in names:
             log.warning("--tasks: '%s' is the task '%s' given again as '%s'; it is scored once", given, canonical,
                         names[canonical])

@@ -113,6 +113,7 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
     line = {"schema": HISTORY_SCHEMA, "run": run, "commit": record["harness"].get("git_sha"),
             "date": record["created"], **keys, "task": record["task"]["title"],
             "fingerprint": record["task"]["fingerprint"], "n_pairs": int(record["task"]["n_pairs"]),
+            "task_source": record["task"].get("source", ""),  # file/hf: a task that brought its own data
             "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
             "ci95": scores.get("spearman_ci95"),
             "bootstrap_rounds": scores.get("bootstrap_rounds"), "seed": scores.get("bootstrap_seed"),

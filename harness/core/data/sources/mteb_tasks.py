@@ -10,7 +10,8 @@ source's: ``<hub_root>/<dataset name>/<split>.jsonl``, and for multilingual task
 
 A task of several language subsets keeps them as subset labels (``en-en``, ``de-en``...): MTEB
 scores each subset on its own and averages them, which is ``--aggregation mean`` here.
-Gold scores are read as stored (MTEB rescales them linearly, which changes no correlation).
+Gold scores are read as stored (MTEB rescales them linearly, which changes no correlation) and
+checked against the range the task declares (``min_score``, ``max_score``).
 
 ``mteb`` is imported only when this source is used: importing it takes seconds.
 """
@@ -88,7 +89,14 @@ def spec_from_task(task: Any) -> TaskSpec:
     return TaskSpec(name=meta.name, title=meta.name, description=f"MTEB {meta.type}: {description[:90]}{subsets}",
                     splits=SPLITS, senteval_dir="", hub_path=str(meta.dataset["path"]),
                     hub_revision=str(meta.dataset.get("revision") or ""), hub_splits=SPLITS,
-                    eval_split=_our_split(eval_split), mteb_name=meta.name)
+                    eval_split=_our_split(eval_split), mteb_name=meta.name, gold_range=gold_range(task))
+
+
+def gold_range(task: Any) -> tuple[float, float]:
+    """The scale MTEB declares for a task (``AbsTaskSTS.min_score``/``max_score``: 0-5 by default,
+    -1..1 for RUParaPhraserSTS), so its gold scores are checked against what the task itself says."""
+    low, high = getattr(task, "min_score", 0), getattr(task, "max_score", 5)
+    return float(low), float(high)
 
 
 def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:

@@ -1,0 +1,174 @@
+"""Tasks that bring their own data: ``--tasks`` entries ``file:PATH`` and ``hf:DIR_OR_ID``, and a
+config file's ``[[task]]`` tables, parsed into a :class:`TaskSpec` that carries its own source.
+
+An entry is ``KIND:LOCATION``, optionally followed by ``?KEY=VALUE&KEY=VALUE...`` (quote it in a
+shell: ``&`` and ``?`` are shell syntax)::
+
+    file:my_pairs.tsv                                  header names the columns (sentence1, sentence2, score)
+    'file:pairs.csv?s1=text_a&s2=text_b&score=label&range=-1,1&name=paraphrase'
+    'file:sts-test.csv?format=tsv&header=no&score=5&s1=6&s2=7'    fields by number, 1-based
+    'hf:./my_dataset?score=label&eval=validation'      a datasets folder (save_to_disk) or a hub id
+
+Keys: ``s1``, ``s2``, ``score``, ``split``, ``subset`` (which column holds what; left out, the
+usual names are looked for), ``name`` (default: the file's stem or the dataset folder's name),
+``range`` (the gold scale, ``LOW,HIGH``, default 0,5: a score outside it is an error naming its
+``file:line``), ``eval`` (the split scored, default test), ``format`` (csv, tsv, jsonl; default from
+the extension), ``header`` (yes/no, csv and tsv), ``revision`` (a hub id's pinned revision).
+
+>>> spec = parse_entry("hf:my-org/my_pairs?score=label&range=-1,1")
+>>> spec.name, spec.gold_range, spec.source, spec.own.column("score")
+('my_pairs', (-1.0, 1.0), 'hf', 'label')
+>>> table_entry({"file": "pairs.jsonl", "range": [1, 5], "name": "mine"}, base=None)
+'file:pairs.jsonl?range=1,5&name=mine'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.core.data.splits import OwnSource, TaskSpec
+from harness.core.errors import UserError, did_you_mean
+
+KINDS = ("file", "hf")
+COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
+KEYS = (*COLUMN_KEYS, "name", "range", "eval", "format", "header", "revision")
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+# What a split is called in files and datasets → sts-bench's split.
+SPLIT_NAMES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "val": "dev", "test": "test"}
+SPLITS = ("train", "dev", "test")
+SYNTAX = "file:PATH or hf:DIR_OR_ID, then ?KEY=VALUE&... (keys: " + ", ".join(KEYS) + ")"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
+
+
+def is_declared(entry: str) -> bool:
+    """True for a ``--tasks`` entry that names its own source (``file:...``, ``hf:...``)."""
+    kind, sep, _ = entry.partition(":")
+    return bool(sep) and kind.strip().lower() in KINDS
+
+
+def parse_entry(entry: str, where: str = "--tasks") -> TaskSpec:
+    """The TaskSpec of one ``file:``/``hf:`` entry; a one-line error naming the bad part."""
+    kind, _, rest = entry.partition(":")
+    kind = kind.strip().lower()
+    location, _, query = rest.partition("?")
+    if not location.strip():
+        raise UserError(f"{where} {entry}: no path after '{kind}:'; expected {SYNTAX}")
+    options: dict[str, str] = {}
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        key = key.strip().lower()
+        if not eq or not value.strip():
+            raise UserError(f"{where} {entry}: '{part}' is not KEY=VALUE; expected {SYNTAX}")
+        if key not in KEYS:
+            raise UserError(f"{where} {entry}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {', '.join(KEYS)}")
+        if key in options:
+            raise UserError(f"{where} {entry}: '{key}' is given twice")
+        options[key] = value.strip()
+    return _spec(kind, location.strip(), options, entry, where)
+
+
+def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: str) -> TaskSpec:
+    fmt = ""
+    if kind == "file":
+        path = Path(location).expanduser()
+        if not path.is_file():
+            raise UserError(f"{where} {entry}: {path}: no such file (a CSV, TSV or JSONL file of sentence pairs)")
+        fmt = options.get("format", "").lower() or FORMATS.get(path.suffix.lower(), "")
+        if fmt not in FORMATS.values():
+            raise UserError(f"{where} {entry}: cannot tell the format of {path.name} from its extension; name "
+                            "it .csv, .tsv or .jsonl, or add format=csv|tsv|jsonl")
+        default_name = path.stem
+    else:
+        if options.get("format") or options.get("header"):
+            raise UserError(f"{where} {entry}: format and header are for file: tasks; a dataset has named columns")
+        default_name = Path(location.rstrip("/")).name or location
+    header = _flag(options.get("header", "yes"), entry, where)
+    if not header and fmt == "jsonl":
+        raise UserError(f"{where} {entry}: header=no is for csv and tsv; JSONL lines name their keys")
+    columns = tuple((key, options[key]) for key in COLUMN_KEYS if key in options)
+    if not header:
+        bad = [f"{k}={v}" for k, v in columns if not (v.isdigit() and int(v) >= 1)]
+        if bad:
+            raise UserError(f"{where} {entry}: without a header, columns are field numbers from 1: {', '.join(bad)}")
+    name = options.get("name", default_name)
+    if not _NAME.match(name):
+        raise UserError(f"{where} {entry}: task name {name!r} must be letters, digits, '.', '_', '+' or '-'; "
+                        "give one with name=NAME")
+    eval_split = SPLIT_NAMES.get(options.get("eval", "test").lower())
+    if eval_split is None:
+        raise UserError(f"{where} {entry}: eval={options['eval']}: expected one of {', '.join(SPLIT_NAMES)}")
+    own = OwnSource(kind=kind, location=location, columns=columns, format=fmt, header=header,
+                    revision=options.get("revision", ""), entry=entry)
+    return TaskSpec(name=name, title=name, description=f"{kind}: {location}", splits=SPLITS, senteval_dir="",
+                    eval_split=eval_split, gold_range=_range(options.get("range", "0,5"), entry, where), own=own)
+
+
+def _flag(text: str, entry: str, where: str) -> bool:
+    if text.lower() not in _YES:
+        raise UserError(f"{where} {entry}: header={text}: expected yes or no")
+    return _YES[text.lower()]
+
+
+def _range(text: str, entry: str, where: str) -> tuple[float, float]:
+    parts = text.split(",")
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        raise UserError(f"{where} {entry}: range={text}: expected LOW,HIGH like 0,5 or -1,1") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise UserError(f"{where} {entry}: range={text}: expected finite LOW < HIGH")
+    return low, high
+
+
+def table_entry(table: Mapping[str, Any], base: Path | None, where: str = "[[task]]") -> str:
+    """A config file's ``[[task]]`` table as the ``--tasks`` entry it stands for; a relative path is
+    taken from the config file's folder (``base``). ``{"file": "p.tsv", "range": [0, 1]}`` →
+    ``file:<base>/p.tsv?range=0,1``."""
+    kinds = [k for k in KINDS if k in table]
+    if len(kinds) != 1:
+        raise UserError(f"{where}: give exactly one of file = \"PATH\" or hf = \"DIR_OR_ID\" "
+                        f"(got {', '.join(table) or 'nothing'})")
+    kind = kinds[0]
+    location = table[kind]
+    if not isinstance(location, str) or not location.strip():
+        raise UserError(f"{where}: {kind} must be a path or dataset id (a string)")
+    location = _rebased(kind, location, base)
+    parts = []
+    for key, value in table.items():
+        if key == kind:
+            continue
+        if key not in KEYS:
+            raise UserError(f"{where}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {kind}, {', '.join(KEYS)}")
+        if key == "range" and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif not isinstance(value, str | int | float):
+            raise UserError(f"{where}: {key} = {value!r}: expected a string or a number")
+        text = str(value)
+        if "&" in text or "?" in text:
+            raise UserError(f"{where}: {key} = {text!r}: '&' and '?' cannot appear in a value")
+        parts.append(f"{key}={text}")
+    return f"{kind}:{location}" + (f"?{'&'.join(parts)}" if parts else "")
+
+
+def rebase(entry: str, base: Path) -> str:
+    """A config file's ``tasks`` entry with a relative path taken from the config file's folder."""
+    if not is_declared(entry):
+        return entry
+    kind, _, rest = entry.partition(":")
+    location, sep, query = rest.partition("?")
+    return f"{kind}:{_rebased(kind.strip().lower(), location, base)}{sep}{query}"
+
+
+def _rebased(kind: str, location: str, base: Path | None) -> str:
+    # A hub id (org/name) stays as it is unless a folder of that name sits beside the config file.
+    path = Path(location.strip()).expanduser()
+    if base is None or path.is_absolute() or not (kind == "file" or (base / path).exists()):
+        return location
+    return str(base / path)

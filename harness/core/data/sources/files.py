@@ -1,0 +1,121 @@
+"""A task's own file of pairs (``--tasks file:PATH``): CSV, TSV or JSONL, one pair per row.
+
+* CSV: read with the ``csv`` module (quotes protect commas and line breaks inside a sentence);
+  errors name the line the row starts on.
+* TSV: split at tabs, nothing else; quote characters are text, as in the STS files (a sentence
+  cannot hold a tab).
+* JSONL: one JSON object per line, its keys the columns.
+
+Without ``split`` column every pair belongs to the scored split (``eval``, default test). Sentences
+are taken as written (no whitespace folding), so a file holding STS-B's test pairs scores exactly as
+``--tasks stsb``. A UTF-8 byte-order mark (Excel's CSV) is ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.core.data.sources.columns import PairSplits, find_columns
+from harness.core.data.splits import OwnSource, SplitData, TaskSpec
+from harness.core.errors import UserError
+
+
+def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitData]:
+    own = spec.own
+    assert own is not None and own.kind == "file"
+    path = Path(own.location).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserError(f"{own.entry}: {path}: no such file") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+    rows = _json_rows(text, path) if own.format == "jsonl" else _table_rows(text, path, own)
+    pairs: PairSplits | None = None
+    roles: dict[str, Any] = {}
+    for where, names, row, named_at in rows:
+        if pairs is None:
+            roles = _roles(names, own, named_at)
+            pairs = PairSplits(str(path), list(roles), spec.eval_split)
+        pairs.add(where, _pick(row, roles, where, own))
+    if pairs is None:
+        raise UserError(f"{path}: no pairs in it (empty file); {spec.title} cannot be scored")
+    return pairs.result(splits, spec)
+
+
+def _roles(names: list[str] | None, own: OwnSource, where: str) -> dict[str, Any]:
+    """Role → dict key (JSONL, a header) or 0-based field index (no header)."""
+    if names is None:
+        numbers = {"s1": "1", "s2": "2", "score": "3"} | dict(own.columns)
+        return {role: int(number) - 1 for role, number in numbers.items()}
+    found = find_columns(names, own, where)
+    return found if own.format == "jsonl" else {role: names.index(column) for role, column in found.items()}
+
+
+def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[str, Any]:
+    if isinstance(row, dict):
+        missing = [key for key in roles.values() if key not in row]
+        if missing:
+            raise UserError(f"{where}: no '{missing[0]}' key in this line (the first line has it); fix that line")
+        return {role: row[key] for role, key in roles.items()}
+    needed = max(roles.values()) + 1
+    if len(row) < needed:
+        sep = "tab-separated" if own.format == "tsv" else "comma-separated"
+        raise UserError(f"{where}: expected at least {needed} {sep} fields, got {len(row)}")
+    return {role: row[index] for role, index in roles.items()}
+
+
+# Each row: (its file:line, the column names, the row, the file:line that named the columns).
+Rows = Iterator[tuple[str, list[str] | None, Any, str]]
+
+
+def _json_rows(text: str, path: Path) -> Rows:
+    names: list[str] | None = None
+    named_at = f"{path}:1"
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{where}: not valid JSON ({err.msg}); each line must be one JSON object") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{where}: expected a JSON object like {{\"sentence1\": ..., \"sentence2\": ..., "
+                            f"\"score\": ...}}, got {type(row).__name__}")
+        if names is None:
+            names, named_at = [str(key) for key in row], where
+        yield where, names, row, named_at
+
+
+def _table_rows(text: str, path: Path, own: OwnSource) -> Rows:
+    if own.format == "tsv":  # split at tabs only: quotes are text
+        lines: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in
+                                                  enumerate(text.splitlines(), start=1) if line.strip())
+    else:
+        lines = _csv_lines(text, path)
+    names: list[str] | None = None
+    named_at = f"{path}:1"
+    for lineno, fields in lines:
+        where = f"{path}:{lineno}"
+        if own.header and names is None:
+            names, named_at = [field.strip() for field in fields], where
+            continue
+        yield where, names, fields, named_at
+
+
+def _csv_lines(text: str, path: Path) -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
+    try:
+        for fields in reader:
+            if any(field.strip() for field in fields):
+                yield start, fields
+            start = reader.line_num + 1
+    except csv.Error as err:
+        raise UserError(f"{path}:{start}: not valid CSV ({err}); check its quotes") from None
