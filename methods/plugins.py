@@ -136,15 +136,16 @@ def entry_points() -> dict[str, EntryPoint]:
 
 def load_entry_point(ep: EntryPoint) -> type[Method]:
     """The class an installed entry point names; its name must be the method's name."""
-    package = ep.dist.name if ep.dist is not None else "its package"
-    where = f"plugin '{ep.name}' ({GROUP} entry point {ep.value!r} of {package})"
+    package = ep.dist.name if ep.dist is not None else None
+    where = f"plugin '{ep.name}' ({GROUP} entry point {ep.value!r}" + (f" of {package})" if package else ")")
     try:
         cls = ep.load()
     except Exception as err:
-        raise UserError(f"{where} failed to import: {type(err).__name__}: {err}; reinstall {package} or "
-                        f"uninstall it (pip uninstall {package})") from None
+        fix = (f"reinstall {package} or uninstall it (pip uninstall {package})" if package
+               else "reinstall or uninstall the package that declares it")
+        raise UserError(f"{where} failed to import: {type(err).__name__}: {err}; {fix}") from None
     cls = check_class(cls, where)
     if cls.name != ep.name:
         raise UserError(f"{where}: the class is named '{cls.name}'; the entry point's name must be the method's "
-                        f"name: {cls.name} = \"{ep.value}\" in {package}'s pyproject.toml")
+                        f"name: {cls.name} = \"{ep.value}\" in {package or 'its package'}'s pyproject.toml")
     return cls

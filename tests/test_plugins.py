@@ -113,7 +113,7 @@ def test_the_example_runs_with_its_option_and_lands_in_every_table(installed, be
 
 def test_a_plugin_file_runs_with_its_option_from_set_or_a_config_table(bench, senteval_root, tiny_bert, tmp_path):
     reference = f"{CENTERED}:Centered"
-    code, out, err = bench("--methods", "avg", reference, "--set", "centered.view=cls", "--tasks", "sts12",
+    code, _, err = bench("--methods", "avg", reference, "--set", "centered.view=cls", "--tasks", "sts12",
                            *senteval(senteval_root, tiny_bert))
     assert code == 0, err
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
@@ -211,7 +211,8 @@ BROKEN = {
     "not_method.py": "class NotAMethod:\n    name = 'x'\n",
     "builtin_name.py": ("from harness.method_api import EmbeddingMethod\n\n"
                         "class Avg(EmbeddingMethod):\n    name, summary = 'avg', 'mine'\n"),
-    "no_name.py": "from harness.method_api import EmbeddingMethod\n\nclass Nameless(EmbeddingMethod):\n    summary = 's'\n",
+    "no_name.py": ("from harness.method_api import EmbeddingMethod\n\n"
+                   "class Nameless(EmbeddingMethod):\n    summary = 's'\n"),
     "raises.py": "import numpy\n\nx = 1\nraise RuntimeError('boom')\n",
     "syntax.py": "def f(:\n",
 }
@@ -232,7 +233,7 @@ def test_a_bad_plugin_is_one_line_and_exit_2(bench, tmp_path, monkeypatch, capsy
     for name, text in BROKEN.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    code, out, err = bench("--methods", target, "--tasks", "sts12")
+    code, _, err = bench("--methods", target, "--tasks", "sts12")
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
 
 

@@ -84,8 +84,8 @@ def _what_flags(parser: argparse.ArgumentParser) -> None:
 
     what = parser.add_argument_group("what to run")
     what.add_argument("--methods", nargs="+", metavar="METHOD",
-                      help=_help(f"space- or comma-separated: {', '.join(METHODS)}, an installed plugin's name (--list), "
-                                "or a plugin file path/to/file.py:ClassName", "methods"))
+                      help=_help(f"space- or comma-separated: {', '.join(METHODS)}, an installed plugin's name "
+                                 "(--list), or a plugin file path/to/file.py:ClassName", "methods"))
     what.add_argument("--tasks", nargs="+", metavar="TASK",
                       help=_help(f"{', '.join(TASKS)}, or any MTEB STS task with --source mteb",
                                  "tasks"))
