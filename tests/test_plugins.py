@@ -256,3 +256,10 @@ def test_an_installed_plugin_with_a_built_in_name_is_refused_when_listed(bench, 
     code, _, err = bench("--list")
     assert code == 2 and "'avg' is a built-in method's name; rename the entry point" in err, err
     assert get_method("avg").__module__ == "methods.pooling"  # a run of built-ins never consults plugins
+
+
+def test_a_plugin_file_is_an_mteb_model_with_its_options(tiny_bert):
+    pytest.importorskip("mteb")
+    model = harness.mteb_model(f"{CENTERED}:Centered", backbone=str(tiny_bert), view="cls")
+    assert model.method.name == "centered" and model.method.spec.params == {"view": "cls"}
+    assert model.method.spec.pooling == "cls" and model.method.label() == "centered[view=cls]"
