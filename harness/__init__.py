@@ -18,10 +18,11 @@ from harness.core import __version__
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
+    from harness.core.api import Method
     from harness.runner.execution.run import RunOutcome
     from harness.runner.settings.config import BenchConfig
 
-__all__ = ["BenchConfig", "UserError", "__version__", "mteb_model", "run"]
+__all__ = ["BenchConfig", "UserError", "__version__", "mteb_model", "register_method", "run"]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
@@ -42,6 +43,15 @@ def mteb_model(method: str, backbone: str = "minilm", **kwargs: Any) -> Any:
     from harness.runner.mteb.model import mteb_model as _mteb_model
 
     return _mteb_model(method, backbone, **kwargs)
+
+
+def register_method(cls: type[Method]) -> None:
+    """Make a method class built at run time runnable by its ``cls.name`` in this process, as a
+    built-in is: ``harness.run``, ``--set``-style options, records, ``mteb_model``. See
+    :func:`methods.register_method` and docs/PLUGINS.md."""
+    from methods import register_method as _register
+
+    _register(cls)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,8 @@ import pytest
 
 from harness.runner.cli.commands import main as commands_main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 # Fixture-sized settings for commands that would train for minutes on real data; the command's
 # own flags are kept, these are added.
 SPEED = {"--cost": ["--cross-encoder-model", "train", "--cross-encoder-epochs", "1", "--dse-top-k", "2",
@@ -84,7 +85,8 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         substitutes["tcp://HOST:8786"] = request.getfixturevalue("dask_address")
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
-    argv = [substitutes.get(a, a) for a in argv]
+    # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
+    argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
     if any("my_pairs.tsv" in a or "my_tasks.toml" in a for a in argv):  # Tasks from files: fixture pairs
         argv = [a.replace("my_pairs.tsv", str(write_my_pairs(tmp_path))).replace(
             "my_tasks.toml", str(write_my_tasks(tmp_path))) for a in argv]

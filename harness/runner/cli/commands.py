@@ -38,7 +38,8 @@ def build_command_parser() -> argparse.ArgumentParser:
     for name, text in COMMANDS.items():
         sub = commands.add_parser(name, help=text, description=text, argument_default=argparse.SUPPRESS)
         if name == "list":
-            sub.add_argument("method", nargs="?", help=f"a method whose options to show: {', '.join(METHODS)}")
+            sub.add_argument("method", nargs="?", help=f"a method whose options to show: {', '.join(METHODS)}, "
+                                                       "a plugin's name, or path/to/file.py:ClassName")
             continue
         if name == "paper":
             sub.add_argument("paper", metavar="NAME", help=", ".join(PAPERS))
@@ -116,12 +117,14 @@ def listing(method: str | None = None) -> str:
     from harness.core.data.fitsets import FIT_SET_KINDS
     from harness.core.data.tasks import SOURCES, TASKS
     from harness.runner.papers.data import PAPERS, load_paper
-    from methods import all_methods, get_method
+    from methods import all_methods, get_method, plugin_origin
 
     if method is not None:
         return method_options(get_method(method))
     lines = ["Methods (--methods; options: sts-bench list METHOD, set with --set METHOD.OPTION=VALUE):"]
-    lines += [f"  {m.name:<14} {m.summary}" for m in all_methods()]
+    for m in all_methods():
+        origin = plugin_origin(m)
+        lines.append(f"  {m.name:<14} {m.summary}" + (f" [plugin: {origin}]" if origin else ""))
     lines += ["", f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also any "
                   "MTEB STS task by its name):"]
     lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]

@@ -100,7 +100,8 @@ def _what_flags(parser: argparse.ArgumentParser) -> None:
 
     what = parser.add_argument_group("what to run")
     what.add_argument("--methods", nargs="+", metavar="METHOD",
-                      help=_help(f"space- or comma-separated: {', '.join(METHODS)}", "methods"))
+                      help=_help(f"space- or comma-separated: {', '.join(METHODS)}, an installed plugin's name "
+                                 "(--list), or a plugin file path/to/file.py:ClassName", "methods"))
     what.add_argument("--tasks", nargs="+", metavar="TASK",
                       help=_help(f"{', '.join(TASKS)}, any MTEB STS task with --source mteb, or your own: "
                                  "file:PATH (CSV/TSV/JSONL) or hf:DIR_OR_ID, with ?KEY=VALUE&... options "
@@ -200,9 +201,10 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
 def add_method_flags(parser: argparse.ArgumentParser) -> None:
     """``--<method>-<option>``: the older spelling of ``--set method.option=value``, hidden from
     --help and kept as aliases for scripts that use them."""
-    from methods import all_methods
+    from methods import builtin_methods
 
-    for method in all_methods():
+    # Built-ins only: building the parser must not import every installed plugin (they take --set).
+    for method in builtin_methods():
         for opt in method.options:
             flag, dest = f"--{method.name}-{opt.name}".replace("_", "-"), f"{method.name}.{opt.name}"
             if isinstance(opt.default, bool):  # an on/off option is a bare flag
@@ -250,6 +252,10 @@ def _from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
             listed = [value] if isinstance(value, str) else value
             check_field(BenchConfig, key, listed, where)
             out[key] = split_tasks(listed) if key == "tasks" else split_names(listed)
+            if key == "methods":  # a plugin by reference is loaded now, so its [table] and --set know it
+                from harness.runner.settings.validate import method_names
+
+                out[key] = method_names(out[key])
         elif key == "fit_corpus":
             check_field(BenchConfig, "fit_set", value, where)
             out["fit_set"] = f"corpus:{value}"
@@ -319,8 +325,10 @@ def config_from_args(namespace: dict[str, Any]) -> BenchConfig:
     namespace.pop("debug", None)  # read before parsing (harness.runner.cli.exits)
     config_path = namespace.pop("config", None)
     set_options = parse_set_options(namespace.pop("set_options", None) or [])
-    settings = load_config_file(config_path) if config_path else {}
+    # The command line first: a plugin it names by file (--methods x.py:Class) is then known to the
+    # config file's [plugin] table.
     cli = _from_mapping(namespace, "command line")
+    settings = load_config_file(config_path) if config_path else {}
     merged_params = {**settings.pop("method_params", {})}
     given = [check_method_params(cli.pop("method_params", {}), None), check_method_params(set_options, "--set")]
     for params in given:

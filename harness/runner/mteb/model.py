@@ -54,6 +54,9 @@ def _config(method: str, backbone: str, fit_set: str, settings: Mapping[str, Any
         if key not in names:
             raise UserError(f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method options "
                             "go as keyword arguments, run-wide settings in settings={...}")
+    from methods import method_name
+
+    method = method_name(method)  # a plugin by reference (x.py:Class): its options go by its name
     options = check_method_params({method: options}, "mteb_model")[method]
     cfg = replace(BenchConfig(progress=False, plots=False), **{**dict(settings), "methods": (method,), "source": "mteb",
                                                                  "backbone": backbone, "fit_set": fit_set,

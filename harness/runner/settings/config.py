@@ -7,7 +7,7 @@ max_length, dtype) are plain named fields here and are written next to every sco
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,4 +118,7 @@ class BenchConfig:
         if not self.methods or not self.tasks:
             raise UserError("--methods and --tasks need at least one name each")
         check_fit_set_name(self.fit_set)
-        return self
+        from harness.runner.settings.validate import method_names
+
+        methods = method_names(self.methods)  # harness.run(BenchConfig(methods=("x.py:Class",))) as the CLI
+        return self if methods == self.methods else replace(self, methods=methods)

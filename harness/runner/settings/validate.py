@@ -22,7 +22,7 @@ import functools
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.core.errors import UserError
@@ -139,6 +139,15 @@ def parse_set_options(items: list[str]) -> dict[str, dict[str, str]]:
             raise UserError(f"--set {item}: expected METHOD.OPTION=VALUE, e.g. --set whitening.k=256")
         out.setdefault(method, {})[option.strip().replace("-", "_")] = value.strip()
     return out
+
+
+def method_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Method names with each plugin reference (``x.py:Class``, ``module:Class``) loaded and replaced
+    by its method's name; other names are left to the run (an unknown one fails there)."""
+    from methods import method_name
+    from methods.plugins import is_reference
+
+    return tuple(method_name(name) if is_reference(name) else name for name in names)
 
 
 def check_method_params(params: Mapping[str, Mapping[str, Any]], where: str | None) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,137 @@
+"""The public method API: everything a method needs, built-in or plugin, from one module.
+
+A plugin (docs/PLUGINS.md) imports only from here; the built-in methods in ``methods/`` use
+nothing beyond what this module exposes (they import the same objects from where they are
+defined, ``harness.core.api`` and its neighbours, which :mod:`harness.core.codekeys` digests).
+Importing it loads numpy, not torch.
+
+Reference
+---------
+
+**A method class** derives from :class:`EmbeddingMethod` or :class:`PairScoringMethod` and sets
+class attributes:
+
+``name``
+    what ``--methods``, ``--set NAME.OPTION=VALUE``, ``[NAME]`` config tables, records and
+    leaderboards call it: lower case letters, digits, ``-`` and ``_``; not a built-in's name.
+``summary``
+    one line for ``--list`` and ``sts-bench list NAME``.
+``options``
+    a tuple of :class:`Option` (name, default, help, type, choices, in_label). The user's values,
+    converted by ``type`` and checked against ``choices``, arrive in ``self.spec.params``; an option
+    off its default is part of the leaderboard label (``rp[dim=64]``) unless ``in_label=False``.
+``uses_fit_set``
+    True for a method that fits on unlabelled sentences: the run calls ``fit(fit_set)`` before
+    scoring each task, with ``--fit-set`` (default ``target``: the task's own sentences, marked as
+    such in every table); ``fit_set.sentences`` is a list of strings, ``fit_set.fingerprint`` its hash.
+``pooling``, ``layers``
+    the spec's view of the backbone (``"mean"``/``"cls"``; ``hidden_states`` indices, -1 the last).
+``labelled_training``
+    labelled ``(task, split)`` pairs it trains on, so a score on the same pairs is marked.
+
+**Its instance** has ``self.spec`` (:class:`MethodSpec`: name, backbone, revision, pooling, layers,
+max_length, params) and ``self.ctx`` (:class:`MethodContext`), and implements:
+
+``EmbeddingMethod.encode(sentences) -> np.ndarray``
+    float32 (n, d), one row per sentence in order; pairs are compared by cosine.
+``PairScoringMethod.score_pairs(s1, s2) -> np.ndarray``
+    one score per pair ``(s1[i], s2[i])``, correlated with gold as is.
+``fit(fit_set)``
+    only called when ``uses_fit_set``; may be called again with another fit set.
+``backbone_views() -> list[View]``
+    the pooled views it reads from the run's shared backbone pass, so the run encodes each
+    sentence once for every method; ``[]`` (the default) for a method with its own model.
+``make_spec(request, ctx)`` (classmethod)
+    the spec from the run's :class:`SpecRequest` (backbone, revision, max_length,
+    first_last_layers, seed, options); override to change pooling or layers by an option, or to
+    set ``backbone="none"`` for a method that reads no backbone.
+``code() -> tuple[str, ...]``
+    the modules whose code makes its cached results; the default, its own module, is followed
+    through every first-party import (a plugin file's own source included), so editing the
+    plugin recomputes what it cached.
+``annotate(split, similarity) -> dict``
+    extra record fields; ``{"columns": {title: number}}`` become leaderboard columns.
+
+**The context** (:class:`MethodContext`) is all a method may use of the run:
+
+``ctx.views(spec).get(sentences, view) -> np.ndarray``
+    a pooled view of the shared backbone pass, cached by content (float32 (n, hidden)).
+``ctx.backbone(name, revision) -> BackboneRef``
+    the resolved backbone: ``layer_index(-1)``, ``num_layers``, ``hidden_size``, ``path``,
+    ``fingerprint``.
+``ctx.artifacts`` (:class:`ArtifactStore`)
+    every cache folder. ``ctx.artifacts.folder(kind, key, code=self.code())`` is an
+    :class:`ArtifactDir` keyed on ``key`` and on the method's code: ``complete()``,
+    ``path(name)``, ``meta()["info"]``, ``commit({file: bytes}, info)`` (atomic, checksummed,
+    verified on read; store arrays with :func:`npy_bytes`, read them with
+    ``np.load(path, allow_pickle=False)``).
+``ctx.seed``, ``ctx.fit_set``, ``ctx.aggregation``, ``ctx.encode`` (:class:`EncodeSettings`:
+device, dtype, batch_size, max_length, threads, progress)
+    the run's settings a method may read.
+``ctx.task_split(task, split) -> SplitData``, ``ctx.sibling(name) -> Method``
+    labelled pairs to train on; another method configured as in this run.
+``ctx.count_trained()``, ``ctx.count_forwarded(n, device)``, ``ctx.count_pairs_scored(n)``
+    for the run's summary, when the method runs a model of its own.
+
+Raise :class:`UserError` with one line (what, where, how to fix) for bad input: the run prints
+``error: ...`` and exits 2. ``harness.register_method(cls)`` makes a class built at run time
+runnable by its name in this process (it is not re-exported here: this module's code is part of
+every plugin's cache key, and the registry's table must not be).
+
+>>> import numpy as np
+>>> from harness.method_api import EmbeddingMethod, Option
+>>> class Ones(EmbeddingMethod):
+...     name, summary = "ones", "every sentence is the same vector"
+...     options = (Option("dim", 4, "vector size", type=int),)
+...     def encode(self, sentences):
+...         return np.ones((len(sentences), self.spec.params["dim"]), dtype=np.float32)
+>>> Ones.options[0].type("8")
+8
+"""
+
+from __future__ import annotations
+
+from harness.core.api import (
+    EmbeddingMethod,
+    Method,
+    MethodContext,
+    MethodSpec,
+    Option,
+    PairScoringMethod,
+    SpecRequest,
+)
+from harness.core.artifacts import ArtifactCorrupt, ArtifactDir, ArtifactStore
+from harness.core.data.fitsets import FitSet
+from harness.core.data.splits import SplitData
+from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.pooling import View
+from harness.core.encoding.provider import ViewProvider
+from harness.core.encoding.settings import EncodeSettings
+from harness.core.errors import UserError
+from harness.core.hashing import npy_bytes
+from methods.pooling import BASE_VIEWS, PostProcessor, ViewMethod, base_view
+
+__all__ = [
+    "BASE_VIEWS",
+    "ArtifactCorrupt",
+    "ArtifactDir",
+    "ArtifactStore",
+    "BackboneRef",
+    "EmbeddingMethod",
+    "EncodeSettings",
+    "FitSet",
+    "Method",
+    "MethodContext",
+    "MethodSpec",
+    "Option",
+    "PairScoringMethod",
+    "PostProcessor",
+    "SpecRequest",
+    "SplitData",
+    "UserError",
+    "View",
+    "ViewMethod",
+    "ViewProvider",
+    "base_view",
+    "npy_bytes",
+]

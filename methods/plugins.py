@@ -1,0 +1,151 @@
+"""Methods from outside the repo: a ``file.py:Class`` or ``module:Class`` reference, and the
+``sts_bench.methods`` entry point group of installed packages (docs/PLUGINS.md).
+
+The registry (:mod:`methods`) asks here only for a name it does not hold itself, or when it lists
+every method, so a run of built-in methods never reads package metadata nor imports a plugin.
+Every way a plugin can be wrong is one :class:`UserError` line that says which plugin, what is
+wrong and how to fix it.
+
+A plugin file is imported as the module ``sts_bench_file_<stem>`` (``my-method.py`` →
+``sts_bench_file_my_method``), registered in ``sys.modules`` with the file as its origin: that is
+how :mod:`harness.core.codekeys` finds its source, so the file's code is part of the key of
+everything the method caches, and editing it recomputes its fits and vectors. The name holds the
+stem, not the folder, so two checkouts sharing a cache share the plugin's entries too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+    from harness.core.api import Method
+
+GROUP = "sts_bench.methods"  # pyproject.toml: [project.entry-points."sts_bench.methods"] NAME = "module:Class"
+FILE_PREFIX = "sts_bench_file_"
+# A method's name is a --methods item, the METHOD of --set METHOD.OPTION=VALUE and a [METHOD] table.
+NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+def is_reference(text: str) -> bool:
+    """``path/to/file.py:Class`` or ``package.module:Class`` (anything with a colon)."""
+    return ":" in text
+
+
+def check_class(cls: object, where: str) -> type[Method]:
+    """``cls`` as a method class, or one line saying what it lacks (``where`` names the plugin)."""
+    from harness.core.api import EmbeddingMethod, PairScoringMethod
+
+    if not (isinstance(cls, type) and issubclass(cls, EmbeddingMethod | PairScoringMethod)):
+        raise UserError(f"{where}: {cls!r} is not a method class; derive it from EmbeddingMethod (encode) or "
+                        "PairScoringMethod (score_pairs) of harness.method_api (docs/PLUGINS.md)")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not NAME.match(name):
+        raise UserError(f"{where}: {cls.__name__}.name = {name!r}; set a class attribute name = \"my-method\" "
+                        "(lower case letters, digits, - and _): it is what --methods and --set use")
+    if not isinstance(getattr(cls, "summary", None), str):
+        raise UserError(f"{where}: {cls.__name__} has no summary; set a class attribute summary = \"one line\" "
+                        "(shown by --list)")
+    return cls
+
+
+def load_reference(text: str) -> type[Method]:
+    """The class a ``file.py:Class`` or ``module:Class`` reference names."""
+    target, _, class_name = text.rpartition(":")
+    where = f"--methods {text}"
+    if not target or not class_name.isidentifier():
+        raise UserError(f"{where}: expected path/to/file.py:ClassName or package.module:ClassName")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        module = _import_file(Path(target).expanduser(), where)
+    else:
+        module = _import_module(target, where)
+    if not hasattr(module, class_name):
+        from harness.core.errors import did_you_mean
+
+        classes = [name for name, value in vars(module).items() if isinstance(value, type)]
+        raise UserError(f"{where}: {target} defines no {class_name}{did_you_mean(class_name, classes)}; "
+                        f"its classes: {', '.join(classes) or 'none'}")
+    return check_class(getattr(module, class_name), where)
+
+
+def _import_file(path: Path, where: str) -> object:
+    if not path.is_file():
+        raise UserError(f"{where}: no such file {path} (relative to {Path.cwd()}); give the path of the "
+                        "plugin's .py file")
+    if path.suffix != ".py":
+        raise UserError(f"{where}: {path} is not a .py file; a plugin file is Python source")
+    module_name = FILE_PREFIX + re.sub(r"\W", "_", path.stem)
+    loaded = sys.modules.get(module_name)
+    if loaded is not None:
+        origin = Path(getattr(loaded, "__file__", "") or "")
+        if origin.resolve() == path.resolve():
+            return loaded
+        raise UserError(f"{where}: another plugin file named {path.name} ({origin}) is already loaded in this "
+                        "process; rename one of them")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{where}: {path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # before running it: dataclasses and codekeys look the module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[module_name]
+        raise UserError(f"{where}: importing {path} failed at {_failing_line(err, path)}: "
+                        f"{type(err).__name__}: {err}; fix the file (or run it with python to see the traceback)"
+                        ) from None
+    return module
+
+
+def _import_module(name: str, where: str) -> object:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
+            raise UserError(f"{where}: no module {name} on the Python path; install its package, add its folder "
+                            "to PYTHONPATH, or give a file: path/to/file.py:ClassName") from None
+        raise UserError(f"{where}: importing {name} failed: {type(err).__name__}: {err}; install what it "
+                        "needs") from None
+    except Exception as err:
+        raise UserError(f"{where}: importing {name} failed: {type(err).__name__}: {err}; fix the module") from None
+
+
+def _failing_line(err: BaseException, path: Path) -> str:
+    """``file.py:LINE`` of the deepest frame of ``err`` inside the plugin file (its syntax error's line)."""
+    if isinstance(err, SyntaxError) and err.lineno is not None:
+        return f"{path}:{err.lineno}"
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    return f"{path}:{frames[-1].lineno}" if frames else str(path)
+
+
+def entry_points() -> dict[str, EntryPoint]:
+    """The installed ``sts_bench.methods`` entry points by name (package metadata only: nothing is
+    imported)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUP)}
+
+
+def load_entry_point(ep: EntryPoint) -> type[Method]:
+    """The class an installed entry point names; its name must be the method's name."""
+    package = ep.dist.name if ep.dist is not None else None
+    where = f"plugin '{ep.name}' ({GROUP} entry point {ep.value!r}" + (f" of {package})" if package else ")")
+    try:
+        cls = ep.load()
+    except Exception as err:
+        fix = (f"reinstall {package} or uninstall it (pip uninstall {package})" if package
+               else "reinstall or uninstall the package that declares it")
+        raise UserError(f"{where} failed to import: {type(err).__name__}: {err}; {fix}") from None
+    cls = check_class(cls, where)
+    if cls.name != ep.name:
+        raise UserError(f"{where}: the class is named '{cls.name}'; the entry point's name must be the method's "
+                        f"name: {cls.name} = \"{ep.value}\" in {package or 'its package'}'s pyproject.toml")
+    return cls
