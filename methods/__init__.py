@@ -29,15 +29,30 @@ METHODS: dict[str, str] = {
 }
 
 
+# Classes registered in this process (plugins, encoder objects from ``harness.evaluate``), by name.
+REGISTERED: dict[str, type[Method]] = {}
+
+
+def register_method(cls: type[Method]) -> None:
+    """Make ``cls`` a method of this process under ``cls.name`` (registering the name again replaces
+    the earlier class); a built-in name is refused, so a plugin never shadows a published method."""
+    if cls.name in METHODS:
+        raise UserError(f"method name '{cls.name}' is a built-in method's; give yours another name")
+    REGISTERED[cls.name] = cls
+
+
 def get_method(name: str) -> type[Method]:
     """The class registered under ``name``; an unknown name is a one-line error with a suggestion."""
+    if name in REGISTERED:
+        return REGISTERED[name]
     if name not in METHODS:
-        raise UserError(f"unknown method '{name}'{did_you_mean(name, list(METHODS))}; "
-                        f"known methods: {', '.join(METHODS)} (see --list)")
+        known = [*METHODS, *REGISTERED]
+        raise UserError(f"unknown method '{name}'{did_you_mean(name, known)}; "
+                        f"known methods: {', '.join(known)} (see --list)")
     module_name, _, class_name = METHODS[name].partition(":")
     return getattr(importlib.import_module(module_name), class_name)
 
 
 def all_methods() -> list[type[Method]]:
-    return [get_method(name) for name in METHODS]
+    return [get_method(name) for name in [*METHODS, *REGISTERED]]
 
