@@ -62,6 +62,9 @@ def test_spearman_equals_scipy_on_independent_cosines(tiny_bert, senteval_root, 
     assert outcome.sentences_forwarded == len(enc.seen[0])
     assert (tmp_path / "out" / "leaderboard.csv").is_file() and all(p.exists() for p in outcome.paths)
     assert not (tmp_path / "results").exists()
+    from methods import REGISTERED
+
+    assert "words" not in REGISTERED  # registered for the call only: no reference to the encoder is kept
 
 
 def test_beside_a_builtin_method_the_leaderboard_compares_them(tiny_bert, senteval_root, tmp_path):

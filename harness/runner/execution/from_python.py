@@ -1,10 +1,11 @@
 """``harness.evaluate``: score an encoder object from Python through the run itself.
 
 The object becomes a method (:func:`harness.runner.execution.encoders.encoder_method`) registered in
-this process under the name the user gives, and :func:`harness.runner.execution.run.run` runs it,
-beside any built-in ``methods``, exactly as the CLI runs a method: one record per (method, task),
-bootstrap intervals, paired tests and ★ marks in the leaderboards, leakage marks, the page. Nothing
-here scores; this module only turns arguments into a :class:`BenchConfig`.
+this process under the name the user gives, for the duration of the call, and
+:func:`harness.runner.execution.run.run` runs it, beside any built-in ``methods``, exactly as the
+CLI runs a method: one record per (method, task), bootstrap intervals, paired tests and ★ marks in
+the leaderboards, leakage marks, the page. Nothing here scores; this module only turns arguments
+into a :class:`BenchConfig`.
 
 Choices, and why:
 
@@ -57,12 +58,12 @@ def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str]
     """
     from harness.runner.execution.encoders import encoder_method
     from harness.runner.execution.run import run
-    from methods import register_method
+    from methods import REGISTERED, register_method
 
     if not output_dir:
         raise UserError("harness.evaluate: output_dir is required (records, leaderboards and exports go there)")
     name = name if name is not None else default_name(encoder)
-    register_method(encoder_method(encoder, name, cache_key))
+    method = encoder_method(encoder, name, cache_key)
     known = {f.name for f in fields(BenchConfig)}
     for key in settings:
         if key not in known or key in RESERVED:
@@ -76,4 +77,13 @@ def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str]
     cfg = replace(BenchConfig(), **settings, methods=(name, *[m for m in builtins if m != name]), tasks=task_names,
                   output_dir=str(output_dir))
     cfg = replace(cfg, explicit=frozenset(settings) | {"methods", "tasks", "output_dir"})
-    return run(cfg.validate())
+    cfg = cfg.validate()
+    earlier = REGISTERED.get(name)
+    register_method(method)
+    try:
+        return run(cfg)
+    finally:  # registered for this run only: the process keeps no reference to the encoder (a model)
+        if earlier is None:
+            REGISTERED.pop(name, None)
+        else:
+            REGISTERED[name] = earlier
