@@ -144,3 +144,11 @@ def test_an_altered_export_is_refused_on_read(tiny_bert, senteval_root, tmp_path
                            cache_dir=str(tmp_path / "c"), progress=False, plots=False, bootstrap=0,
                            export_embeddings=None)
     assert off.embedding_dirs == [] and not (tmp_path / "out2" / "embeddings").exists()
+
+
+def test_an_export_folder_that_is_a_file_fails_before_anything_runs(bench, tiny_st, senteval_root, tmp_path):
+    (tmp_path / "taken").write_text("x", encoding="utf-8")
+    code, _, err = bench("--methods", "avg", "--tasks", "stsb", "--backbone", str(tiny_st), "--source", "senteval",
+                         "--senteval-dir", str(senteval_root), "--export-embeddings", str(tmp_path / "taken"))
+    assert code == 2 and "error: --export-embeddings" in err and "is not a folder" in err
+    assert not (tmp_path / "out" / "runs").exists()
