@@ -40,8 +40,9 @@ METHODS: dict[str, str] = {
     "dse": "methods.dse:DSE",
     "random": "methods.random_baseline:RandomBaseline",
 }
-# Plugin classes this process has loaded or been given, by method name.
-_PLUGINS: dict[str, type[Method]] = {}
+# Plugin classes this process has loaded or been given (files, entry points, register_method: encoder
+# objects from harness.evaluate), by method name.
+REGISTERED: dict[str, type[Method]] = {}
 
 
 def get_method(name: str) -> type[Method]:
@@ -50,8 +51,8 @@ def get_method(name: str) -> type[Method]:
     if name in METHODS:
         module_name, _, class_name = METHODS[name].partition(":")
         return getattr(importlib.import_module(module_name), class_name)
-    if name in _PLUGINS:
-        return _PLUGINS[name]
+    if name in REGISTERED:
+        return REGISTERED[name]
     from methods import plugins
 
     installed = plugins.entry_points()
@@ -64,7 +65,7 @@ def get_method(name: str) -> type[Method]:
         return cls
     if name in installed:
         return _entry_point(installed[name])
-    known = [*METHODS, *sorted({*_PLUGINS, *installed})]
+    known = [*METHODS, *sorted({*REGISTERED, *installed})]
     raise UserError(f"unknown method '{name}'{did_you_mean(name, known)}; known methods: {', '.join(known)} "
                     "(see --list; a method from a file: --methods path/to/file.py:ClassName)")
 
@@ -79,9 +80,9 @@ def all_methods() -> list[type[Method]]:
     from methods import plugins
 
     for _, ep in sorted(plugins.entry_points().items()):
-        if ep.name not in _PLUGINS:
+        if ep.name not in REGISTERED:
             _entry_point(ep)
-    return [*(get_method(name) for name in METHODS), *_PLUGINS.values()]
+    return [*(get_method(name) for name in METHODS), *REGISTERED.values()]
 
 
 def builtin_methods() -> list[type[Method]]:
@@ -100,10 +101,10 @@ def register_method(cls: type[Method]) -> None:
     from methods import plugins
 
     plugins.check_class(cls, f"register_method({cls!r})")
-    if cls.name in plugins.entry_points() and _PLUGINS.get(cls.name) is not cls:
+    if cls.name in plugins.entry_points() and REGISTERED.get(cls.name) is not cls:
         raise UserError(f"register_method: '{cls.name}' is an installed plugin's name (entry point group "
                         f"{plugins.GROUP}); give the class another name")
-    _PLUGINS.pop(cls.name, None)
+    REGISTERED.pop(cls.name, None)
     _add(cls, "register_method")
 
 
@@ -123,8 +124,8 @@ def _add(cls: type[Method], where: str) -> None:
     if cls.name in METHODS:
         raise UserError(f"{where}: '{cls.name}' is a built-in method's name; give the plugin class another name "
                         f"(e.g. name = \"my-{cls.name}\")")
-    held = _PLUGINS.get(cls.name)
+    held = REGISTERED.get(cls.name)
     if held is not None and held is not cls:
         raise UserError(f"{where}: the method name '{cls.name}' is already taken by {held.__module__}."
                         f"{held.__qualname__}; give one of the classes another name")
-    _PLUGINS[cls.name] = cls
+    REGISTERED[cls.name] = cls

@@ -26,7 +26,7 @@ def option_lines(help_text: str) -> list[str]:
 
 def test_top_level_help_is_at_most_about_40_options_in_groups():
     text = build_parser().format_help()
-    assert len(option_lines(text)) <= 42
+    assert len(option_lines(text)) <= 43  # 43: --export-embeddings (issue 21)
     for group in ("what to run", "data", "backbone and encoding", "scheduling", "statistics", "regression gate",
                   "outputs"):
         assert f"\n{group}:" in text

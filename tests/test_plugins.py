@@ -37,10 +37,10 @@ SENTENCES = list(dict.fromkeys(s for a, b, _ in pairs(np.random.default_rng(3), 
 @pytest.fixture(autouse=True)
 def forget_plugins():
     """Plugins loaded by a test are forgotten after it: the registry is per process."""
-    held, modules = dict(methods._PLUGINS), set(sys.modules)
+    held, modules = dict(methods.REGISTERED), set(sys.modules)
     yield
-    methods._PLUGINS.clear()
-    methods._PLUGINS.update(held)
+    methods.REGISTERED.clear()
+    methods.REGISTERED.update(held)
     for name in set(sys.modules) - modules:
         if name.startswith(plugins.FILE_PREFIX):
             del sys.modules[name]

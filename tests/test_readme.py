@@ -80,7 +80,8 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         return
     substitutes = {"bert-base-uncased": str(tiny_st), "~/SentEval/data/downstream": str(senteval_root),
                    "DIR": str(senteval_root),
-                   "/shared/sts-cache": str(tmp_path / "cache"), "bench.toml": str(tmp_path / "bench.toml")}
+                   "/shared/sts-cache": str(tmp_path / "cache"), "bench.toml": str(tmp_path / "bench.toml"),
+                   "embeddings/": str(tmp_path / "embeddings")}
     if "tcp://HOST:8786" in argv:
         substitutes["tcp://HOST:8786"] = request.getfixturevalue("dask_address")
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
@@ -114,3 +115,36 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
     assert "Traceback" not in err
     if not {"--list", "--dry-run", "--history", "plan", "history"} & set(argv):  # those run no benchmark
         assert (tmp_path / "out" / "leaderboard.csv").is_file() and (tmp_path / "out" / "significance.csv").is_file()
+
+
+def readme_python(heading: str) -> str:
+    """The first ```python block after ``heading``."""
+    text = README.read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text[text.index(heading):], re.S)[0]
+
+
+def test_the_encoder_example_runs(tiny_st, senteval_root, tmp_path, monkeypatch, capsys):
+    """README's harness.evaluate example, on the fixtures: the tiny sentence-transformers BERT for the
+    packaged MiniLM, the SentEval folder for the packaged STS-B, folders under tmp_path."""
+    import harness
+
+    code = readme_python("### Encoders from Python")
+    assert 'resolve_backbone("minilm").path' in code and 'output_dir="my-eval"' in code
+    code = code.replace('resolve_backbone("minilm").path', repr(str(tiny_st)))
+    real = harness.evaluate
+
+    def on_fixtures(encoder, **kwargs):
+        kwargs["output_dir"] = tmp_path / kwargs["output_dir"]
+        return real(encoder, **kwargs, backbone=str(tiny_st), source="senteval", senteval_dir=str(senteval_root),
+                    cache_dir=str(tmp_path / "cache"), progress=False, plots=False)
+
+    monkeypatch.setattr(harness, "evaluate", on_fixtures)
+    space: dict = {}
+    exec(compile(code, "README.md", "exec"), space)
+    out = capsys.readouterr().out
+    assert "st-minilm" in out and "avg" in out and "(24, 32)" in out  # the fixture's 12 STS-B test pairs
+    # sentence-transformers' mean pooling of the tiny BERT is the harness's avg of it: equal scores.
+    scores = space["outcome"].scores.set_index("method")["spearman"]
+    assert scores["st-minilm"] == pytest.approx(scores["avg"], abs=1e-4)
+    assert (tmp_path / "my-eval" / "leaderboard.csv").is_file()
+    assert (tmp_path / "my-eval" / "embeddings" / "none" / "st-minilm" / "stsb" / "test" / "vectors.npy").is_file()

@@ -191,6 +191,8 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("outputs")
     out.add_argument("--output-dir", metavar="DIR", help=_help("runs/, leaderboards, plots, index.html",
                                                                "output_dir"))
+    out.add_argument("--export-embeddings", metavar="DIR",
+                     help="write each scored method × task × split's sentences and vectors (.npy) under DIR")
     out.add_argument("--diagnostics", action="store_true", help="anisotropy diagnostics per method and task")
     out.add_argument("--cost", action="store_true", help="query × candidate cost of cross-encoder vs dse")
     out.add_argument("--no-plots", dest="plots", action="store_false", help="no PNG plots")

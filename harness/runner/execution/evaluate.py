@@ -5,6 +5,7 @@ under the run's protocol, and assemble the result record (its schema:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -78,9 +79,25 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
     return strict(record)
 
 
+@dataclass
+class Scored:
+    """A (method, task) scored: its record, and for an embedding method the vectors of both sides
+    (``left[i]`` is the vector of ``s1[i]``), which ``--export-embeddings`` writes."""
+
+    record: Record
+    left: np.ndarray | None = None
+    right: np.ndarray | None = None
+
+
 def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
              leakage: dict[str, Any] | None = None) -> Record:
     """Fit (if the method fits), encode both sides, score; return the result record."""
+    return score(method, task, fit_set, cfg, ctx, leakage).record
+
+
+def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
+          leakage: dict[str, Any] | None = None) -> Scored:
+    """:func:`evaluate`, keeping the vectors that were scored."""
     from harness.core.scoring import cosine_rows, score_split
 
     t0 = time.perf_counter()
@@ -111,4 +128,4 @@ def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: Benc
         from harness.runner.studies.diagnostics import anisotropy, unique_rows
 
         record["diagnostics"] = strict(anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed))
-    return record
+    return Scored(record, left, right)

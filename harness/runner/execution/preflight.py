@@ -103,6 +103,8 @@ def preflight(cfg: BenchConfig) -> Baseline | None:
     if not cfg.dry_run:
         check_writable(cfg.output_dir, "--output-dir")
         check_writable(cfg.cache_dir, "--cache-dir")
+        if cfg.export_embeddings:
+            check_writable(cfg.export_embeddings, "--export-embeddings")
         for sub in _existing_subfolders(Path(cfg.output_dir).expanduser(), depth=1):
             check_writable(sub, "--output-dir")
     return baseline

@@ -12,22 +12,41 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.data.splits import unique
 from harness.runner.execution.context import RunContext
-from harness.runner.execution.evaluate import evaluate
+from harness.runner.execution.evaluate import score
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan
 from harness.runner.records.schema import Record
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.console import say
 
+if TYPE_CHECKING:
+    from harness.runner.execution.export import SentenceVectors
+
 
 @dataclass
 class RunOutcome:
+    """What :func:`harness.run` (and :func:`harness.evaluate`) return.
+
+    ``records``: this run's result records (typed, :class:`harness.runner.records.schema.Record`),
+    one per (method, task) scored; ``result_paths``: their files under ``runs/``;
+    ``leaderboard_paths``: every file the report steps wrote (leaderboards, significance.csv, plots,
+    index.html...); ``table``: the leaderboard as printed; ``regressions``: with ``--baseline``, a
+    DataFrame of the cells compared (``exit_code`` 1 when one dropped beyond the tolerance);
+    ``sentences_forwarded``, ``models_trained``, ``pairs_scored``: what this run computed rather
+    than read from the cache (all 0 on a fully warm re-run); ``embedding_dirs``: with
+    ``--export-embeddings``, one folder per (method, task, split) (:mod:`.export`).
+
+    >>> outcome = harness.run(cfg)                          # doctest: +SKIP
+    >>> outcome.scores[["method", "task", "spearman"]]      # doctest: +SKIP
+    >>> outcome.embeddings("avg", "stsb").vectors.shape     # doctest: +SKIP
+    """
+
     records: list[Record]
     result_paths: list[Path]
     leaderboard_paths: list[Path]
@@ -38,6 +57,46 @@ class RunOutcome:
     models_trained: int = 0
     pairs_scored: int = 0
     dry_run: bool = False
+    embedding_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def scores(self) -> Any:
+        """This run's scores as a pandas DataFrame, one row per (method row, task): method, backbone,
+        kind, fit_set, the protocol group, marks (†/‡), task, spearman, pearson, ci_low, ci_high,
+        n_pairs, created, undefined (NaN scores where undefined), as in scores.csv."""
+        import pandas as pd
+
+        from harness.runner.tables.frames import long_rows
+
+        return pd.DataFrame(long_rows(self.records)[0])
+
+    @property
+    def paths(self) -> list[Path]:
+        """Every file and folder this run wrote: records, reports, embedding exports."""
+        return [*self.result_paths, *self.leaderboard_paths, *self.embedding_dirs]
+
+    def embeddings(self, method: str, task: str, split: str | None = None) -> SentenceVectors:
+        """The exported sentences and vectors of ``method`` (its leaderboard label or name) on
+        ``task`` (name or title), read back and verified (:func:`.export.read_embeddings`)."""
+        from harness.core.errors import UserError
+        from harness.runner.execution.export import read_embeddings
+
+        found = []
+        for folder in self.embedding_dirs:
+            rows = read_embeddings(folder)
+            meta = rows.meta
+            names, tasks = (meta["method"], meta["method_name"]), (meta["task"], meta["task_title"].lower())
+            if method in names and task.lower() in tasks and split in (None, meta["split"]):
+                found.append(rows)
+        if len(found) == 1:
+            return found[0]
+        exported = sorted({f"{folder.parts[-3]} on {folder.parts[-2]}" for folder in self.embedding_dirs})
+        if found:
+            raise UserError(f"embeddings of {method} on {task}: {len(found)} exports match (several backbones or "
+                            "splits); name the split, or read the folders in outcome.embedding_dirs")
+        raise UserError(f"no embeddings of {method} on {task} in this run (exported: {', '.join(exported) or 'none'}); "
+                        "pass --export-embeddings DIR (harness.evaluate exports by default); a pair-scoring "
+                        "method has no sentence vectors")
 
 
 def encode_stage(plan: Plan, ctx: RunContext) -> None:
@@ -88,7 +147,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     warn_leakage(leaks)
     with clock("encode"):
         encode_stage(plan, ctx)
-    records, paths, refused = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"])
+    records, paths, refused, exported = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"])
     clock.add_record_timings(records)
     with clock("write"):
         table, board = report_stage(plan, cfg, ctx, records)
@@ -100,7 +159,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
                         f"written to {Path(cfg.output_dir) / 'runs'}); fix the data or the method, or pass "
                         "--allow-undefined to record them as undefined, unranked")
     outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
-                         models_trained=ctx.trained, pairs_scored=ctx.pairs_scored)
+                         models_trained=ctx.trained, pairs_scored=ctx.pairs_scored, embedding_dirs=exported)
     if baseline is not None:
         from harness.runner.tables.frames import long_rows
         from harness.runner.tables.gate import match, verdict
@@ -159,22 +218,32 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
 
 
 def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float
-                ) -> tuple[list[Record], list[Path], list[str]]:
+                ) -> tuple[list[Record], list[Path], list[str], list[Path]]:
     """Fit and score every (task, method); write each record as it is made (under the output
     folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
-    refused (returned, not written) unless ``--allow-undefined``."""
+    refused (returned, not written) unless ``--allow-undefined``. With ``--export-embeddings``, the
+    vectors just scored are written too (:mod:`.export`); returns the export folders last."""
+    from harness.runner.execution.export import unique_rows, write_embeddings
     from harness.runner.records.lock import output_lock
     from harness.runner.records.store import write_result
 
     records: list[Record] = []
     paths: list[Path] = []
     refused: list[str] = []
+    exported: list[Path] = []
     out = Path(cfg.output_dir)
     for task in plan.tasks:
         for method in plan.methods:
             fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
-            record = evaluate(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            scored = score(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            record = scored.record
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
+            if cfg.export_embeddings and scored.left is not None and scored.right is not None:
+                vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
+                exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
+            elif cfg.export_embeddings and task is plan.tasks[0]:
+                say(f"export: {method.label()} scores pairs as a whole; it has no sentence vectors to export "
+                    "(skipped)")
             label, undefined = record["method"]["label"], record["scores"]["undefined"]
             if undefined and not cfg.allow_undefined:
                 refused.append(f"{label} on {task.spec.title} ({undefined})")
@@ -185,7 +254,7 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
             records.append(record)
             shown = f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
             say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
-    return records, paths, refused
+    return records, paths, refused, exported
 
 
 def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]

@@ -43,6 +43,7 @@ class BenchConfig:
     threads: int = 0  # CPU threads for torch; 0 = the cores this process may use
     cache_dir: str = field(default_factory=default_cache_dir)
     output_dir: str = "results"
+    export_embeddings: str | None = None  # DIR: each scored (method, task, split)'s sentences and vectors
     baseline: str | None = None
     baseline_partial: bool = False  # compare the cells that match the baseline instead of failing on the rest
     tolerance: float = 0.5

@@ -1,0 +1,89 @@
+"""``harness.evaluate``: score an encoder object from Python through the run itself.
+
+The object becomes a method (:func:`harness.runner.execution.encoders.encoder_method`) registered in
+this process under the name the user gives, for the duration of the call, and
+:func:`harness.runner.execution.run.run` runs it, beside any built-in ``methods``, exactly as the
+CLI runs a method: one record per (method, task), bootstrap intervals, paired tests and ★ marks in
+the leaderboards, leakage marks, the page. Nothing here scores; this module only turns arguments
+into a :class:`BenchConfig`.
+
+Choices, and why:
+
+* ``output_dir`` is required: a library call must not drop ``results/`` into whatever folder the
+  interpreter happens to run in.
+* Vectors are cached only under a ``cache_key`` the user names (see :mod:`.encoders`); without one
+  the object encodes again in every call.
+* The vectors scored are exported by default to ``<output_dir>/embeddings`` (they are the point of
+  bringing an encoder): ``outcome.embeddings(name, task)``; ``export_embeddings=None`` turns it off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.errors import UserError, did_you_mean
+from harness.runner.settings.config import BenchConfig
+
+if TYPE_CHECKING:
+    from harness.runner.execution.run import RunOutcome
+
+# Set by the arguments of evaluate itself, or derived: not settings a caller passes.
+RESERVED = ("methods", "tasks", "output_dir", "explicit", "paper", "history", "dry_run")
+
+
+def default_name(encoder: Any) -> str:
+    """The class name in kebab case: ``MyEncoder`` → ``my-encoder``."""
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", type(encoder).__name__).lower().replace("_", "-")
+
+
+def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str] = ("stsb",),
+             name: str | None = None, cache_key: str | None = None, methods: str | Sequence[str] = (),
+             **settings: Any) -> RunOutcome:
+    """Score ``encoder`` (anything with ``encode(list[str]) -> array-like (n, d)``) on ``tasks``,
+    beside the built-in ``methods``, writing records, leaderboards and exports under ``output_dir``.
+
+    ``name``: its leaderboard row (default: the class name in kebab case). ``cache_key``: the
+    version of the encoder its vectors are cached under (None: not cached). ``settings``: any other
+    :class:`BenchConfig` field (``source``, ``senteval_dir``, ``backbone`` of the built-in methods,
+    ``bootstrap``, ``seed``, ``cache_dir``, ``export_embeddings``...).
+
+    >>> outcome = harness.evaluate(model, tasks=["stsb"], output_dir="out", cache_key="v1",
+    ...                            methods=["avg"])                          # doctest: +SKIP
+    >>> outcome.scores[["method", "task", "spearman", "ci_low", "ci_high"]]  # doctest: +SKIP
+    """
+    from harness.runner.execution.encoders import encoder_method
+    from harness.runner.execution.run import run
+    from methods import REGISTERED, register_method
+
+    if not output_dir:
+        raise UserError("harness.evaluate: output_dir is required (records, leaderboards and exports go there)")
+    name = name if name is not None else default_name(encoder)
+    method = encoder_method(encoder, name, cache_key)
+    known = {f.name for f in fields(BenchConfig)}
+    for key in settings:
+        if key not in known or key in RESERVED:
+            allowed = sorted(known - set(RESERVED))
+            raise UserError(f"harness.evaluate: unknown setting '{key}'{did_you_mean(key, allowed)}; "
+                            f"settings are BenchConfig fields: {', '.join(allowed)}")
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}  # folders as paths
+    builtins = [methods] if isinstance(methods, str) else list(methods)
+    task_names = (tasks,) if isinstance(tasks, str) else tuple(tasks)
+    settings.setdefault("export_embeddings", str(Path(output_dir) / "embeddings"))
+    cfg = replace(BenchConfig(), **settings, methods=(name, *[m for m in builtins if m != name]), tasks=task_names,
+                  output_dir=str(output_dir))
+    cfg = replace(cfg, explicit=frozenset(settings) | {"methods", "tasks", "output_dir"})
+    cfg = cfg.validate()
+    earlier = REGISTERED.get(name)
+    register_method(method)
+    try:
+        return run(cfg)
+    finally:  # registered for this run only: the process keeps no reference to the encoder (a model)
+        if earlier is None:
+            REGISTERED.pop(name, None)
+        else:
+            REGISTERED[name] = earlier
