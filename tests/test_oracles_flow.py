@@ -157,6 +157,23 @@ def test_pair_batches_one_short_of_a_second_batch_drop_it(spy):
     assert stats.steps == 3 and [len(rows) for rows, _ in spy] == [4] * 6
 
 
+def test_pair_epochs_continue_until_the_promised_steps_have_run(spy):
+    """7 pairs in batches of 4, 4 epochs: int(4 · 7 / 4) = 7 steps, and with 3 pairs dropped per epoch
+    each epoch gives one batch, so 7 epochs run (0..6), each asking for its own vectors. A bound
+    computed as ceil(7 · 4 / 7) + 1 = 5 epochs would stop at 5 steps."""
+    x = indexed(14)
+    asked = []
+
+    def batches_of_epoch(epoch):
+        asked.append(epoch)
+        return x
+
+    config = FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=4.0)
+    _, stats = train_flow(batches_of_epoch, 6, 14, config, seed=7, progress=False,
+                          pairs=(np.arange(7), np.arange(7) + 7))
+    assert stats.steps == 7 and asked == list(range(7)) and [len(rows) for rows, _ in spy] == [4] * 14
+
+
 def test_the_fit_shows_a_progress_bar_on_a_terminal_unless_asked_not_to(monkeypatch):
     """``progress`` defaults to on: tqdm then draws "fit flow" on a terminal (and stays quiet
     elsewhere, tqdm's own test); ``progress=False`` draws nothing even there."""

@@ -107,9 +107,12 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
     bar = tqdm(total=total, desc="fit flow", unit="step", disable=None if progress else True, leave=False)
     try:
-        for epoch in range(math.ceil(total * config.batch_size / items) + 1):
-            if step == total:
-                break
+        # Every epoch runs at least one batch, so this ends after ``total`` steps. (A bound computed
+        # from ``total · batch_size / items`` undercounts pair epochs, whose remainder is dropped:
+        # 7 pairs in batches of 4 give 1 step per epoch, not 7 / 4.)
+        epoch = -1
+        while step < total:
+            epoch += 1
             data = torch.from_numpy(np.ascontiguousarray(batches_of_epoch(epoch), dtype=np.float32))
             order = torch.randperm(items, generator=generator)
             for start in range(0, max(last_start, 1), config.batch_size):
