@@ -174,6 +174,43 @@ def test_pair_epochs_continue_until_the_promised_steps_have_run(spy):
     assert stats.steps == 7 and asked == list(range(7)) and [len(rows) for rows, _ in spy] == [4] * 14
 
 
+def test_a_single_pair_in_batches_of_one_is_every_step(spy):
+    """1 pair, batch 1, 3 epochs: int(3 · 1 / 1) = 3 steps, each of that one pair (side a row 0,
+    side b row 1): no empty batch at the end of an epoch."""
+    x = indexed(2)
+    config = FlowConfig(levels=1, depth=1, width=4, batch_size=1, epochs=3.0)
+    _, stats = train_flow(lambda epoch: x, 6, 2, config, seed=8, progress=False, pairs=(np.arange(1), np.arange(1) + 1))
+    assert stats.steps == 3 and [rows for rows, _ in spy] == [[0], [1]] * 3
+
+
+def test_the_progress_bar_counts_the_steps_and_shows_the_running_loss(monkeypatch):
+    bars = []
+
+    class Bar:
+        def __init__(self, total, **kwargs):
+            self.total, self.n, self.postfix, self.closed = total, 0, {}, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix(self, **postfix):
+            self.postfix = postfix
+
+        def close(self):
+            self.closed = True
+
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    x = indexed(10)
+    config = FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=2.0)
+    _, stats = train_flow(lambda epoch: x, 6, 10, config, seed=3, progress=False)
+    (bar,) = bars
+    assert bar.total == bar.n == stats.steps == 5 and bar.closed
+    assert bar.postfix == {"bits_per_dim": f"{stats.last_bits_per_dim:.3f}"}
+
+
 def test_the_fit_shows_a_progress_bar_on_a_terminal_unless_asked_not_to(monkeypatch):
     """``progress`` defaults to on: tqdm then draws "fit flow" on a terminal (and stays quiet
     elsewhere, tqdm's own test); ``progress=False`` draws nothing even there."""
