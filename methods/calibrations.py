@@ -126,9 +126,12 @@ def _k_option(text: str) -> int | str:
     """``auto`` (d/100, at least 1) or a positive integer."""
     if text.strip().lower() == "auto":
         return "auto"
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(f"k must be auto or a positive integer, not {value}")
+        raise ValueError(f"k must be auto or a positive integer (directions to remove), not {text!r}")
     return value
 
 

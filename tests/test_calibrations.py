@@ -212,10 +212,12 @@ def test_list_shows_the_options(name, option, capsys):
     assert out.startswith(f"{name}: ") and f"  {option} " in out
 
 
-def test_a_bad_k_is_one_error_line(bench, senteval_root, tiny_bert):
-    code, _, err = bench("--methods", "abtt", "--set", "abtt.k=0", "--tasks", "stsb",
+@pytest.mark.parametrize("k", ["0", "-3", "2.5", "many"])
+def test_a_bad_k_is_one_error_line_that_says_what_k_may_be(bench, senteval_root, tiny_bert, k):
+    code, _, err = bench("--methods", "abtt", "--set", f"abtt.k={k}", "--tasks", "stsb",
                          *senteval_args(senteval_root, tiny_bert))
-    assert code == 2 and err.strip().splitlines()[-1].startswith("error: --set abtt.k=0")
+    assert code == 2 and err.strip().splitlines() == \
+        [f"error: --set abtt.k={k}: k must be auto or a positive integer (directions to remove), not '{k}'"]
 
 
 # -- the real MiniLM on the packaged STS-B ------------------------------------------------------------

@@ -54,6 +54,13 @@ def test_every_default_in_help_is_the_configs_own():
     assert "mteb" in source.metavar  # the sources come from the registry
 
 
+@pytest.mark.parametrize(("word", "value"), [("on", True), ("YES", True), ("1", True), ("true", True),
+                                             ("off", False), ("no", False), ("0", False), ("False", False)])
+def test_a_yes_no_option_reads_the_usual_words(word, value):
+    cfg, _ = from_cli(["--methods", "flow", "--set", f"flow.fit_dropout={word}"])
+    assert cfg.method_params == {"flow": {"fit_dropout": value}}
+
+
 def test_set_is_the_generated_flag_and_the_config_table():
     via_set, _ = from_cli(["--methods", "whitening", "--set", "whitening.k=16", "--set", "flow.lr=1e-4"])
     via_flag, _ = from_cli(["--methods", "whitening", "--whitening-k", "16", "--flow-lr", "1e-4"])
@@ -69,6 +76,8 @@ def test_set_is_the_generated_flag_and_the_config_table():
     (["--set", "whitening.kk=3"], "did you mean 'k'?"),
     (["--set", "whitenin.k=3"], "did you mean 'whitening'?"),
     (["--set", "flow.levels=0"], "--set flow.levels=0: expected a positive integer"),
+    (["--set", "flow.fit_dropout=maybe"], "--set flow.fit_dropout=maybe: expected true or false"),
+    (["--set", "abtt.k=0"], "--set abtt.k=0: k must be auto or a positive integer (directions to remove), not '0'"),
 ])
 def test_a_bad_set_is_one_line(argv, message):
     from harness.core.errors import UserError

@@ -208,6 +208,13 @@ def test_stsb_and_its_own_pairs_as_a_file_score_the_same_in_one_table(bench, sen
     assert len(board) == 2 and {"STS-B", "my-stsb"} <= set(board.columns)
     assert (board["STS-B"] == board["my-stsb"]).all()
     assert out.count("## Protocol") == 1
+    # the table says which task read its own data, where from, and what content (stsb is the group's source)
+    own = f"Tasks with their own data: my-stsb: file {path} (sha256 {by['avg', 'my-stsb']['task']['fingerprint'][:12]})"
+    for text in (out, (tmp_path / "out" / "leaderboard.md").read_text()):
+        assert [line for line in text.splitlines() if line.startswith("Tasks with")] == [own]
+    scores = pd.read_csv(tmp_path / "out" / "scores.csv")
+    assert set(scores.loc[scores["task"] == "my-stsb", "task_data"]) == {own.split("my-stsb: ")[1]}
+    assert scores.loc[scores["task"] == "STS-B", "task_data"].str.startswith("senteval ").all()
     mteb = json.loads(next((tmp_path / "out" / "mteb").glob("*avg*/*/my-stsb.json")).read_text())
     fingerprint = by["avg", "my-stsb"]["task"]["fingerprint"]
     assert mteb["task_name"] == "my-stsb" and mteb["dataset_revision"] == f"file-{fingerprint[:12]}"

@@ -86,6 +86,9 @@ def check_fields(owner: type, values: Mapping[str, Any], where: str) -> None:
         check_field(owner, name, value, where)
 
 
+BOOLEAN_WORDS = ("1", "true", "yes", "on", "0", "false", "no", "off")
+
+
 def _converted(opt: Any, value: Any, label: str) -> Any:
     """A config-file value through ``Option.type``, the way argparse converts a flag's text."""
     if isinstance(value, list | dict):
@@ -96,10 +99,18 @@ def _converted(opt: Any, value: Any, label: str) -> Any:
         return value
     if isinstance(value, bool) and not isinstance(opt.default, bool):
         raise UserError(f"{label}: expected a number or a name, not true/false")
+    if isinstance(opt.default, bool) and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
+        # a yes/no option's converter may read any other word as "no": say so instead of guessing
+        raise UserError(f"{label}: expected true or false (also 1/0, yes/no, on/off)")
     try:
         return opt.type(value if isinstance(value, str) else str(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as exc:
         kind = getattr(opt.type, "__name__", "value")
+        said = str(exc)
+        # A method's own converter may say what it expects (``k must be auto or a positive integer``);
+        # int()'s and float()'s own texts ("invalid literal for int() ...") are not for users.
+        if kind not in ("int", "float") and said and not said.startswith(("invalid literal", "could not convert")):
+            raise UserError(f"{label}: {said}") from None
         expected = {"int": "an integer", "float": "a number"}.get(kind, f"a valid value ({opt.help})")
         raise UserError(f"{label}: expected {expected}") from None
 

@@ -10,7 +10,7 @@ DSE's "vs teacher (%)") are carried along and averaged over the row's tasks.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.tasks import TASKS
@@ -22,7 +22,8 @@ GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
-LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined")
+LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined",
+                "task_data")
 UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
 
 
@@ -74,6 +75,16 @@ def records_digest(records: Iterable[Record]) -> str:
     return digest.hexdigest()
 
 
+def task_data(task: Mapping[str, object]) -> str:
+    """Where a task's pairs came from, as tables print it: its source, file or dataset, and the
+    first 12 hex digits of its content's sha256 (equal digests: the same pairs).
+
+    >>> task_data({"source": "file", "origin": "/data/pairs.tsv", "fingerprint": "9e848b50de225978a3"})
+    'file /data/pairs.tsv (sha256 9e848b50de22)'
+    """
+    return f"{task.get('source', '')} {task.get('origin', '')} (sha256 {str(task.get('fingerprint', ''))[:12]})"
+
+
 def _number(value: float | None) -> float:
     return math.nan if value is None else value
 
@@ -102,6 +113,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
             "task": rec["task"]["title"], "spearman": _number(scores["spearman"]),
             "pearson": _number(scores["pearson"]), "ci_low": ci[0], "ci_high": ci[1],
             "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
+            "task_data": task_data(rec["task"]),
             **(rec.get("columns") or {}),
         })
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they

@@ -51,8 +51,18 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def markdown(wide: list[dict[str, Any]], tasks: list[str]) -> str:
-    """One markdown table per protocol group, each under a header naming its protocol."""
+def own_data_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
+    """The tasks of a protocol group that bring their own data (``file:``/``hf:`` entries, whose source
+    is not the group's ``--source``), with where their pairs came from; "" when there are none."""
+    own = {row["task"]: row["task_data"] for row in long
+           if all(str(row[k]) == str(group[k]) for k in GROUP_KEYS)
+           and row.get("task_data") and not str(row["task_data"]).startswith(f"{group['source']} ")}
+    return "Tasks with their own data: " + "; ".join(f"{task}: {data}" for task, data in own.items()) if own else ""
+
+
+def markdown(wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, Any]] | None = None) -> str:
+    """One markdown table per protocol group, each under a header naming its protocol (and, from the
+    ``long`` rows, the tasks that read their own data: a file or dataset named in ``--tasks``)."""
     from itertools import groupby
 
     from tabulate import tabulate
@@ -80,7 +90,9 @@ def markdown(wide: list[dict[str, Any]], tasks: list[str]) -> str:
         if {row["kind"] for row in group} == {"embedding"}:
             shown.remove("kind")  # only informative once pair scorers are in the table
         cells = [["" if _missing(row[c]) else row[c] for c in shown] for row in group]
-        parts += [f"## Protocol: {protocol_line(dict(zip(GROUP_KEYS, group_values)))}", "",
+        protocol = dict(zip(GROUP_KEYS, group_values))
+        own = own_data_line(long or [], protocol)
+        parts += [f"## Protocol: {protocol_line(protocol)}", "", *([own, ""] if own else []),
                   tabulate(cells, headers=shown, tablefmt="pipe", floatfmt=".2f", missingval="—",
                            disable_numparse=False), ""]
     return "\n".join(parts)
@@ -117,7 +129,7 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
     atomic_write_text(paths[0], csv_text(wide, wide_columns))
-    atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks) + "\n")
+    atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n")
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
         from harness.runner.tables.plots import leaderboard_png
@@ -128,9 +140,10 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
 
 def console_table(records: Sequence[Record]) -> str:
     """This run's leaderboard, as printed at the end of a run."""
-    rows, tasks, extra = wide_rows(long_rows(records)[0])
+    long = long_rows(records)[0]
+    rows, tasks, extra = wide_rows(long)
     columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS]
-    return markdown([{c: row[c] for c in columns} for row in rows], tasks)
+    return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
 
 class Leaderboards:
