@@ -1,7 +1,9 @@
-"""Every ``python run_bench.py`` command README shows runs and exits 0 — on fixtures where the data
-or models are missing offline (a tiny sentence-transformers BERT, a SentEval-layout folder, a local
-dask cluster), so README cannot promise a command that crashes. The embedded default itself, on
-the real MiniLM and STS-B, runs in tests/test_real.py.
+"""Every ``python run_bench.py`` and ``sts-bench`` command README and docs/*.md show runs and exits 0
+— on fixtures where the data or models are missing offline (a tiny sentence-transformers BERT, a
+SentEval-layout folder, a local dask cluster), so no doc can promise a command that crashes. The
+embedded default itself, on the real MiniLM and STS-B, runs in tests/test_real.py. README stays a
+front door (at most 250 lines), every link in README and docs/ resolves, and docs/REFERENCE.md is
+the papers' data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from harness.runner.cli.commands import main as commands_main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
 # Fixture-sized settings for commands that would train for minutes on real data; the command's
 # own flags are kept, these are added.
 SPEED = {"--cost": ["--cross-encoder-model", "train", "--cross-encoder-epochs", "1", "--dse-top-k", "2",
@@ -24,8 +27,11 @@ SPEED = {"--cost": ["--cross-encoder-model", "train", "--cross-encoder-epochs", 
 
 def readme_commands() -> list[str]:
     """``python run_bench.py ...`` and ``sts-bench ...`` lines of bash blocks (continuations joined,
-    comments dropped) and inline code spans, in order, without repeats."""
-    text = README.read_text(encoding="utf-8")
+    comments dropped) and inline code spans, README first, then docs/*.md, without repeats."""
+    return list(dict.fromkeys(c for path in DOCS for c in commands_of(path.read_text(encoding="utf-8"))))
+
+
+def commands_of(text: str) -> list[str]:
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -33,13 +39,58 @@ def readme_commands() -> list[str]:
             if line.startswith(("python run_bench.py", "sts-bench ")):
                 found.append(" ".join(line.split()))
     found += [" ".join(span.split()) for span in re.findall(r"`(python run_bench\.py[^`]*)`", text)]
-    return list(dict.fromkeys(found))
+    return found
 
 
 def test_readme_shows_the_commands_this_test_expects():
-    commands = readme_commands()
-    assert commands[0] == "python run_bench.py" and len(commands) >= 10
-    assert any("--aggregation wmean" in c for c in commands) and any("--backend dask" in c for c in commands)
+    readme, everywhere = commands_of(README.read_text(encoding="utf-8")), readme_commands()
+    assert readme[0] == "python run_bench.py --methods flow whitening" and len(readme) >= 10
+    assert any("--paper" in c for c in readme) and any("--baseline" in c for c in readme)
+    assert "python run_bench.py --config examples/bench.toml --dtype bf16" in readme
+    assert any("--aggregation wmean" in c for c in everywhere) and any("--backend dask" in c for c in everywhere)
+    assert len(everywhere) > len(readme)  # the docs' commands run too
+
+
+def test_readme_is_a_front_door():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    head = "\n".join(text.splitlines()[:40])  # the first screen: the two commands and where results go
+    assert "make bench" in head and "make test" in head and "results/index.html" in text
+    linked = set(re.findall(r"\]\(docs/([\w.]+)", text))
+    assert linked >= DOC_INDEX, f"README's index misses {DOC_INDEX - linked}"
+
+
+# The docs README's index lists; the others are benchmark outputs the listed docs link to.
+DOC_INDEX = {"USAGE.md", "METHODS.md", "PROTOCOLS.md", "REFERENCE.md", "RESULTS.md", "BRING_YOUR_OWN.md",
+             "PLUGINS.md", "MTEB.md", "CI_AND_HISTORY.md", "SCALING.md", "CACHE_AND_FAULTS.md", "PERFORMANCE.md",
+             "ARCHITECTURE.md", "DEVELOPMENT.md"}
+
+
+def heading_anchors(text: str) -> set[str]:
+    """GitHub's anchors: a heading lower-cased, punctuation dropped, spaces to hyphens."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#{1,6} (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_link_resolves(doc):
+    text = doc.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", text, flags=re.S)):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        assert file.exists(), f"{doc.name}: {target}"
+        if anchor and file.suffix == ".md":
+            assert anchor in heading_anchors(file.read_text(encoding="utf-8")), f"{doc.name}: {target}"
+
+
+def test_the_index_lists_every_doc_and_reference_is_the_papers_data():
+    from harness.runner.papers.reference import reference_markdown
+
+    assert {p.name for p in DOCS[1:]} >= DOC_INDEX
+    assert (ROOT / "docs" / "REFERENCE.md").read_text(encoding="utf-8") == reference_markdown(), \
+        "docs/REFERENCE.md is stale: python -m harness.runner.papers.reference > docs/REFERENCE.md"
 
 
 def write_my_pairs(folder: Path) -> Path:
@@ -55,8 +106,9 @@ def write_my_pairs(folder: Path) -> Path:
 
 
 def write_my_tasks(folder: Path) -> Path:
-    """README's ``my_tasks.toml``, as README shows it (its ``[[task]]`` block), beside my_pairs.tsv."""
-    text = README.read_text(encoding="utf-8")
+    """The docs' ``my_tasks.toml``, as docs/BRING_YOUR_OWN.md shows it (its ``[[task]]`` block), beside
+    my_pairs.tsv."""
+    text = (ROOT / "docs" / "BRING_YOUR_OWN.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[[task]]" in b)
     write_my_pairs(folder)
     path = folder / "my_tasks.toml"
@@ -117,18 +169,21 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         assert (tmp_path / "out" / "leaderboard.csv").is_file() and (tmp_path / "out" / "significance.csv").is_file()
 
 
-def readme_python(heading: str) -> str:
+def readme_python(heading: str, doc: Path = README) -> str:
     """The first ```python block after ``heading``."""
-    text = README.read_text(encoding="utf-8")
+    text = doc.read_text(encoding="utf-8")
     return re.findall(r"```python\n(.*?)```", text[text.index(heading):], re.S)[0]
 
 
-def test_the_encoder_example_runs(tiny_st, senteval_root, tmp_path, monkeypatch, capsys):
-    """README's harness.evaluate example, on the fixtures: the tiny sentence-transformers BERT for the
-    packaged MiniLM, the SentEval folder for the packaged STS-B, folders under tmp_path."""
+@pytest.mark.parametrize(("doc", "heading"), [("README.md", "## From Python"),
+                                              ("docs/BRING_YOUR_OWN.md", "### Encoders from Python")])
+def test_the_encoder_example_runs(doc, heading, tiny_st, senteval_root, tmp_path, monkeypatch, capsys):
+    """The harness.evaluate example of README and of docs/BRING_YOUR_OWN.md, on the fixtures: the tiny
+    sentence-transformers BERT for the packaged MiniLM, the SentEval folder for the packaged STS-B,
+    folders under tmp_path."""
     import harness
 
-    code = readme_python("### Encoders from Python")
+    code = readme_python(heading, ROOT / doc)
     assert 'resolve_backbone("minilm").path' in code and 'output_dir="my-eval"' in code
     code = code.replace('resolve_backbone("minilm").path', repr(str(tiny_st)))
     real = harness.evaluate
@@ -140,9 +195,9 @@ def test_the_encoder_example_runs(tiny_st, senteval_root, tmp_path, monkeypatch,
 
     monkeypatch.setattr(harness, "evaluate", on_fixtures)
     space: dict = {}
-    exec(compile(code, "README.md", "exec"), space)
+    exec(compile(code, doc, "exec"), space)
     out = capsys.readouterr().out
-    assert "st-minilm" in out and "avg" in out and "(24, 32)" in out  # the fixture's 12 STS-B test pairs
+    assert "st-minilm" in out and "avg" in out
     # sentence-transformers' mean pooling of the tiny BERT is the harness's avg of it: equal scores.
     scores = space["outcome"].scores.set_index("method")["spearman"]
     assert scores["st-minilm"] == pytest.approx(scores["avg"], abs=1e-4)
