@@ -40,7 +40,7 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
 
 
 # The Python spelling of each command-line flag, while a Python API call is running (:func:`spelled`).
-_SPELLINGS: ContextVar[Mapping[str, str]] = ContextVar("sts_bench_spellings", default={})
+_SPELLINGS: ContextVar[Mapping[str, str] | None] = ContextVar("sts_bench_spellings", default=None)
 
 
 def flag(name: str, value: str | None = None) -> str:
@@ -54,7 +54,7 @@ def flag(name: str, value: str | None = None) -> str:
     ...     flag("--backbone", "/path/to/model")
     "backbone='/path/to/model'"
     """
-    python = _SPELLINGS.get().get(name)
+    python = (_SPELLINGS.get() or {}).get(name)
     if python is None:
         return name if value is None else f"{name} {value}"
     return python if value is None else f"{python}={value!r}"
@@ -64,7 +64,7 @@ def flag(name: str, value: str | None = None) -> str:
 def spelled(names: Mapping[str, str]) -> Iterator[None]:
     """Inside: :func:`flag` names each flag of ``names`` by its Python spelling (``{"--backbone":
     "backbone"}``). A context variable, so threads and nested calls keep their own."""
-    token = _SPELLINGS.set({**_SPELLINGS.get(), **names})
+    token = _SPELLINGS.set({**(_SPELLINGS.get() or {}), **names})
     try:
         yield
     finally:
