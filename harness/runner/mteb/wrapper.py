@@ -43,6 +43,8 @@ class MtebEncoder(AbsEncoder):
             raise UserError(f"{method.name} scores pairs and embeds no sentence; MTEB evaluates it as a "
                             "cross-encoder, which this wrapper does not offer: use an embedding method")
         self.method: EmbeddingMethod = method
+        if method.spec.backbone != "none":  # a missing model fails here, not in the middle of mteb.evaluate
+            self.ctx.backbone(method.spec.backbone, method.spec.revision)
         self._custom = custom_fit_set
         self._tasks = {task.metadata.name: task for task in tasks}
         self._fitted_on: str | None = None  # the task (or "*" for a task-free fit set) the method is fitted for
@@ -78,7 +80,9 @@ class MtebEncoder(AbsEncoder):
         method that fits on the evaluated task's sentences, given no task, cannot encode before
         ``mteb.evaluate`` names one: None until then."""
         if self._dim is None:
-            given = next(iter(self._tasks), None)
+            # A task object whose data MTEB has not loaded yet (it loads it after reading this) is no help.
+            given = next((name for name, task in self._tasks.items()
+                          if task.data_loaded or task.dataset is not None), None)
             if self.method.uses_fit_set and self._fitted_on is None:
                 if self._custom is None and not self.fit_set_name().startswith(TASK_FREE) and given is None:
                     return None
