@@ -61,6 +61,16 @@ class ArtifactStore:
         return self.root / "bootstrap"
 
     @property
+    def datasets_cache(self) -> Path:
+        """The HuggingFace datasets library's cache while sts-bench loads data (:mod:`harness.core.data.hf_places`)."""
+        return self.root / "hf-datasets"
+
+    @property
+    def mteb_cache(self) -> Path:
+        """MTEB's result cache (``MTEB_CACHE``: ``results/<model>/<revision>/<Task>.json``) for MTEB runs."""
+        return self.root / "mteb"
+
+    @property
     def fingerprint_memo(self) -> Path:
         """Where model-folder fingerprints are memoised against file sizes and mtimes."""
         return self.root / "fingerprints.json"

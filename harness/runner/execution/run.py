@@ -112,14 +112,20 @@ def encode_stage(plan: Plan, ctx: RunContext) -> None:
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
+    from harness.core.artifacts import ArtifactStore
+    from harness.core.data.hf_places import caches_under, describe
     from harness.runner.execution.preflight import settle
 
-    cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
-    ctx = RunContext(cfg)
-    try:
-        return _run(cfg, ctx)
-    finally:
-        ctx.close()
+    # The datasets library and MTEB cache under --cache-dir, not the user's home (core/data/hf_places.py).
+    with caches_under(ArtifactStore(cfg.cache_dir)) as places:
+        cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
+        if cfg.source in ("mteb", "hub") and not cfg.dry_run:
+            say(describe(places))
+        ctx = RunContext(cfg)
+        try:
+            return _run(cfg, ctx)
+        finally:
+            ctx.close()
 
 
 def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:

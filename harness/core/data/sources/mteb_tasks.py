@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec, unique
-from harness.core.errors import UserError, did_you_mean
+from harness.core.errors import UserError, did_you_mean, flag
 
 # sts-bench split → the names MTEB's datasets use for it, in order of preference.
 SPLIT_NAMES = {"train": ("train",), "dev": ("validation", "dev"), "test": ("test",)}
@@ -100,19 +100,27 @@ def gold_range(task: Any) -> tuple[float, float]:
 
 
 def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
-    task = mteb_task(spec.mteb_name or spec.name)
+    task = loaded_mteb_task(spec.mteb_name or spec.name, hub_root)
+    origin = str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]) if hub_root \
+        else f"{spec.hub_path}@{spec.hub_revision}"
+    return split_data(task, splits, origin)
+
+
+def loaded_mteb_task(name: str, hub_root: str | None = None) -> Any:
+    """MTEB's task ``name`` with its data loaded: from ``hub_root``'s local files when given, else
+    through ``task.load_data()`` (the hub, or the datasets cache), tried once per process."""
+    task = mteb_task(name)
     if hub_root:
         _load_local(task, Path(hub_root).expanduser())
     elif not task.data_loaded:
         from harness.core.hub import first_line, once
 
-        once(("mteb", task.metadata.name, spec.hub_revision), task.load_data,
-             lambda err: f"could not load MTEB task {task.metadata.name} ({spec.hub_path}@{spec.hub_revision}): "
-             f"{first_line(err)}; offline, pass --hub-root DIR holding {spec.hub_path.split('/')[-1]}/ "
+        path, revision = task.metadata.dataset["path"], task.metadata.dataset.get("revision")
+        once(("mteb", task.metadata.name, revision), task.load_data,
+             lambda err: f"could not load MTEB task {task.metadata.name} ({path}@{revision}): "
+             f"{first_line(err)}; offline, pass {flag('--hub-root', 'DIR')} holding {str(path).split('/')[-1]}/ "
              "(see --source hub) or run once online to fill the datasets cache")
-    origin = str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]) if hub_root \
-        else f"{spec.hub_path}@{spec.hub_revision}"
-    return split_data(task, splits, origin)
+    return task
 
 
 def _load_local(task: Any, root: Path) -> None:
@@ -133,7 +141,7 @@ def _load_local(task: Any, root: Path) -> None:
     except Exception as err:  # missing folder, unreadable files: one line naming the layout expected
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         layout = "<subset>/<split>.jsonl" if multilingual else "<split>.jsonl"
-        raise UserError(f"--hub-root: cannot read {folder} ({first}); it should hold {layout} with columns "
+        raise UserError(f"{flag('--hub-root')}: cannot read {folder} ({first}); it should hold {layout} with columns "
                         "sentence1, sentence2, score") from None
     task.dataset_transform()
     task.data_loaded = True
