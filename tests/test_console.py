@@ -67,7 +67,7 @@ class FakeClock:
 def test_a_log_gets_a_line_at_most_every_interval_with_rate_and_eta():
     clock, lines = FakeClock(), []
     bar = LineProgress(1000, "encode m", "sentence", write=lines.append, now=clock, interval=10.0)
-    for step in range(1, 31):  # 30 s at 20 sentences per second
+    for _ in range(30):  # 30 s at 20 sentences per second
         clock.t += 1.0
         bar.update(20)
     # lines at 10, 20 and 30 s: 200, 400, 600 done at 20/s; ETA = what is left / 20
@@ -120,8 +120,8 @@ def test_a_redirected_cold_run_reports_encoding_progress(senteval_root, tiny_ber
     assert total == 24  # the fixture's 12 test pairs: 6 batches of 4, one clock look per batch
     lines = [line for line in err.splitlines() if line.startswith(f"encode {tiny_bert}: ")]
     # the bar starts at t=0; batch i ends at t=i with 4i done; a line when 2 s have passed since the last
-    assert lines == [f"encode {tiny_bert}: {done}/24 sentences · 4/s · ETA {(24 - done) // 4} s" for done in (8, 16, 24)] \
-        + [f"encode {tiny_bert}: 24/24 sentences · 3/s · done in 7 s"]
+    expected = [f"encode {tiny_bert}: {done}/24 sentences · 4/s · ETA {(24 - done) // 4} s" for done in (8, 16, 24)]
+    assert lines == [*expected, f"encode {tiny_bert}: 24/24 sentences · 3/s · done in 7 s"]
 
 
 # -- 3. why each sentence is encoded -----------------------------------------------------------------
@@ -193,11 +193,12 @@ def test_abtt_k_not_below_the_dimension_is_an_error_with_the_fix():
 
 def test_wmean_on_single_subset_tasks_warns_once_and_files_them_under_all(bench, senteval_root, tiny_bert, tmp_path,
                                                                          caplog):
-    args = ["--methods", "avg", "--tasks", "stsb", "sickr", *senteval_args(senteval_root, tiny_bert), "--bootstrap", "0"]
+    args = ["--methods", "avg", "--tasks", "stsb", "sickr", *senteval_args(senteval_root, tiny_bert),
+            "--bootstrap", "0"]
     code, _, err = bench(*args)
     assert code == 0, err
     caplog.clear()
-    code, out, err = bench(*args, "--aggregation", "wmean")
+    code, _, err = bench(*args, "--aggregation", "wmean")
     assert code == 0, err
     assert caplog.text.count("--aggregation wmean: STS-B, SICK-R each have a single subset") == 1
     assert "drop --aggregation" in caplog.text
