@@ -110,6 +110,10 @@ def all_but_the_top(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]
     [[0.0, 1.0], [0.0, 1.0], [0.0, -1.0], [0.0, -1.0]]
     """
     x64 = _two_different(x, "abtt")
+    dim = x64.shape[1]
+    if k >= dim:  # removing every direction leaves every vector at 0: no cosine to compare
+        raise UserError(f"abtt: k={k} is not below the dimension {dim} of the vectors: removing every direction "
+                        f"leaves nothing to compare; use --set abtt.k=N with N < {dim} (auto: {default_k(dim)})")
     mu = x64.mean(axis=0, keepdims=True)
     centered = x64 - mu
     s, u = np.linalg.eigh(centered.T @ centered / len(x64))
@@ -118,7 +122,8 @@ def all_but_the_top(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]
     removed = min(k, rank)
     if removed < k:
         log.warning("abtt: the fit set's covariance has rank %d (%d sentences, %d dimensions); removing %d "
-                    "directions instead of k=%d", rank, len(x64), x64.shape[1], removed, k)
+                    "directions instead of k=%d (fit on more sentences, e.g. a larger --fit-set, or use "
+                    "--set abtt.k=N with N ≤ %d)", rank, len(x64), dim, removed, k, rank)
     return mu.astype(np.float32), np.ascontiguousarray(u[:, :removed], dtype=np.float32), rank
 
 

@@ -78,16 +78,16 @@ class SBert(EmbeddingMethod):
         if not todo:
             return
         import torch
-        from tqdm.auto import tqdm
 
         from harness.core.encoding.batching import equal_length_batches, topped_up
         from harness.core.encoding.devices import resolve_device, torch_dtype
+        from harness.core.progress import progress_bar
 
         model = self._load(resolve_device(self.ctx.encode.device))
         autocast_dtype = torch_dtype(self.ctx.encode.dtype)
         chunk = 2048
-        with tqdm(total=len(todo), desc=f"encode {self.spec.backbone} (sentence-transformers)", unit="sent",
-                  disable=None if self.ctx.encode.progress else True, leave=False) as bar:
+        with progress_bar(len(todo), f"encode {self.spec.backbone} (sentence-transformers)", "sentence",
+                          self.ctx.encode.progress) as bar:
             for start in range(0, len(todo), chunk):
                 texts = todo[start:start + chunk]
                 vectors: np.ndarray | None = None

@@ -58,10 +58,16 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     s, u = np.linalg.eigh(cov)
     s, u = s[::-1], u[:, ::-1]  # largest first
     rank = int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0
-    keep = rank if k is None else min(k, rank)
-    if keep < (k or x64.shape[1]):
+    dim = x64.shape[1]
+    if k is not None and k > dim:  # say which bound bit: the vectors' size, not the fit set
+        log.warning("whitening: k=%d exceeds the dimension %d of the vectors; keeping all %d (use --set "
+                    "whitening.k=N with N ≤ %d, or leave k unset for all)", k, dim, dim, dim)
+    wanted = dim if k is None else min(k, dim)
+    keep = min(wanted, rank)
+    if keep < wanted:
         log.warning("whitening: covariance has rank %d of %d (fit set has %d sentences); keeping %d "
-                    "components", rank, x64.shape[1], len(x64), keep)
+                    "components (fit on more sentences than dimensions, e.g. a larger --fit-set, to keep "
+                    "them all; or --set whitening.k=N with N ≤ %d to say so)", rank, dim, len(x64), keep, rank)
     w = u[:, :keep] / np.sqrt(s[:keep])
     return mu.astype(np.float32), w.astype(np.float32), rank
 

@@ -90,7 +90,7 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     partial batch of an epoch is dropped, and ``int(epochs · P / batch_size)`` steps run. Worked
     example: STS-B target has P = 5749 + 1500 + 1379 = 8628 pairs → int(8628 / 32) = 269 steps.
     """
-    from tqdm.auto import tqdm
+    from harness.core.progress import progress_bar
 
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -105,7 +105,7 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
         last_start = items - config.batch_size + 1  # drop remainder
         side_a, side_b = torch.from_numpy(np.asarray(pairs[0])), torch.from_numpy(np.asarray(pairs[1]))
     started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
-    bar = tqdm(total=total, desc="fit flow", unit="step", disable=None if progress else True, leave=False)
+    bar = progress_bar(total, "fit flow", "step", progress)
     try:
         # Every epoch runs at least one batch, so this ends after ``total`` steps. (A bound computed
         # from ``total · batch_size / items`` undercounts pair epochs, whose remainder is dropped:

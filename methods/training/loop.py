@@ -194,7 +194,7 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
     at norm 1.0 (HF Trainer's default), autocast, a running loss on the bar, resumable state.
     ``batch_loss(indices)`` returns the loss of those items; ``on_step(steps_done_this_run)`` is
     called after every step (progress hooks; tests use it to interrupt)."""
-    from tqdm.auto import tqdm
+    from harness.core.progress import progress_bar
 
     total = total_steps(n, batch_size, epochs)
     per_epoch = math.ceil(n / batch_size)
@@ -207,7 +207,7 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
     evaluations: list[list[float]] = extra.get("evaluations", [])
     best = state.kept  # the best weights so far (restored when resuming)
     step, seen, started = start, 0, time.perf_counter()
-    bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=None if progress else True, leave=False)
+    bar = progress_bar(total, desc, "step", progress, initial=step)
     try:
         while step < total:
             epoch, offset = divmod(step, per_epoch)

@@ -164,11 +164,11 @@ class ForwardPass:
                        dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
         """Encode each window as a unit (its own length-sorted batches): the same window always
         gives the same vectors, whichever process or device runs it and whatever ran before."""
-        from tqdm.auto import tqdm
+        from harness.core.progress import progress_bar
 
         engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
-        bar = tqdm(total=sum(len(w) for w in windows), desc=f"encode {self.ref.name}", unit="sent",
-                   disable=None if self.settings.progress else True, leave=False)
+        # a tqdm bar on a terminal, a line every ~10 s in a log (harness.core.progress)
+        bar = progress_bar(sum(len(w) for w in windows), f"encode {self.ref.name}", "sentence", self.settings.progress)
         try:
             for window in windows:
                 yield list(window), self._encode_window(engine, list(window), views, bar)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.core.encoding.windows import make_windows
+from harness.runner.execution.why import why_line
 from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
         cached = ", ".join(f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views)
         lines += [f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique sentences in "
                   f"{len(windows)} window(s); cached per view: {cached}",
+                  f"    why: {why_line(plan, job)}",
                   f"    to encode: {len(todo)} sentences (≈{approx_tokens(todo)} tokens)"]
     for method in plan.methods:
         note = method.describe_encode(plan.own_model_sentences[method.name]) if not method.backbone_views() else None

@@ -29,6 +29,7 @@ class EncodeJob:
     provider: ViewProvider
     views: set[View] = field(default_factory=set)
     sentences: list[str] = field(default_factory=list)
+    methods: list[Method] = field(default_factory=list)  # the methods reading it (for the console's why-line)
 
 
 @dataclass
@@ -56,6 +57,28 @@ def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
                         "--aggregation, or pass --allow-undefined to record it as undefined")
     logging.getLogger("sts_bench.plan").warning("%s: Spearman is undefined on it (%s); recorded as undefined",
                                                 where, reason)
+
+
+def single_subset_aggregation(cfg: BenchConfig, tasks: list[LoadedTask]) -> BenchConfig:
+    """``--aggregation mean|wmean`` where every task scored has one subset (STS-B, SICK-R, MTEB's
+    copies of STS12-16): there is nothing to average, the score is ``all``'s to the last digit
+    (:func:`harness.core.scoring.score_split`), so the run is filed as ``all``, with one warning that
+    says so and what would make the setting count.
+
+    Filed as ``all`` rather than as asked because a record's protocol says how its number was
+    computed: under ``wmean`` the same numbers would open a second protocol table in every report,
+    a duplicate of the ``all`` one that reads as a different protocol. A run that also scores a task
+    with subsets keeps the aggregation: there it changes that task's number, and its table is one."""
+    if cfg.aggregation == "all" or not tasks or any(len(set(task.eval.subsets or ())) > 1 for task in tasks):
+        return cfg
+    from dataclasses import replace
+
+    titles = ", ".join(task.spec.title for task in tasks)
+    logging.getLogger("sts_bench.plan").warning(
+        "--aggregation %s: %s %s a single subset, where %s equals all; scored and recorded as aggregation=all "
+        "(drop --aggregation; it changes only tasks with subsets, e.g. sts12-sts16 with --source senteval)",
+        cfg.aggregation, titles, "has" if len(tasks) == 1 else "each have", cfg.aggregation)
+    return replace(cfg, aggregation="all")
 
 
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
@@ -94,5 +117,6 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         provider = ctx.views(method.spec)
         job = jobs.setdefault(id(provider), EncodeJob(provider))
         job.views.update(views)
+        job.methods.append(method)
         job.sentences = unique(job.sentences + needed)
     return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model)

@@ -20,7 +20,8 @@ from harness.core.data.splits import unique
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.evaluate import score
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
-from harness.runner.execution.plan import Plan, make_plan
+from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
+from harness.runner.execution.why import why_line
 from harness.runner.records.schema import Record
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.console import say
@@ -103,8 +104,7 @@ def encode_stage(plan: Plan, ctx: RunContext) -> None:
     """ONE forward pass per unique sentence per backbone, for every view any method reads; then the
     methods with a model of their own encode theirs."""
     for job in plan.encode_jobs:
-        say(f"encode: {job.provider.ref.name} — {len(job.sentences)} unique sentences, views "
-            f"{', '.join(str(v) for v in sorted(job.views))}")
+        say(f"encode: {why_line(plan, job)}")  # what is encoded and which method needs it
         job.provider.ensure(job.sentences, sorted(job.views))
     for method in plan.methods:
         if not method.backbone_views():
@@ -140,6 +140,9 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     clock = Stages()
     with clock("plan"):
         plan = make_plan(cfg, ctx)
+        # mean/wmean on single-subset tasks only is all: filed as all (one warning), before anything keys on it
+        cfg = single_subset_aggregation(cfg, plan.tasks)
+        ctx.cfg, ctx.aggregation = cfg, cfg.aggregation
         if baseline is not None:  # a baseline that cannot match this run's cells fails before the compute
             from harness.runner.tables.gate import check_planned
 

@@ -18,6 +18,7 @@ from harness.runner.tables.frames import (
     ROW_KEYS,
     UNDEFINED,
     long_rows,
+    record_keys,
     records_digest,
     tied_tasks,
     wide_rows,
@@ -138,11 +139,21 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     return paths
 
 
-def console_table(records: Sequence[Record]) -> str:
-    """This run's leaderboard, as printed at the end of a run."""
-    long = long_rows(records)[0]
+def console_table(records: Sequence[Record], every_run: Sequence[Record] | None = None,
+                  marks: set | None = None) -> str:
+    """This run's leaderboard, as printed at the end of a run: the rows of leaderboard.md that this
+    run wrote (its (method row, protocol group)s), cell for cell as the file has them, ★ included.
+
+    The rows are cut from the file's table (built from ``every_run`` with the file's ``marks``), not
+    rebuilt from this run's records: a ★ depends on every row of the group, including rows of
+    earlier runs, so only the file's computation gives the file's marks."""
+    every_run = records if every_run is None else every_run
+    mine = {tuple(record_keys(rec)[k] for k in (*ROW_KEYS, *GROUP_KEYS)) for rec in records}
+    long = long_rows(every_run)[0]
     rows, tasks, extra = wide_rows(long)
-    columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS]
+    rows = [row for row in mark_tied(rows, tasks, marks or set())
+            if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine]
+    columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
     return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
 
@@ -166,8 +177,9 @@ class Leaderboards:
         from harness.runner.tables.comparisons import comparisons, write_significance
 
         cfg, out = inputs.cfg, inputs.out_dir
-        table = console_table(inputs.records)
+        # One significance computation, for the file; the console's rows are cut from the same table.
         significance, marks = comparisons(inputs.every_run, cfg.bootstrap or 1000, cfg.seed)
+        table = console_table(inputs.records, inputs.every_run, marks)
         paths = write_leaderboard(long_rows(inputs.every_run)[0], out, plots=cfg.plots, marks=marks)
         paths.append(write_significance(significance, out))
         return StepOutput(paths, table)
