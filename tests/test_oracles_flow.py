@@ -187,7 +187,7 @@ def test_the_progress_bar_counts_the_steps_and_shows_the_running_loss(monkeypatc
     bars = []
 
     class Bar:
-        def __init__(self, total, **kwargs):
+        def __init__(self, total):
             self.total, self.n, self.postfix, self.closed = total, 0, {}, False
             bars.append(self)
 
@@ -200,9 +200,9 @@ def test_the_progress_bar_counts_the_steps_and_shows_the_running_loss(monkeypatc
         def close(self):
             self.closed = True
 
-    import tqdm.auto
+    import harness.core.progress
 
-    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    monkeypatch.setattr(harness.core.progress, "progress_bar", lambda total, *args, **kwargs: Bar(total))
     x = indexed(10)
     config = FlowConfig(levels=1, depth=1, width=4, batch_size=4, epochs=2.0)
     _, stats = train_flow(lambda epoch: x, 6, 10, config, seed=3, progress=False)
