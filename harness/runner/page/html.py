@@ -159,7 +159,7 @@ def _table(rows: list[dict[str, Any]], numeric: tuple[str, ...] = (), css: str =
             value = row[c]
             if c in numeric:
                 cls = colour(row, c) if colour is not None else ""
-                shown = _p(value) if c == "p" else _number(value, 2)
+                shown = esc(_p(value)) if c == "p" else _number(value, 2)
                 cells.append(f"<td class='num {cls}' data-sort='{_sort_value(value)}'>{shown}</td>")
             else:
                 cells.append(f"<td>{esc(str(value))}</td>")

@@ -98,7 +98,7 @@ def bar_label(row: Mapping[str, Any]) -> str:
 
     short = Path(row["backbone"]).name or row["backbone"]  # a folder's name, not its whole path
     text = f"{row['method']} · {short}" + (f" · fit={row['fit_set']}" if row["fit_set"] else "")
-    return textwrap.fill(text, 44, break_long_words=False)
+    return textwrap.fill(text, 44, break_long_words=False, break_on_hyphens=False)
 
 
 def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
