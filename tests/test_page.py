@@ -121,7 +121,8 @@ def test_the_paper_runner_writes_the_words_the_page_reads():
     from harness.runner.papers.data import load_paper
     from harness.runner.settings.config import BenchConfig
 
-    plans = paper_run.resolve(load_paper("bert-whitening"), BenchConfig(backbone="minilm", explicit=frozenset({"backbone"})))
+    cfg = BenchConfig(backbone="minilm", explicit=frozenset({"backbone"}))
+    plans = paper_run.resolve(load_paper("bert-whitening"), cfg)
     assert any(d.startswith(f"{page.MODEL_DIFFERS}: minilm") for d in plans[0].departures)
     assert page.NOT_RUN == "not run:" and paper_run.NOT_RUN is page.NOT_RUN
 
@@ -207,7 +208,8 @@ def test_history_labels_name_the_protocol_only_when_groups_differ():
 def test_history_legend_sits_off_the_data_with_one_colour_per_series(drawn, tmp_path):
     import matplotlib.colors as mcolors
 
-    series = history_series(("mean", "wmean"), ("avg", "whitening", "first-last", "cls", "random", "flow"))
+    series = history_series(("mean", "wmean"), ("avg", "whitening[k=256] · fit=target-pairs-of-every-split",
+                                               "first-last", "cls", "random", "flow"))
     commits = [moves.commit_label(p) for p in series[0].points]
     moves._draw_history(series, commits, [], tmp_path / "history.png", "k")
     (fig,) = drawn
@@ -217,6 +219,7 @@ def test_history_legend_sits_off_the_data_with_one_colour_per_series(drawn, tmp_
     renderer = fig.canvas.get_renderer()
     box, panel = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
     assert box.y1 <= panel.y0  # below the panel: it covers no point, the latest included
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0  # and wholly on the figure, no label cut
     labels = [t.get_text() for t in legend.get_texts()]
     assert labels == moves.series_labels(series) and len(set(labels)) == 12
     colours = {c.get_label(): mcolors.to_hex(c.lines[0].get_color()) for c in ax.containers}

@@ -158,9 +158,14 @@ def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str
     tasks = ordered_tasks(s.key["task"] for s in series)
     labels = series_labels(series)
     colours = series_colours(labels)
-    legend_rows = -(-len(colours) // 2) + 1  # two columns, plus the "moved" entry
+    # The legend is as wide as its longest label (~0.06 in a character at 7.5 pt, plus the swatch):
+    # two columns when they fit side by side, else one; the figure widens to hold it, never clipping it.
+    longest = max(len(label) for label in labels)
+    ncols = 2 if longest <= 48 else 1
+    legend_rows = -(-(len(colours) + 1) // ncols)  # the "moved" entry too
+    width = max(7.0, 0.9 * len(commits) + 4, ncols * (0.062 * longest + 0.8) + 0.4)
     fig, axes = plt.subplots(len(tasks), 1, squeeze=False, layout="constrained",
-                             figsize=(max(7.0, 0.9 * len(commits) + 4), 3.4 * len(tasks) + 0.22 * legend_rows + 0.4))
+                             figsize=(width, 3.4 * len(tasks) + 0.2 * legend_rows + 0.4))
     moved = {(m["method"], m["backbone"], m["task"], m["commit"]) for m in moves}
     handles: dict[str, Any] = {}
     for ax, task in zip(axes[:, 0], tasks):
@@ -181,7 +186,7 @@ def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str
         ax.set_xlim(-0.5, len(commits) - 0.5)
         ax.set(title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)", ylabel="Spearman ×100")
         ax.grid(alpha=0.3)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=2, fontsize=7.5,
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=ncols, fontsize=7.5,
                frameon=False)
     return save_figure(fig, path, input_key=key)
 

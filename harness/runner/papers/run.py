@@ -145,7 +145,24 @@ def run_paper(cfg: BenchConfig):
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
     written = write_paper(paper, lines, table, out)
+    written += refresh_page(cfg, out)
     return RunOutcome(records, paths, written, table)
+
+
+def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:
+    """Rebuild index.html (and the history pages) now that paper-<name>.csv is written: each row's
+    run built the page before the paper table existed, so without this the page would show the
+    previous paper run's deltas, or none. Under the folder's lock, like every run's report stage."""
+    from harness.runner.page.build import write_pages
+    from harness.runner.records.lock import output_lock
+    from harness.runner.records.store import load_results
+    from harness.runner.tables.comparisons import read_back
+
+    if not (out / "significance.csv").is_file() or not (out / "leaderboard.csv").is_file():
+        return []  # no row ran here yet: there is no leaderboard to put beside the paper table
+    with output_lock(out):
+        significance, marks = read_back(out)
+        return write_pages(cfg, load_results(out / "runs"), marks, significance)[0]
 
 
 def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
