@@ -219,7 +219,7 @@ def test_history_legend_sits_off_the_data_with_one_colour_per_series(drawn, tmp_
     renderer = fig.canvas.get_renderer()
     box, panel = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
     assert box.y1 <= panel.y0  # below the panel: it covers no point, the latest included
-    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0  # and wholly on the figure, no label cut
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y0 >= 0  # and wholly on the figure, no label cut
     labels = [t.get_text() for t in legend.get_texts()]
     assert labels == moves.series_labels(series) and len(set(labels)) == 12
     colours = {c.get_label(): mcolors.to_hex(c.lines[0].get_color()) for c in ax.containers}
