@@ -128,3 +128,34 @@ class Browser:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def stamp_png(path: Path, key: str, text: str) -> None:
+    """Add a ``tEXt`` chunk ``key``: ``text`` to a PNG (before its IEND), e.g. the numbers a
+    screenshot shows, so a later run can tell whether the picture is still current."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    end = data.rindex(b"IEND") - 4  # the IEND chunk starts with its 4-byte length
+    body = key.encode("latin-1") + b"\0" + text.encode("latin-1")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    path.write_bytes(data[:end] + chunk + data[end:])
+
+
+def png_text(path: Path, key: str) -> str | None:
+    """The ``tEXt`` chunk ``key`` of a PNG, or None (no file, no such chunk)."""
+    import struct
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    offset = 8
+    while offset + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        if kind == b"tEXt" and body.startswith(key.encode("latin-1") + b"\0"):
+            return body[len(key) + 1:].decode("latin-1")
+        offset += 12 + length
+    return None

@@ -1,9 +1,18 @@
 """The report page, ``results/index.html``: self-contained, rebuilt from runs/, and checked in a
-real headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it): it loads with no console
-error, shows the scores, sorts, and a screenshot is written for a human to look at."""
+real headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it) on a folder with several
+protocol groups and a paper run: it loads with no console error, shows the scores, sorts; every
+protocol group is labelled; paired-test deltas are coloured only where p < 0.05, p-values never read
+0.000; paper deltas on another model are grey and say "model differs"; rows not run are one line
+per reason with the command that runs them; a screenshot is written for a human to look at.
+
+The README's screenshot (docs/img/report-embedded-default.png) is made by the ``real`` test below:
+it always screenshots into its tmp folder and stamps the scores it shows into the PNG; with
+``STS_BENCH_UPDATE_SCREENSHOT=1`` it copies that picture over the README's, otherwise it fails when
+the README's picture shows other numbers than this code computes (so it never goes stale quietly)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -11,7 +20,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_binary
+from browser import Browser, chromium_binary, png_text, stamp_png
 from conftest import ROOT
 
 import harness
@@ -48,7 +57,10 @@ def page(tmp_path_factory, senteval_root, tiny_bert) -> Path:
                 source="senteval", senteval_dir=str(senteval_root), cache_dir=str(out.parent / "cache"),
                 output_dir=str(out), progress=False, bootstrap=200, threads=1)
     harness.run(BenchConfig(**base))
-    harness.run(BenchConfig(**{**base, "aggregation": "wmean", "methods": ("avg", "first-last")}))
+    harness.run(BenchConfig(**{**base, "aggregation": "wmean", "max_length": 32, "methods": ("avg", "first-last")}))
+    # A paper on another model than its own, one task: its rows run as more protocol groups (max_length
+    # 64, layers 1,-1), the rest are "not run" for three reasons (tasks left out, no NLI, no SBERT model).
+    harness.run(BenchConfig(**{**base, "paper": "bert-whitening", "tasks": ("sts12",)}))
     return out / "index.html"
 
 
@@ -58,8 +70,20 @@ def test_the_page_is_one_file_that_fetches_nothing(page):
     assert "<link" not in text and not re.search(r"<script[^>]+src", text)
     images = re.findall(r"<img [^>]*src='([^']*)'", text)
     assert images and all(src.startswith("data:image/png;base64,") for src in images)
-    assert text.count("<h2>Protocol: ") == 2  # one leaderboard per protocol group
+    from harness.runner.tables.frames import GROUP_KEYS, record_keys
+
+    groups = {tuple(record_keys(rec)[k] for k in GROUP_KEYS) for rec in scores(page.parent).values()}
+    assert len(groups) >= 3 and text.count("<h2>Protocol: ") == len(groups)  # one leaderboard per protocol group
     assert "71.34" in text and "-1.34" in text and "paper-broken.csv skipped" in text
+
+
+def paper_rows(out: Path) -> list[dict[str, str]]:
+    with (out / "paper-bert-whitening.csv").open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+# What each colour class renders as (assets.CSS): --good, --bad and --muted.
+GREEN, RED, GREY = "rgb(26, 127, 55)", "rgb(198, 40, 40)", "rgb(91, 101, 112)"
 
 
 def test_chromium_loads_it_without_errors_and_shows_the_scores(page, tmp_path):
@@ -82,24 +106,85 @@ def test_chromium_loads_it_without_errors_and_shows_the_scores(page, tmp_path):
         cells = browser.evaluate(f"Array.from(document.querySelector('table.board').tBodies[0].rows)"
                                  f".map(r => r.cells[{column}].getAttribute('data-sort'))")
         assert float(first) == max(float(c) for c in cells if c)
+
+        # Every leaderboard sits under its protocol's heading.
+        headed = browser.evaluate("Array.from(document.querySelectorAll('table.board')).map(t => "
+                                  "t.previousElementSibling.tagName + ' ' + t.previousElementSibling.textContent)")
+        assert headed and all(h.startswith("H2 Protocol: aggregation=") for h in headed)
+        assert len({h for h in headed}) == len(headed)  # each group named once, by its own settings
+
+        # Paired tests: green or red where p < 0.05, grey otherwise; p never reads 0.000.
+        tests = browser.evaluate(
+            "Array.from(document.querySelectorAll('#boards details table tbody tr')).map(r => ({"
+            "delta: parseFloat(r.cells[3].dataset.sort), p: parseFloat(r.cells[6].dataset.sort), "
+            "colour: getComputedStyle(r.cells[3]).color, shown: r.cells[6].textContent}))")
+        assert tests and any(t["p"] < 0.05 for t in tests) and any(t["p"] >= 0.05 for t in tests)
+        for t in tests:
+            want = GREY if not t["p"] < 0.05 else GREEN if t["delta"] > 0 else RED
+            assert t["colour"] == want, t
+            assert t["shown"] == ("< 0.001" if t["p"] < 0.001 else f"{t['p']:.3f}")
+        cells = browser.evaluate("Array.from(document.querySelectorAll('td')).map(c => c.textContent.trim())")
+        assert not [c for c in cells if re.fullmatch(r"-?0\.000", c)]  # no p-value (or any cell) reads 0.000
+
+        # Paper deltas: on another model grey and labelled; on the paper's model (the fixture CSV) by sign.
+        rows = paper_rows(page.parent)
+        ran = [r for r in rows if r["status"].startswith("ran")]
+        assert ran and all("model differs" in r["status"] for r in ran)
+        deltas = browser.evaluate("Array.from(document.querySelectorAll('#papers td.differs, #papers td.neg, "
+                                  "#papers td.pos')).map(c => [c.textContent, getComputedStyle(c).color])")
+        differs = [d for d in deltas if d[0].endswith("model differs")]
+        assert sorted(d[0].split()[0] for d in differs) == sorted(f"{float(r['delta']):+.2f}" for r in ran)
+        assert {d[1] for d in differs} == {GREY}
+        assert ["-1.34", RED] in deltas  # the fixture's row on the paper's own model
+        # Rows not run: none in the table, one line per reason, the reason in full, the command to run them.
+        reasons = {r["status"].removeprefix("not run:").strip() for r in rows if r["status"].startswith("not run")}
+        assert len(reasons) >= 2
+        lines = browser.evaluate("Array.from(document.querySelectorAll('#papers ul.notrun li'))"
+                                 ".map(l => l.textContent)")
+        assert len(lines) == len(reasons)
+        for reason in reasons:
+            (line,) = [line for line in lines if reason.rstrip(".") in line]
+            count = sum(r["status"].removeprefix("not run:").strip() == reason for r in rows)
+            assert line.startswith(f"{count} not run") and "python run_bench.py --paper bert-whitening" in line
+        statuses = browser.evaluate("Array.from(document.querySelectorAll('#papers table.paper tbody tr'))"
+                                    ".filter(r => r.cells[0].textContent === 'bert-whitening')"
+                                    ".map(r => r.cells[8].textContent)")
+        assert len(statuses) == len(ran) and not any(s.startswith("not run") for s in statuses)
+
+        # Every figure loaded; the history's legend and the bar chart's groups are checked in test_page.py.
+        assert browser.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
         shot = browser.screenshot(tmp_path / "report.png")
     assert shot.stat().st_size > 10_000
 
 
+SCREENSHOT = ROOT / "docs" / "img" / "report-embedded-default.png"
+SHOWN = "sts-bench-scores"  # the PNG text chunk: the scores the screenshot shows, as JSON
+
+
 @pytest.mark.real
 def test_the_embedded_default_in_chromium(real_cache, tmp_path):
-    """The page of the embedded default (MiniLM on STS-B) shows its numbers; the screenshot also goes
-    to results/plots/report-embedded-default.png for a human."""
+    """The page of the embedded default (MiniLM on STS-B) shows its numbers. Its screenshot is the
+    README's: STS_BENCH_UPDATE_SCREENSHOT=1 writes it, otherwise the README's must show these numbers."""
     need_chromium()
     outcome = harness.run(BenchConfig(cache_dir=str(real_cache), output_dir=str(tmp_path), progress=False))
     avg = next(r for r in outcome.records if r["method"]["name"] == "avg")["scores"]["spearman"]
     assert avg == pytest.approx(82.03, abs=0.05)
+    shown = {f"{r['method']['label']} on {r['task']['title']}": round(r["scores"]["spearman"], 2)
+             for r in outcome.records if r["scores"]["spearman"] is not None}
     with Browser(tmp_path / "profile") as browser:
         browser.open((tmp_path / "index.html").as_uri())
         assert browser.errors == []
         text = browser.evaluate("document.body.innerText")
-        assert f"{avg:.2f}" in text and "flow" in text and "★" in text
+        assert f"{avg:.2f}" in text and "★" in text
+        assert all(f"{score:.2f}" in text for score in shown.values())
         shot = browser.screenshot(tmp_path / "report.png")
-    keep = ROOT / "results" / "plots" / "report-embedded-default.png"
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(shot, keep)
+    stamp_png(shot, SHOWN, json.dumps(shown, sort_keys=True))
+    if os.environ.get("STS_BENCH_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, SCREENSHOT)
+    stamped = png_text(SCREENSHOT, SHOWN)
+    fix = ("STS_BENCH_UPDATE_SCREENSHOT=1 python -m pytest -m real tests/test_report.py -k embedded_default "
+           "rewrites it")
+    assert stamped is not None, f"{SCREENSHOT} carries no record of its scores; {fix}"
+    old = json.loads(stamped)
+    assert old.keys() == shown.keys() and all(abs(old[k] - shown[k]) <= 0.011 for k in shown), \
+        f"{SCREENSHOT} shows {old}, this code scores {shown}; {fix}"

@@ -110,5 +110,14 @@ def go_offline() -> None:
 
 
 def first_line(err: BaseException, limit: int = 200) -> str:
-    """The first line of an exception's message (its type name when empty), cut to ``limit``."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:limit]
+    """The first line of an exception's message (its type name when empty), as whole sentences: those
+    that fit in ``limit`` characters, and at least the first one however long. A message is never
+    cut mid-sentence (it would end the user's line with half a word)."""
+    import re
+
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if len(line) <= limit:
+        return line
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line)]
+    fitting = [end for end in ends if end <= limit]
+    return line[:fitting[-1] if fitting else ends[0]] if ends else line

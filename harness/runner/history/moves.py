@@ -107,7 +107,8 @@ def history_png(series: list[Series], commits: list[str], moves: list[dict[str, 
     from harness.core.hashing import canonical_json
     from harness.runner.tables import plots
 
-    drawn = {"series": [[s.label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]] for s in series],
+    drawn = {"series": [[label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]]
+                        for s, label in zip(series, series_labels(series))],
              "commits": commits, "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
              "code": code_digest(plots.__name__, __name__)}
     key = hashlib.sha256(canonical_json(drawn).encode("utf-8")).hexdigest()
@@ -116,34 +117,77 @@ def history_png(series: list[Series], commits: list[str], moves: list[dict[str, 
     return _draw_history(series, commits, moves, path, key)
 
 
+def series_labels(series: list[Series]) -> list[str]:
+    """Each series' legend label: its method row, plus its protocol group when the history holds
+    several (only the settings that differ between groups: "aggregation=wmean"), so two series
+    never share a label."""
+    groups = [tuple(s.key[k] for k in GROUP_KEYS) for s in series]
+    differ = [i for i, key in enumerate(GROUP_KEYS) if len({g[i] for g in groups}) > 1]
+    labels = []
+    for s, group in zip(series, groups):
+        protocol = ", ".join(f"{GROUP_KEYS[i]}={group[i]}" for i in differ)
+        labels.append(s.label + (f" · {protocol}" if protocol else ""))
+    return labels
+
+
+def series_colours(labels: list[str]) -> dict[str, tuple[float, float, float, float]]:
+    """One colour per distinct label (the same row has the same colour in every task's panel):
+    tab10 up to ten series, tab20 up to twenty, then evenly spaced hues."""
+    from matplotlib import colormaps
+
+    distinct = list(dict.fromkeys(labels))
+    n = len(distinct)
+    if n <= 10:
+        colours = [colormaps["tab10"](i) for i in range(n)]
+    elif n <= 20:
+        colours = [colormaps["tab20"](i) for i in range(n)]
+    else:
+        colours = [colormaps["hsv"](i / n) for i in range(n)]
+    return dict(zip(distinct, colours))
+
+
 def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path,
                   key: str) -> Path:
+    """One panel per task; the legend (one entry per series, shared by the panels) sits below them,
+    off the data."""
     import numpy as np
 
     from harness.runner.tables.plots import _pyplot, save_figure
 
     plt = _pyplot()
     tasks = ordered_tasks(s.key["task"] for s in series)
-    fig, axes = plt.subplots(len(tasks), 1, figsize=(max(6.0, 0.9 * len(commits) + 4), 3.4 * len(tasks)),
-                             squeeze=False)
+    labels = series_labels(series)
+    colours = series_colours(labels)
+    # The legend is as wide as its longest label (~0.06 in a character at 7.5 pt, plus the swatch):
+    # two columns when they fit side by side, else one; the figure widens to hold it, never clipping it.
+    longest = max(len(label) for label in labels)
+    ncols = 2 if longest <= 48 else 1
+    legend_rows = -(-(len(colours) + 1) // ncols)  # the "moved" entry too
+    width = max(7.0, 0.9 * len(commits) + 4, ncols * (0.062 * longest + 0.8) + 0.4)
+    fig, axes = plt.subplots(len(tasks), 1, squeeze=False, layout="constrained",
+                             figsize=(width, 3.4 * len(tasks) + 0.2 * legend_rows + 0.4))
     moved = {(m["method"], m["backbone"], m["task"], m["commit"]) for m in moves}
+    handles: dict[str, Any] = {}
     for ax, task in zip(axes[:, 0], tasks):
-        for s in (s for s in series if s.key["task"] == task):
+        for s, label in ((s, label) for s, label in zip(series, labels) if s.key["task"] == task):
             x = np.array([commits.index(commit_label(p)) for p in s.points])
             y = np.array([p["spearman"] for p in s.points])
             ci = np.array([p["ci95"] or [p["spearman"]] * 2 for p in s.points], dtype=float)
             line = ax.errorbar(x, y, yerr=np.abs(np.vstack([y - ci[:, 0], ci[:, 1] - y])), marker="o",
-                               markersize=4, capsize=2, linewidth=1.3, label=s.label)
+                               markersize=4, capsize=2, linewidth=1.3, color=colours[label], label=label)
+            handles.setdefault(label, line)
             rings = [i for i, p in enumerate(s.points)
                      if (s.key["method"], s.key["backbone"], task, commit_label(p)) in moved]
             if rings:
-                ax.scatter(x[rings], y[rings], s=160, facecolors="none", edgecolors="#d62728", linewidths=2,
-                           zorder=5, label=None if ax.get_legend_handles_labels()[1].count("moved") else "moved")
+                handles["moved"] = ax.scatter(x[rings], y[rings], s=160, facecolors="none", edgecolors="#d62728",
+                                              linewidths=2, zorder=5)
             line[0].set_zorder(3)
         ax.set_xticks(range(len(commits)), commits, rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.5, len(commits) - 0.5)
         ax.set(title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)", ylabel="Spearman ×100")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=ncols, fontsize=7.5,
+               frameon=False)
     return save_figure(fig, path, input_key=key)
 
 

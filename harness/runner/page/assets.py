@@ -23,6 +23,11 @@ td.score { white-space: nowrap; }
 .tied { color: #b8860b; }
 .marks { color: var(--bad); }
 .pos { color: var(--good); } .neg { color: var(--bad); }
+/* Neutral: a paired-test delta within the noise (p >= 0.05), or a paper delta on another model. */
+.ns, .differs { color: var(--muted); }
+.tag { font-size: 10.5px; border: 1px solid var(--line); border-radius: 3px; padding: 0 3px; white-space: nowrap; }
+ul.notrun { margin: 4px 0 12px; padding-left: 20px; color: var(--muted); font-size: 12.5px; }
+ul.notrun code { color: var(--fg); }
 details > summary { cursor: pointer; }
 details pre { font-size: 11.5px; background: #f7f9fb; border: 1px solid var(--line); padding: 8px; max-width: 900px;
               overflow-x: auto; white-space: pre-wrap; }

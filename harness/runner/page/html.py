@@ -17,13 +17,15 @@ import html
 import json
 import logging
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.page.assets import CSS, JS
+from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import (
     AVG,
     GROUP_KEYS,
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
     from harness.runner.records.schema import Record
 
+# The paper runner writes these words into a row's status (harness/runner/papers/run.py imports them).
+MODEL_DIFFERS = "model differs"
+NOT_RUN = "not run:"
 PAPER_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
 log = logging.getLogger("sts_bench.report")
 esc = html.escape
@@ -120,7 +125,29 @@ def _board(group: list[dict[str, Any]], tasks: list[str], extra: list[str], cell
             "</table>")
 
 
-def _table(rows: list[dict[str, Any]], numeric: tuple[str, ...] = (), css: str = "sortable") -> str:
+def _p(value: Any) -> str:
+    """A p-value as read: ``< 0.001`` below what three digits show (never ``0.000``), ``—`` when undefined."""
+    number = _float(value)
+    if math.isnan(number):
+        return "—"
+    return "< 0.001" if number < 0.001 else f"{number:.3f}"
+
+
+def signed_class(value: Any) -> str:
+    """``pos``/``neg`` by the sign of a change (green/red), empty for zero or undefined."""
+    number = _float(value)
+    return "pos" if number > 0 else "neg" if number < 0 else ""
+
+
+def significance_class(delta: Any, p: Any) -> str:
+    """The colour of a paired-test delta: by its sign where p < 0.05, neutral (``ns``) otherwise, so
+    green and red mean "a difference beyond the noise" and nothing else."""
+    return signed_class(delta) if _float(p) < ALPHA else "ns"
+
+
+def _table(rows: list[dict[str, Any]], numeric: tuple[str, ...] = (), css: str = "sortable",
+           colour: Callable[[dict[str, Any], str], str] | None = None) -> str:
+    """A sortable table of ``rows``; ``colour(row, column)`` gives a numeric cell's class."""
     if not rows:
         return "<p class='note'>none</p>"
     columns = list(rows[0])
@@ -131,10 +158,9 @@ def _table(rows: list[dict[str, Any]], numeric: tuple[str, ...] = (), css: str =
         for c in columns:
             value = row[c]
             if c in numeric:
-                cls = "pos" if c in ("delta", "change") and _float(value) > 0 else \
-                    "neg" if c in ("delta", "change") and _float(value) < 0 else ""
-                digits = 3 if c == "p" else 2
-                cells.append(f"<td class='num {cls}' data-sort='{_sort_value(value)}'>{_number(value, digits)}</td>")
+                cls = colour(row, c) if colour is not None else ""
+                shown = esc(_p(value)) if c == "p" else _number(value, 2)
+                cells.append(f"<td class='num {cls}' data-sort='{_sort_value(value)}'>{shown}</td>")
             else:
                 cells.append(f"<td>{esc(str(value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -154,12 +180,21 @@ def _significance(significance: list[dict[str, Any]], group: dict[str, str]) -> 
             for r in significance if all(str(r.get(key)) == str(value) for key, value in group.items())]
     if not rows:
         return ""
-    return (f"<details><summary>paired tests ({len(rows)} rows, as in significance.csv)</summary>"
-            f"{_table(rows, ('delta', 'CI low', 'CI high', 'p'))}</details>")
+    significant = sum(_float(r["p"]) < ALPHA for r in rows)
+
+    def colour(row: dict[str, Any], column: str) -> str:
+        return significance_class(row["delta"], row["p"]) if column == "delta" else ""
+
+    return (f"<details><summary>paired tests ({len(rows)} rows, {significant} with p &lt; {ALPHA}; as in "
+            f"significance.csv)</summary><p class='note'>delta = A − B; coloured where p &lt; {ALPHA} (green: A "
+            f"higher, red: A lower), grey where the difference is within the noise.</p>"
+            f"{_table(rows, ('delta', 'CI low', 'CI high', 'p'), colour=colour)}</details>")
 
 
 def papers(out_dir: Path) -> str:
-    """Paper deltas from every ``paper-*.csv``: published against measured, per paper table cell."""
+    """Paper deltas from every ``paper-*.csv``: published against measured, per paper table cell.
+    Rows that ran are a table; a delta measured on another model than the paper's is grey and says
+    so. Rows that did not run are one line per reason, with the command that runs them."""
     parts = []
     for path in sorted(out_dir.glob("paper-*.csv")):
         try:
@@ -173,8 +208,77 @@ def papers(out_dir: Path) -> str:
             log.warning("report: %s skipped: missing column(s) %s", path, ", ".join(missing))
             parts.append(f"<p class='note'>{esc(path.name)} skipped: missing {esc(', '.join(missing))}</p>")
             continue
-        parts.append(f"<h3>{esc(path.name)}</h3>{_table(rows, ('published', 'measured', 'delta'))}")
+        ran = [row for row in rows if not str(row["status"]).startswith(NOT_RUN)]
+        parts.append(f"<h3>{esc(path.name)}</h3>{_paper_table(ran)}{not_run_lines(rows)}")
     return "".join(parts)
+
+
+def _paper_table(rows: list[dict[str, Any]]) -> str:
+    """The rows that ran; the delta cell is grey and labelled where the model is not the paper's
+    (the paper runner writes MODEL_DIFFERS into the status of such rows)."""
+    if not rows:
+        return "<p class='note'>No row of this paper ran.</p>"
+    head = "".join(f"<th{' class=num' if c in ('published', 'measured', 'delta') else ''}>{esc(c)}</th>"
+                   for c in PAPER_COLUMNS)
+    body = []
+    for row in rows:
+        cells = []
+        for c in PAPER_COLUMNS:
+            value = row[c]
+            if c == "delta":
+                number = _float(value)
+                shown = "—" if math.isnan(number) else f"{number:+.2f}"
+                if MODEL_DIFFERS in str(row["status"]):
+                    cells.append(f"<td class='num differs' data-sort='{_sort_value(value)}' title='measured on "
+                                 f"another model than the paper&#39;s: not comparable'>{shown} "
+                                 f"<span class='tag'>{MODEL_DIFFERS}</span></td>")
+                else:
+                    cells.append(f"<td class='num {signed_class(value)}' data-sort='{_sort_value(value)}'>{shown}</td>")
+            elif c in ("published", "measured"):
+                cells.append(f"<td class='num' data-sort='{_sort_value(value)}'>{_number(value)}</td>")
+            else:
+                cells.append(f"<td>{esc(str(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class='sortable paper'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def not_run_lines(rows: list[dict[str, Any]]) -> str:
+    """The rows that did not run, one line per reason: how many, which models and tasks, the reason
+    in full (it says what to fix), and the command that runs them."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        status = str(row["status"])
+        if status.startswith(NOT_RUN):
+            by_reason.setdefault(status[len(NOT_RUN):].strip(), []).append(row)
+    if not by_reason:
+        return ""
+    # A run on another model than the paper's says so in its rows that ran: the command keeps that model.
+    differs = [re.match(rf"{MODEL_DIFFERS}: (\S+) \(paper:", part.strip()) for row in rows
+               for part in str(row["status"]).split(";")]
+    backbone = next((m.group(1) for m in differs if m), None)
+    items = []
+    for reason, group in by_reason.items():
+        models = list(dict.fromkeys(f"{r['model']} ({r['setting']})" for r in group))
+        tasks = list(dict.fromkeys(str(r["task"]) for r in group))
+        items.append(f"<li><b>{len(group)} not run</b> ({esc('; '.join(models))} on {esc(', '.join(tasks))}): "
+                     f"{esc(reason.rstrip('.'))}. Then run them: <code>"
+                     f"{esc(paper_command(str(group[0]['paper']), reason, tasks, backbone))}"
+                     "</code></li>")
+    total = sum(len(g) for g in by_reason.values())
+    return f"<p class='note'>{total} of {len(rows)} rows did not run:</p><ul class='notrun'>{''.join(items)}</ul>"
+
+
+def paper_command(paper: str, reason: str, tasks: list[str], backbone: str | None = None) -> str:
+    """The command that runs a paper's rows that did not run: the tasks left out by ``--tasks`` by
+    name; otherwise the paper again, once the reason's own fix is done (it names the flag or folder).
+    ``backbone``: the model the run used instead of the paper's, kept so the rerun matches."""
+    from harness.core.data.tasks import TASKS
+
+    command = f"python run_bench.py --paper {paper}" + (f" --backbone {backbone}" if backbone else "")
+    if "--tasks" in reason:
+        by_title = {spec.title: name for name, spec in TASKS.items()}
+        command += " --tasks " + " ".join(by_title.get(t, t) for t in tasks)
+    return command
 
 
 def png_uri(path: Path) -> str:
@@ -194,7 +298,8 @@ def _history(history: HistoryReport | None, out_dir: Path) -> str:
             for m in history.moves]
     png = out_dir / "plots" / "history.png"
     figure = _figure(png, "score by commit; red rings: moved by more than its noise") if png.is_file() else ""
-    moves = _table(rows, ("before", "now", "change", "p")) if rows else \
+    moves = _table(rows, ("before", "now", "change", "p"),  # every move beat its noise: coloured by sign
+                   colour=lambda row, c: signed_class(row[c]) if c == "change" else "") if rows else \
         "<p class='note'>No score moved by more than its noise.</p>"
     return f"<p class='meta'>{len(history.commits)} commit(s), {len(history.series)} series.</p>{moves}{figure}"
 

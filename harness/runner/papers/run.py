@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from harness.core.data.tasks import TASKS
 from harness.core.errors import UserError
 from harness.core.hashing import atomic_write_text
+from harness.runner.page.html import MODEL_DIFFERS, NOT_RUN
 from harness.runner.papers.data import Paper, Row, Setting, load_paper
 from harness.runner.settings.config import BenchConfig
 
@@ -55,7 +56,7 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
         backbone = row.backbone or paper.backbone
         if row.backbone is None and "backbone" in given and cfg.backbone != paper.backbone:
             backbone = cfg.backbone
-            departures.append(f"model differs: {cfg.backbone} (paper: {paper.backbone})")
+            departures.append(f"{MODEL_DIFFERS}: {cfg.backbone} (paper: {paper.backbone})")
         params = {method: dict(options) for method, options in cfg.method_params.items()}
         for method, options in {**paper.options, **_merge(paper.options, row.options)}.items():
             for option, setting in options.items():
@@ -70,7 +71,7 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
                     continue
                 params.setdefault(method, {})[option] = value
         tasks = [t for t in (cfg.tasks if "tasks" in given else paper.tasks) if t in row.published or "tasks" in given]
-        skipped = {t: "not run: not an sts-bench task" for t in row.published if t not in TASKS}
+        skipped = {t: f"{NOT_RUN} not an sts-bench task" for t in row.published if t not in TASKS}
         by_source: dict[str, list[str]] = {}
         for task in tasks:
             if task in TASKS:
@@ -124,7 +125,7 @@ def run_paper(cfg: BenchConfig):
                 outcome = run(row_cfg)
             except UserError as err:
                 say(f"paper {paper.name}: {row.model} ({row.setting}) on {', '.join(tasks)} not run: {err}")
-                status.update({task: f"not run: {err}" for task in tasks})
+                status.update({task: f"{NOT_RUN} {err}" for task in tasks})
                 continue
             records += outcome.records
             paths += outcome.result_paths
@@ -134,7 +135,7 @@ def run_paper(cfg: BenchConfig):
         ran = "ran" + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
         for task, published in row.published.items():
             if task not in status and task not in measured:
-                status[task] = "not run: task not selected (--tasks)"
+                status[task] = f"{NOT_RUN} task not selected (--tasks)"
             value = measured.get(task)
             lines.append({"paper": paper.name, "table": row.table, "model": row.model, "setting": row.setting,
                           "task": TASKS[task].title if task in TASKS else task, "published": published,
@@ -144,7 +145,24 @@ def run_paper(cfg: BenchConfig):
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
     written = write_paper(paper, lines, table, out)
+    written += refresh_page(cfg, out)
     return RunOutcome(records, paths, written, table)
+
+
+def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:
+    """Rebuild index.html (and the history pages) now that paper-<name>.csv is written: each row's
+    run built the page before the paper table existed, so without this the page would show the
+    previous paper run's deltas, or none. Under the folder's lock, like every run's report stage."""
+    from harness.runner.page.build import write_pages
+    from harness.runner.records.lock import output_lock
+    from harness.runner.records.store import load_results
+    from harness.runner.tables.comparisons import read_back
+
+    if not (out / "significance.csv").is_file() or not (out / "leaderboard.csv").is_file():
+        return []  # no row ran here yet: there is no leaderboard to put beside the paper table
+    with output_lock(out):
+        significance, marks = read_back(out)
+        return write_pages(cfg, load_results(out / "runs"), marks, significance)[0]
 
 
 def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:

@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 
 GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
+
+
+def protocol_line(group: Mapping[str, Any]) -> str:
+    """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots."""
+    return (f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
+            f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · similarity=cosine")
+
+
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
 LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined",

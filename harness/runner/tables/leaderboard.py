@@ -18,6 +18,7 @@ from harness.runner.tables.frames import (
     ROW_KEYS,
     UNDEFINED,
     long_rows,
+    protocol_line,
     record_keys,
     records_digest,
     tied_tasks,
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
     from harness.runner.records.outputs import ReportInputs
     from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
-
-def protocol_line(group: dict[str, Any]) -> str:
-    return (f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
-            f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · similarity=cosine")
-
 
 TIED = "★"
 LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "

@@ -28,7 +28,8 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
     from harness.core.hashing import atomic_write_bytes
 
     try:
-        fig.tight_layout()
+        if fig.get_layout_engine() is None:  # a figure drawn with layout="constrained" lays itself out
+            fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None)
     finally:
@@ -91,35 +92,70 @@ def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def bar_label(row: Mapping[str, Any]) -> str:
+    """A bar's label: method · backbone folder name · fit set, wrapped onto lines, never cut."""
+    import textwrap
+
+    short = Path(row["backbone"]).name or row["backbone"]  # a folder's name, not its whole path
+    text = f"{row['method']} · {short}" + (f" · fit={row['fit_set']}" if row["fit_set"] else "")
+    return textwrap.fill(text, 44, break_long_words=False, break_on_hyphens=False)
+
+
 def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
-    """Horizontal bars: one panel per task, one bar per (method, backbone, fit set) row, with the
-    95 % bootstrap interval as a whisker. The first protocol group only (the common case); other
-    groups are in the markdown tables. ``long``: :func:`~harness.runner.tables.frames.long_rows`."""
+    """Horizontal bars, one block per protocol group titled with its protocol line (the line that
+    heads its table): one panel per task of the group, one bar per (method, backbone, fit set) row,
+    with the 95 % bootstrap interval as a whisker. ``long``:
+    :func:`~harness.runner.tables.frames.long_rows`."""
+    from harness.runner.tables.frames import GROUP_KEYS
+
+    plt = _pyplot()
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in sorted(long, key=lambda row: tuple(str(row[k]) for k in GROUP_KEYS)):
+        groups.setdefault(tuple(row[k] for k in GROUP_KEYS), []).append(row)
+    blocks = [_bar_block(data) for data in groups.values()]
+    width = max(3.2 * len(tasks) + 3.2 for tasks, _, _ in blocks)
+    heights = [0.42 * sum(label.count("\n") + 1 for label in rows) + 1.6 for _, rows, _ in blocks]
+    fig = plt.figure(figsize=(width, sum(heights)), layout="constrained")
+    subfigures = fig.subfigures(len(blocks), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for subfigure, (key, data), block in zip(subfigures, groups.items(), blocks):
+        _draw_bars(subfigure, data, *block)
+        subfigure.suptitle(f"Protocol: {protocol_title(dict(zip(GROUP_KEYS, key)))}", fontsize=9.5,
+                           fontweight="bold")
+    return save_figure(fig, path)
+
+
+def protocol_title(group: Mapping[str, Any]) -> str:
+    """The protocol line of a group, over two lines when it is long (a figure's width is fixed)."""
+    from harness.runner.tables.frames import protocol_line
+
+    parts = protocol_line(group).split(" · ")
+    return " · ".join(parts) if len(parts) < 4 else " · ".join(parts[:3]) + "\n" + " · ".join(parts[3:])
+
+
+def _bar_block(data: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[str, float]]:
+    """A group's tasks, its row labels (lowest mean first, so the best is on top) and their means."""
     import math
 
     import numpy as np
 
-    from harness.runner.tables.frames import GROUP_KEYS, ordered_tasks
-
-    plt = _pyplot()
-    first = min(tuple(row[k] for k in GROUP_KEYS) for row in long)
-    data = [row for row in long if tuple(row[k] for k in GROUP_KEYS) == first]
-
-    def label(row: dict[str, Any]) -> str:
-        short = Path(row["backbone"]).name or row["backbone"]  # a folder's name, not its whole path
-        text = f"{row['method']} · {short}" + (f" · fit={row['fit_set']}" if row["fit_set"] else "")
-        return text if len(text) <= 60 else text[:57] + "..."
+    from harness.runner.tables.frames import ordered_tasks
 
     tasks = ordered_tasks(row["task"] for row in data)
     by_row: dict[str, list[float]] = {}
     for row in data:
-        by_row.setdefault(label(row), []).append(row["spearman"])
+        by_row.setdefault(bar_label(row), []).append(row["spearman"])
     means = {name: float(np.mean(values)) for name, values in by_row.items()}
     rows = sorted(means, key=lambda name: (math.isnan(means[name]), means[name], name))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.5, 0.38 * len(rows) + 1.4),
-                             sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        cells = {label(row): row for row in data if row["task"] == task}
+    return tasks, rows, means
+
+
+def _draw_bars(subfigure, data: list[dict[str, Any]], tasks: list[str], rows: list[str],
+               means: dict[str, float]) -> None:
+    import numpy as np
+
+    axes = subfigure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    for ax, task in zip(axes, tasks):
+        cells = {bar_label(row): row for row in data if row["task"] == task}
         values = np.array([cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float)
         low = values - np.array([cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float)
         high = np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float) - values
@@ -132,5 +168,4 @@ def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
         ax.set_xlim(min(0, np.nanmin(values) - 5) if np.isfinite(values).any() else 0, 108)
         ax.set_xlabel("Spearman ×100")
         ax.grid(axis="x", alpha=0.3)
-    axes[0][0].set_yticks(range(len(rows)), rows, fontsize=8)
-    return save_figure(fig, path)
+    axes[0].set_yticks(range(len(rows)), rows, fontsize=8)
