@@ -186,5 +186,8 @@ def test_the_embedded_default_in_chromium(real_cache, tmp_path):
            "rewrites it")
     assert stamped is not None, f"{SCREENSHOT} carries no record of its scores; {fix}"
     old = json.loads(stamped)
-    assert old.keys() == shown.keys() and all(abs(old[k] - shown[k]) <= 0.011 for k in shown), \
+    # flow's seeded fit amplifies the CPU's float rounding (79.92 on an AVX2 EPYC, 79.97 elsewhere): its
+    # score may move by a few hundredths between machines without the code changing; the rest may not
+    slack = {k: 0.1 if k.startswith("flow") else 0.011 for k in shown}
+    assert old.keys() == shown.keys() and all(abs(old[k] - shown[k]) <= slack[k] for k in shown), \
         f"{SCREENSHOT} shows {old}, this code scores {shown}; {fix}"
