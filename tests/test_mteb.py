@@ -96,6 +96,30 @@ def test_result_files_load_with_mtebs_own_loader(mteb_run, tmp_path):
     mteb.models.model_meta.ModelMeta.model_validate_json_resolved(json.dumps(meta))
 
 
+def test_result_files_carry_the_models_real_metadata(mteb_run, tiny_bert):
+    """model_meta.json of a run: the width of the vectors scored, the backbone's parameter count (torch's
+    own count of the same checkpoint), and no hub id for a local folder (where it came from is unknown)."""
+    from transformers import AutoConfig, AutoModel
+
+    out = mteb_run / "out" / "mteb"
+    hidden = AutoConfig.from_pretrained(str(tiny_bert)).hidden_size
+    parameters = sum(p.numel() for p in AutoModel.from_pretrained(str(tiny_bert)).parameters())
+    recs = records(mteb_run / "out")
+    # avg gives the hidden width; whitening keeps the fit set's rank (fewer rows than dimensions here)
+    kept = {rec["fit"]["dims_kept"] for (method, _), rec in recs.items() if method == "whitening"}
+    assert all(rec["embed_dim"] == (hidden if method == "avg" else rec["fit"]["dims_kept"])
+               for (method, _), rec in recs.items())
+    for method, widths in (("avg", {hidden}), ("whitening", kept)):
+        meta = json.loads(next(out.glob(f"sts-bench__{method}-*/*/model_meta.json")).read_text())
+        assert meta["embed_dim"] in widths and (meta["n_parameters"], meta["adapted_from"]) == (parameters, None)
+
+
+def test_the_packaged_model_is_adapted_from_its_hub_id():
+    from harness.core.encoding.backbone import hub_id, resolve_backbone
+
+    assert hub_id(resolve_backbone("minilm")) == "sentence-transformers/all-MiniLM-L6-v2"
+
+
 def local_task(name: str, folder: Path, splits: tuple[str, ...] = ("test",)):
     """MTEB's task ``name`` with its dataset set directly from local files, as MTEB's own tests do."""
     from datasets import Dataset, DatasetDict

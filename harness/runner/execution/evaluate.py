@@ -27,10 +27,17 @@ if TYPE_CHECKING:
 def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     if method.spec.backbone == "none":
         return None
+    from harness.core.encoding.backbone import hub_id, parameter_count
+
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
     impl = method.encoder_impl()
+    try:  # read from the safetensors headers; metadata only, so an unreadable header is just unknown
+        n_parameters = parameter_count(ref.path)
+    except (OSError, ValueError, KeyError, TypeError):
+        n_parameters = None
     return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
-            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl}
+            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl,
+            "hub_id": hub_id(ref), "n_parameters": n_parameters}
 
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
@@ -124,6 +131,8 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
     # Fields a method adds to its records (DSE's teacher, a cross-encoder's symmetry, "columns").
     record = cast("Record", {**record, **strict(method.annotate(split, similarity))})
+    if left is not None:  # the width of the vectors scored (whitening's k, a DSE student's...): MTEB's embed_dim
+        record["embed_dim"] = int(left.shape[1])
     if cfg.diagnostics and left is not None and right is not None:
         from harness.runner.studies.diagnostics import anisotropy, unique_rows
 

@@ -114,15 +114,16 @@ def _timestamp(created: str | None) -> float | None:
         return None
 
 
-def model_meta(name: str, revision: str, backbone: str | None, max_tokens: int | None,
-               trained_on: set[str]) -> dict[str, Any]:
-    """``model_meta.json``: MTEB's ModelMeta fields, filled with what sts-bench knows."""
+def model_meta(name: str, revision: str, adapted_from: str | None, max_tokens: int | None,
+               trained_on: set[str], embed_dim: int | None = None, n_parameters: int | None = None) -> dict[str, Any]:
+    """``model_meta.json``: MTEB's ModelMeta fields, filled with what sts-bench knows: the hub id of the
+    weights (None for a local folder), the width of the vectors scored and the backbone's parameters."""
     return {"loader_kwargs": {}, "name": name, "revision": revision, "release_date": None, "languages": None,
-            "n_parameters": None, "n_active_parameters_override": None, "n_embedding_parameters": None,
-            "memory_usage_mb": None, "max_tokens": max_tokens, "embed_dim": None, "license": None,
+            "n_parameters": n_parameters, "n_active_parameters_override": None, "n_embedding_parameters": None,
+            "memory_usage_mb": None, "max_tokens": max_tokens, "embed_dim": embed_dim, "license": None,
             "open_weights": None, "public_training_code": None, "public_training_data": None,
             "framework": ["PyTorch"], "reference": None, "similarity_fn_name": "cosine", "use_instructions": False,
-            "training_datasets": sorted(trained_on) or None, "adapted_from": backbone, "superseded_by": None,
+            "training_datasets": sorted(trained_on) or None, "adapted_from": adapted_from, "superseded_by": None,
             "modalities": ["text"], "model_type": ["dense"], "citation": None, "contacts": None,
             "experiment_kwargs": None, "output_dtypes": None, "extra_requirements_groups": None, "loader": None,
             "is_cross_encoder": False}
@@ -154,8 +155,9 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
     trained_on = _trained_on(folder / "model_meta.json", name, revision)
     if record["protocol"].get("transductive"):
         trained_on.add(task_name)
-    backbone = (record.get("backbone") or {}).get("name")
-    meta = model_meta(name, revision, backbone, method["spec"].get("max_length"), trained_on)
+    backbone = record.get("backbone") or {}
+    meta = model_meta(name, revision, backbone.get("hub_id"), method["spec"].get("max_length"), trained_on,
+                      record.get("embed_dim"), backbone.get("n_parameters"))
     atomic_write_text(folder / "model_meta.json", json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
     return path
 

@@ -95,6 +95,7 @@ class Record(TypedDict):
     timings: dict[str, float]
     columns: NotRequired[dict[str, float]]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
     diagnostics: NotRequired[dict[str, Any]]
+    embed_dim: NotRequired[int]  # the width of the vectors scored (embedding methods)
     checksum: NotRequired[str]
 
 
