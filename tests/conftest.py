@@ -21,6 +21,8 @@ from fixtures import (  # noqa: E402
     write_sentence_transformer,
     write_senteval,
     write_tiny_bert,
+    write_tiny_deberta,
+    write_tiny_mpnet,
     write_tiny_roberta,
 )
 
@@ -33,6 +35,29 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_roberta(tiny_bert, tmp_path_factory) -> Path:
     return write_tiny_roberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet(tiny_bert, tmp_path_factory) -> Path:
+    return write_tiny_mpnet(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-mpnet")
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta(tiny_bert, tmp_path_factory) -> Path:
+    """DeBERTa-v3's layout (fixtures.DEBERTA_VARIANTS["v3"])."""
+    return write_tiny_deberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-deberta", "v3")
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta_v2(tiny_bert, tmp_path_factory) -> Path:
+    """DeBERTa-v2 options v3 leaves off (fixtures.DEBERTA_VARIANTS["v2-options"])."""
+    return write_tiny_deberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-deberta-v2", "v2-options")
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta_absolute(tiny_bert, tmp_path_factory) -> Path:
+    """DeBERTa-v2 without relative attention (fixtures.DEBERTA_VARIANTS["absolute"])."""
+    return write_tiny_deberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-deberta-abs", "absolute")
 
 
 @pytest.fixture(scope="session")

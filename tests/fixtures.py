@@ -70,6 +70,74 @@ def write_tiny_roberta(bert_dir: Path, folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+def _copy_tokenizer(bert_dir: Path, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (bert_dir / name).is_file():
+            (folder / name).write_bytes((bert_dir / name).read_bytes())
+
+
+def write_tiny_mpnet(bert_dir: Path, folder: Path, seed: int = 0) -> Path:
+    """A 2-layer, 32-dim MPNet (relative position bias, positions from 2) with the tiny BERT's
+    tokenizer files. Its words never map to id 1, which MPNet's embedding treats as padding."""
+    import torch
+    from transformers import MPNetConfig, MPNetModel
+
+    _copy_tokenizer(bert_dir, folder)
+    vocab = (bert_dir / "vocab.txt").read_text(encoding="utf-8").split()
+    torch.manual_seed(seed)
+    config = MPNetConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=37, max_position_embeddings=130, pad_token_id=1)
+    model = MPNetModel(config)
+    with torch.no_grad():  # the default init (std 0.02) leaves attention near uniform and the bias ~0
+        model.encoder.relative_attention_bias.weight.normal_(0, 1.0)
+        for layer in model.encoder.layer:
+            layer.attention.attn.q.weight.normal_(0, 0.3)
+            layer.attention.attn.k.weight.normal_(0, 0.3)
+    model.save_pretrained(str(folder))
+    return folder
+
+
+# DeBERTa variants: v3's layout, and v2 options v3 does not use (absolute positions in the input,
+# token types, a narrower embedding projected up, separate position projections, raw distances).
+DEBERTA_VARIANTS = {
+    "v3": {"relative_attention": True, "position_buckets": 8, "max_relative_positions": 128,
+           "pos_att_type": ["p2c", "c2p"], "norm_rel_ebd": "layer_norm", "share_att_key": True,
+           "position_biased_input": False, "type_vocab_size": 0},
+    "v2-options": {"relative_attention": True, "position_buckets": -1, "max_relative_positions": 12,
+                   "pos_att_type": "c2p|p2c", "norm_rel_ebd": "none", "share_att_key": False,
+                   "position_biased_input": True, "type_vocab_size": 2, "embedding_size": 24},
+    # no relative attention at all; the scale still counts pos_att_type's terms, as transformers does
+    "absolute": {"relative_attention": False, "pos_att_type": ["p2c", "c2p"], "position_biased_input": True,
+                 "type_vocab_size": 2},
+}
+
+
+def write_tiny_deberta(bert_dir: Path, folder: Path, variant: str = "v3", seed: int = 0) -> Path:
+    """A 2-layer, 32-dim DeBERTa-v2 model of one of ``DEBERTA_VARIANTS`` with the tiny BERT's
+    tokenizer files. ``v3`` uses 8 position buckets, so distances from 4 on are log-bucketed even
+    in short test sentences."""
+    import torch
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    _copy_tokenizer(bert_dir, folder)
+    vocab = (bert_dir / "vocab.txt").read_text(encoding="utf-8").split()
+    torch.manual_seed(seed)
+    config = DebertaV2Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=37, max_position_embeddings=130, pad_token_id=0,
+                             **DEBERTA_VARIANTS[variant])
+    model = DebertaV2Model(config)
+    with torch.no_grad():  # the default init (std 0.02) leaves attention near uniform, position terms ~0
+        if config.relative_attention:
+            model.encoder.rel_embeddings.weight.normal_(0, 1.0)
+        for layer in model.encoder.layer:
+            for projection in ("query_proj", "key_proj", "pos_key_proj", "pos_query_proj"):
+                if hasattr(layer.attention.self, projection):
+                    getattr(layer.attention.self, projection).weight.normal_(0, 0.3)
+    model.save_pretrained(str(folder))
+    return folder
+
+
 def write_sentence_transformer(bert_dir: Path, folder: Path) -> Path:
     """Wrap a tiny BERT as a sentence-transformers model (mean pooling + normalise)."""
     from sentence_transformers import SentenceTransformer, models

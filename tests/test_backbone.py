@@ -157,11 +157,11 @@ def test_native_tokenizer_matches_transformers_token_ids(tiny_bert):
 
 
 def test_native_impl_is_refused_for_checkpoints_it_does_not_implement(tiny_bert, tmp_path):
-    folder = tmp_path / "deberta-like"
+    folder = tmp_path / "electra-like"
     folder.mkdir()
     for path in tiny_bert.iterdir():
         (folder / path.name).write_bytes(path.read_bytes())
-    config = (folder / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "deberta-v2"')
+    config = (folder / "config.json").read_text().replace('"model_type": "bert"', '"model_type": "electra"')
     (folder / "config.json").write_text(config)
     ref = resolve_backbone(str(folder))
     assert not ref.native_ok

@@ -40,7 +40,7 @@ class BackboneRef:
     num_layers: int
     hidden_size: int
     is_sentence_transformer: bool
-    native_ok: bool = False  # harness.core.encoding.native_bert can run it (plain BERT/RoBERTa, tokenizer.json)
+    native_ok: bool = False  # harness.core.encoding.native can run it (BERT/RoBERTa/MPNet/DeBERTa-v2, tokenizer.json)
     pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
     max_positions: int | None = None  # the longest input it can read (position rows after the offset)
 
@@ -63,15 +63,18 @@ class BackboneRef:
 NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 
 
-# BERT, and RoBERTa / XLM-R: the same layers, positions counted from ``pad_token_id + 1``.
-NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+# The families harness.core.encoding.native runs: BERT; RoBERTa / XLM-R (BERT's layers, positions
+# counted from ``pad_token_id + 1``); MPNet; DeBERTa-v2/v3 ("deberta-v2" in config.json).
+NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "mpnet", "deberta-v2")
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 
 
 def position_offset(config: dict) -> int:
     """The first position id a real token gets: 0 for BERT; ``pad_token_id + 1`` for RoBERTa-style
     models, whose position table keeps its first rows for padding (roberta-base: 514 rows, offset 2,
-    so 512 tokens at most)."""
+    so 512 tokens at most); 2 for MPNet, whose embedding fixes its padding row at 1."""
+    if config.get("model_type") == "mpnet":
+        return 2
     return config["pad_token_id"] + 1 if config.get("model_type") in OFFSET_POSITIONS else 0
 
 
@@ -106,15 +109,34 @@ def _count_specials(processor: dict) -> int:
 
 
 def native_supported(folder: Path, config: dict) -> bool:
-    """True when ``folder`` is a plain BERT (or RoBERTa) that :mod:`harness.core.encoding.native_bert`
-    reproduces exactly."""
+    """True when ``folder`` is a checkpoint a native encoder reproduces exactly: a plain BERT,
+    RoBERTa, MPNet or DeBERTa-v2/v3 (:mod:`harness.core.encoding.native`) with ``model.safetensors``
+    and ``tokenizer.json``; anything else runs through transformers."""
     model_type = config.get("model_type")
+    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
+    if not (model_type in NATIVE_MODEL_TYPES and (folder / "tokenizer.json").is_file()
+            and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
+            and not config.get("is_decoder", False) and isinstance(heads, int) and isinstance(hidden, int)
+            and heads > 0 and hidden % heads == 0):
+        return False
+    if model_type == "mpnet":  # transformers buckets distances into 32 whatever the table's size
+        return config.get("relative_attention_num_buckets", 32) == 32
+    if model_type == "deberta-v2":
+        return _native_deberta(config, hidden // heads)
     if model_type != "bert" and not isinstance(config.get("pad_token_id"), int):
         return False  # RoBERTa's positions start after its padding id
-    return (model_type in NATIVE_MODEL_TYPES and (folder / "tokenizer.json").is_file()
-            and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
-            and config.get("position_embedding_type", "absolute") == "absolute"
-            and not config.get("is_decoder", False))
+    return config.get("position_embedding_type", "absolute") == "absolute"
+
+
+def _native_deberta(config: dict, head_dim: int) -> bool:
+    """DeBERTa-v2/v3 without the xlarge models' convolution, with c2p/p2c terms only and the usual
+    head size; the relative table LayerNorm-ed or not."""
+    kinds = config.get("pos_att_type") or []
+    kinds = kinds.lower().split("|") if isinstance(kinds, str) else kinds
+    norms = str(config.get("norm_rel_ebd", "none")).lower().split("|")
+    return (config.get("conv_kernel_size", 0) <= 0 and config.get("attention_head_size", head_dim) == head_dim
+            and all(str(k).strip() in ("c2p", "p2c") for k in kinds)
+            and all(n.strip() in ("none", "layer_norm") for n in norms))
 
 
 def safetensors_keys(path: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """The two encoder implementations behind the forward pass: transformers' Auto classes (any
-BERT-like checkpoint) and :mod:`harness.core.encoding.native_bert` (plain BERT and RoBERTa, without
-importing transformers).
+BERT-like checkpoint) and :mod:`harness.core.encoding.native` (BERT, RoBERTa, MPNet and DeBERTa-v2/v3,
+without importing transformers).
 Both expose tokenize / length / batch / forward, so the forward pass does not care which runs."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ IMPLS = ("auto", "native", "transformers")
 
 
 def resolve_impl(ref: BackboneRef, requested: str) -> str:
-    """Which encoder implementation runs ``ref``: see :mod:`harness.core.encoding.native_bert`."""
+    """Which encoder implementation runs ``ref``: see :mod:`harness.core.encoding.native`."""
     if requested not in IMPLS:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
-        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT or RoBERTa with model.safetensors and "
-                        "tokenizer.json; use --encoder-impl transformers")
+        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet or DeBERTa-v2/v3 with "
+                        "model.safetensors and tokenizer.json; use --encoder-impl transformers")
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"
     return requested
@@ -90,7 +90,7 @@ class TransformersEngine:
 
 
 class NativeEngine:
-    """:mod:`harness.core.encoding.native_bert`: the same BERT function without importing transformers. It does
+    """:mod:`harness.core.encoding.native`: the same function as transformers' model without importing it. It does
     its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast. It packs
     a batch's real tokens (``packs_rows``), so its batches may mix token lengths."""
 
@@ -98,11 +98,11 @@ class NativeEngine:
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         from harness.core.encoding.devices import torch_dtype
-        from harness.core.encoding.native_bert import NativeTokenizer, load_native_bert
+        from harness.core.encoding.native import NativeTokenizer, load_native
 
         folder = Path(ref.path)
         self.tokenizer = NativeTokenizer(folder, usable_length(settings.max_length, ref.max_positions))
-        self.model = load_native_bert(folder).to(device)
+        self.model = load_native(folder).to(device)
         compute = torch_dtype(settings.dtype)
         if compute is not None:
             self.model.set_compute_dtype(compute)

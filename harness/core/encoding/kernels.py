@@ -19,12 +19,14 @@ What this module does about each:
   product (``torch.ops.mkldnn._linear_pointwise``, what ``torch.compile`` emits on CPU), instead of
   as separate passes over memory.
 
-This module imports torch; only :mod:`harness.core.encoding.native_bert` uses it.
+Relative-position schemes (MPNet, DeBERTa) enter attention as a score bias (:data:`ScoreBias`),
+computed per group of equal lengths. This module imports torch; only the native encoders
+(:mod:`harness.core.encoding.native_encoder` and its families) use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -138,15 +140,25 @@ class PackedStates(Sequence):
         return self._unpacked[index]
 
 
-def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int) -> torch.Tensor:
+# A relative-position term of the attention scores (MPNet's bucketed bias, DeBERTa's disentangled
+# content↔position terms): given the fp32 queries and keys of one length group, (count, heads, L, d)
+# each, and L, it returns what to add to the scaled scores, broadcastable to (count, heads, L, L).
+ScoreBias = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
+def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int, scale: float | None = None,
+                    bias: ScoreBias | None = None) -> torch.Tensor:
     """Self-attention of ``count`` sentences of ``length`` tokens, no padding: (count·length, 3H) →
-    (count·length, H), computed in fp32 as two batched products (see the module docstring)."""
+    (count·length, H), computed in fp32 as two batched products (see the module docstring).
+    Scores are ``q·kᵀ · scale`` (default ``1/sqrt(d)``) plus ``bias(q, k, length)`` when given."""
     hidden = qkv.shape[-1] // 3
     d = hidden // heads
     x = torch.empty((3, count, heads, length, d), dtype=torch.float32, device=qkv.device)
     x.copy_(qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4))  # one pass: split heads and cast
     q, k, v = x.view(3, count * heads, length, d).unbind(0)
-    scores = torch.bmm(q, k.transpose(1, 2)).mul_(d ** -0.5)
+    scores = torch.bmm(q, k.transpose(1, 2)).mul_(d ** -0.5 if scale is None else scale)
+    if bias is not None:
+        scores.view(count, heads, length, length).add_(bias(x[0], x[1], length))
     weights = torch.exp(scores)
     sums = weights.sum(-1, keepdim=True)
     low, high = torch.aminmax(sums)
@@ -161,8 +173,10 @@ def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int) -> t
     return result.copy_(out.view(count, heads, length, d).transpose(1, 2)).view(count * length, hidden)
 
 
-def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int) -> torch.Tensor:
-    """Self-attention over packed rows, one group of equal-length sentences at a time."""
+def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int, scale: float | None = None,
+                     bias: ScoreBias | None = None) -> torch.Tensor:
+    """Self-attention over packed rows, one group of equal-length sentences at a time (``scale`` and
+    ``bias`` as in :func:`short_attention`)."""
     hidden = qkv.shape[-1] // 3
     out = torch.empty((qkv.shape[0], hidden), dtype=qkv.dtype, device=qkv.device)
     for count, length, start in packing.groups:
@@ -170,8 +184,11 @@ def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int) -> torch.T
             continue
         rows = slice(start, start + count * length)
         if qkv.device.type == "cpu" and length <= SHORT:
-            out[rows] = short_attention(qkv[rows], count, length, heads)
+            out[rows] = short_attention(qkv[rows], count, length, heads, scale, bias)
         else:
             q, k, v = qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
-            out[rows] = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(count * length, hidden)
+            # the bias as an additive mask in the products' dtype (SDPA's rule), computed in fp32
+            mask = None if bias is None else bias(q.float(), k.float(), length).to(q.dtype)
+            out[rows] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale).transpose(1, 2).reshape(
+                count * length, hidden)
     return out
