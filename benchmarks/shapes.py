@@ -1,17 +1,19 @@
-"""Throughput on bigger encoders: bert-base and bert-large shapes (and RoBERTa / DeBERTa-v3 shapes,
-which go through transformers' AutoModel), random weights, against the sentence-transformers peers.
+"""Throughput per encoder family: bert-base, bert-large, roberta-base, mpnet-base and
+deberta-v3-base shapes, random weights, against sentence-transformers on torch, ONNX Runtime and
+OpenVINO, at 1 and 2 threads, with a summary table of ratios and shares of the bf16 matmul peak.
 
-    .venv/bin/python benchmarks/shapes.py --out docs/shapes.md          # ~25 minutes on 2 cores
-    .venv/bin/python benchmarks/shapes.py --shapes bert-base --rounds 1  # one shape
+    .venv/bin/python benchmarks/shapes.py --out docs/shapes.md           # ~40 minutes on 2 cores
+    .venv/bin/python benchmarks/shapes.py --shapes mpnet-base --threads 2 --rounds 1  # one shape
 
 Throughput does not depend on the weights, so each model is a randomly initialised transformers
 model of the published shape, saved with ``save_pretrained`` under ``.cache/bench-models/`` with
-MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each shape is one
-``benchmarks/throughput.py`` run (a process of its own: encoders interleaved in rounds, each peer
-at its best batch size, the matmul peak probed in the same process); Spearman of random weights
-means nothing and is not reported. ``bert-base (transformers)`` and ``roberta-base (transformers)``
-are the same checkpoints run by the harness through AutoModel (``--encoder-impl transformers``):
-the gap to the native rows is what the native path brings (DeBERTa-v3 has only the AutoModel path).
+MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each (shape,
+threads) is one ``benchmarks/throughput.py`` run (a process of its own: encoders interleaved in
+rounds, each peer at its best batch size, the matmul peak probed in the same process); Spearman
+of random weights means nothing and is not reported. The ``(transformers)`` sections are the same
+checkpoints run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the
+native rows is what the native path brings. The harness runs bf16 only where the CPU computes
+bf16 (otherwise torch emulates it, slower than fp32); the same holds for the torch bf16 peer.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ SHAPES = {
     "roberta-base": ("roberta", {"vocab_size": 30522, "max_position_embeddings": 514, "type_vocab_size": 1,
                                  "pad_token_id": 0, "hidden_size": 768, "num_hidden_layers": 12,
                                  "num_attention_heads": 12, "intermediate_size": 3072}),
+    "mpnet-base": ("mpnet", {"vocab_size": 30527, "max_position_embeddings": 514, "hidden_size": 768,
+                             "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                             "relative_attention_num_buckets": 32, "pad_token_id": 1}),
     "deberta-v3-base": ("deberta-v2", {"vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 0,
                                        "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                                        "intermediate_size": 3072, "relative_attention": True,
@@ -43,15 +48,14 @@ SHAPES = {
                                        "share_att_key": True, "pos_att_type": ["p2c", "c2p"],
                                        "position_biased_input": False, "max_relative_positions": -1}),
 }
-# What each shape is measured against: (sentences, throughput.py arguments).
-RUNS = {
-    "bert-base": (512, ["--peers", "torch:fp32", "torch:bf16", "openvino:fp32", "openvino:bf16"]),
-    "bert-large": (256, ["--peers", "torch:fp32", "torch:bf16", "openvino:fp32", "openvino:bf16"]),
-    "bert-base (transformers)": (512, ["--impl", "transformers", "--peers"]),
-    "roberta-base": (512, ["--peers", "torch:fp32", "torch:bf16", "openvino:bf16"]),
-    "roberta-base (transformers)": (512, ["--impl", "transformers", "--peers"]),
-    "deberta-v3-base": (256, ["--peers", "torch:fp32", "torch:bf16", "openvino:bf16"]),
-}
+# Sentences per shape (the first N unique sentences of STS-B test, before --scale).
+SENTENCES = {"bert-base": 512, "bert-large": 256, "roberta-base": 512, "mpnet-base": 512, "deberta-v3-base": 512}
+PEERS = ["torch:fp32", "onnx:fp32", "openvino:fp32", "openvino:bf16"]
+# What is measured: (model, harness --encoder-impl). Each shape natively against every peer; MPNet
+# and DeBERTa also through AutoModel, the harness alone (the peers were timed in the native run).
+RUNS = {**{shape: (shape, "auto") for shape in SENTENCES},
+        "mpnet-base (transformers)": ("mpnet-base", "transformers"),
+        "deberta-v3-base (transformers)": ("deberta-v3-base", "transformers")}
 
 
 def build(name: str) -> Path:
@@ -76,34 +80,70 @@ def build(name: str) -> Path:
     return folder
 
 
+def peers() -> list[str]:
+    """PEERS, plus sentence-transformers on torch in bf16 where the CPU computes bf16."""
+    from harness.core.encoding.kernels import bf16_native_on_cpu
+
+    return [*PEERS, "torch:bf16"] if bf16_native_on_cpu() else PEERS
+
+
+def summary(results: list[tuple[str, int, dict]]) -> list[str]:
+    """One row per (shape, threads): the harness's fastest dtype against each peer at its best."""
+    lines = ["| shape | threads | sts-bench (dtype) s | ST + OpenVINO bf16 s | × | ST + OpenVINO fp32 s | × | "
+             "ST + ONNX Runtime s | × | ST torch fp32 s | × | sts-bench, % of bf16 peak | % of fp32 peak |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for shape, threads, data in results:
+        by = {(e["name"], e["dtype"]): e for e in data["encoders"]}
+        ours = min((e for e in data["encoders"] if e["name"].startswith("sts-bench")), key=lambda e: e["seconds"])
+        cells = [shape, str(threads), f"{ours['seconds']:.2f} ({ours['dtype']})"]
+        for key in (("ST openvino", "bf16"), ("ST openvino", "fp32"), ("ST onnx", "fp32"), ("ST torch", "fp32")):
+            peer = by.get(key)
+            cells += [f"{peer['seconds']:.2f}", f"**{peer['seconds'] / ours['seconds']:.2f}**"] if peer else ["—", "—"]
+        fp32_share = data["useful_gflop"] / ours["seconds"] / data["peak_gflops"]["fp32"]
+        # without bf16 instructions the bf16 "peak" is torch's emulation: a share of it means nothing
+        bf16_share = f"{100 * ours['share_of_bf16_peak']:.0f} %" if data["bf16_native"] else "— (bf16 emulated)"
+        cells += [bf16_share, f"{100 * fp32_share:.0f} %"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
+    import json
+    import tempfile
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--threads", type=int, default=0, help="passed on to throughput.py")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="one run per thread count")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's sentence count")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
     lines = ["Random-weight encoders of published shapes; sentences: the first N unique sentences of STS-B "
              "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by side.", ""]
-    for shape in args.shapes:
-        sentences, extra = RUNS[shape]
-        sentences = max(16, int(sentences * args.scale))
-        folder = build(shape.split(" ")[0])
-        command = [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(folder),
-                   "--sentences", str(sentences), "--rounds", str(args.rounds),
-                   "--batch-sizes", *map(str, args.batch_sizes), "--threads", str(args.threads), *extra]
-        print(f"{shape}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        if done.returncode != 0:
-            raise SystemExit(f"{shape} failed:\n{done.stderr[-3000:]}")
-        lines += [f"## {shape}", "", "`" + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(
-            str(ROOT) + "/", "") + "`", "", done.stdout.strip(), ""]
+    results: list[tuple[str, int, dict]] = []
+    for threads in args.threads:
+        for shape in args.shapes:
+            model, impl = RUNS[shape]
+            extra = ["--impl", impl, "--peers", *(peers() if impl == "auto" else [])]
+            sentences = max(16, int(SENTENCES[model] * args.scale))
+            folder = build(model)
+            with tempfile.NamedTemporaryFile(suffix=".json") as report:
+                command = [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(folder),
+                           "--sentences", str(sentences), "--rounds", str(args.rounds),
+                           "--batch-sizes", *map(str, args.batch_sizes), "--threads", str(threads), *extra]
+                print(f"{shape}, {threads} threads: {' '.join(command[1:])}", file=sys.stderr, flush=True)
+                done = subprocess.run([*command, "--json", report.name], cwd=ROOT, capture_output=True, text=True,
+                                      env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                if done.returncode != 0:
+                    raise SystemExit(f"{shape} failed:\n{done.stderr[-3000:]}")
+                results.append((shape, threads, json.loads(Path(report.name).read_text(encoding="utf-8"))))
+            lines += [f"## {shape}, {threads} thread{'s' if threads > 1 else ''}", "",
+                      "`" + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(str(ROOT) + "/", "") + "`",
+                      "", done.stdout.strip(), ""]
     from benchmarks.report import emit
 
-    emit(lines, args.out)
+    emit(["# Every family against the peers", "", *summary(results), "", *lines], args.out)
 
 
 if __name__ == "__main__":

@@ -122,12 +122,18 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256])
     parser.add_argument("--peers", nargs="*", default=[f"{b}:{d}" for b, d in PEERS],
                         help="backend:dtype of the sentence-transformers peers (none: harness only)")
-    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], help="harness dtypes")
+    parser.add_argument("--dtypes", nargs="+", default=["auto"],
+                        help="harness dtypes; auto: fp32, and bf16 where the CPU computes it (not emulated)")
     parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
     parser.add_argument("--threads", type=int, default=0,
                         help="threads of every encoder (0: all cores); 1 resists a busy machine best")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--json", help="also write the medians, shares and ratios as JSON (read by shapes.py)")
     args = parser.parse_args()
+    if args.dtypes == ["auto"]:
+        from harness.core.encoding.kernels import bf16_native_on_cpu
+
+        args.dtypes = ["fp32", "bf16"] if bf16_native_on_cpu() else ["fp32"]
     load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
@@ -212,6 +218,18 @@ def main() -> None:
     from benchmarks.report import emit, load_line
 
     emit([*lines, "", load_line(load_at_start)], args.out)
+    if args.json:
+        from harness.core.encoding.kernels import bf16_native_on_cpu
+
+        summary = {"threads": torch.get_num_threads(), "bf16_native": bf16_native_on_cpu(), "sentences": len(texts), "tokens": sum(lengths),
+                   "useful_gflop": flops / 1e9, "peak_gflops": {k: v / 1e9 for k, v in peak.items()},
+                   "encoders": [{"name": name, "dtype": dtype, "batch": best[(name, dtype)].batch,
+                                 "seconds": med[(name, dtype)], "spearman": spearmans[(name, dtype)],
+                                 "share_of_own_peak": flops / med[(name, dtype)] / peak[dtype],
+                                 "share_of_bf16_peak": flops / med[(name, dtype)] / peak["bf16"]}
+                                for name, dtype in best],
+                   "skipped": skipped}
+        Path(args.json).write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -35,3 +35,37 @@ def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| sts-bench (native)")]
     assert [row.split("|")[2].strip() for row in rows] == ["fp32", "bf16"]
     assert "40 sentences" in done.stdout and "matmul peak probe" in done.stdout
+
+
+def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_path):
+    """The JSON shapes.py reads: the MPNet runs natively, and each share is its useful work over its
+    time over the probed peak."""
+    import json
+
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_mpnet),
+                           "--sentences", "30", "--rounds", "1", "--peers", "--dtypes", "fp32", "--threads", "1",
+                           "--json", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(report.read_text())
+    (ours,) = data["encoders"]
+    assert (ours["name"], ours["dtype"], data["threads"], data["sentences"]) == ("sts-bench (native)", "fp32", 1, 30)
+    assert ours["share_of_own_peak"] == pytest.approx(data["useful_gflop"] / ours["seconds"] / data["peak_gflops"]["fp32"])
+
+
+def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.shapes import summary
+
+    data = {"bf16_native": True, "useful_gflop": 100.0, "peak_gflops": {"bf16": 400.0, "fp32": 100.0},
+            "encoders": [{"name": "sts-bench (native)", "dtype": "fp32", "seconds": 2.0, "share_of_bf16_peak": 0.125},
+                         {"name": "sts-bench (native)", "dtype": "bf16", "seconds": 0.5, "share_of_bf16_peak": 0.5},
+                         {"name": "ST openvino", "dtype": "bf16", "seconds": 0.65},
+                         {"name": "ST onnx", "dtype": "fp32", "seconds": 1.5}]}
+    header, _, row = summary([("mpnet-base", 2, data)])
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["mpnet-base", "2", "0.50 (bf16)", "0.65", "**1.30**"]
+    assert cells[5:7] == ["—", "—"] and cells[7:9] == ["1.50", "**3.00**"]  # no OpenVINO fp32 run
+    assert cells[-2:] == ["50 %", "200 %"]  # 100 GFLOP in 0.5 s: half of 400, twice 100
+    emulated = summary([("x", 1, {**data, "bf16_native": False})])[-1]
+    assert "— (bf16 emulated)" in emulated
