@@ -7,7 +7,10 @@
 2. OOM back-off: most of the GPU's free memory is taken first, then a large batch of long
    sentences is encoded; the run must finish (batches halved) with the same vectors as on CPU;
 3. several devices: with two or more GPUs, ``--device cuda:0,1`` must give byte-equal vectors
-   to a single-device run (one worker process per GPU).
+   to a single-device run (one worker process per GPU);
+4. native families on CUDA: bert-base, mpnet-base and deberta-v3-base shapes (random weights,
+   ``benchmarks/shapes.py``'s models): the native encoder against AutoModel on 2,048 STS-B
+   sentences, max |Δ| of the mean-pooled last layer in fp32, and seconds of each in bf16.
 """
 
 from __future__ import annotations
@@ -91,6 +94,38 @@ def multi_gpu_check() -> list[str]:
     return [f"several devices: cuda:0 {single:.1f} s, cuda:0,1 {double:.1f} s, byte-equal vectors: {equal}"]
 
 
+def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str]:
+    import numpy as np
+
+    from benchmarks.peers import load_stsb_test
+    from benchmarks.shapes import build
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.forward import ForwardPass
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.settings import EncodeSettings
+
+    s1, s2, _ = load_stsb_test()
+    texts = list(dict.fromkeys(s1 + s2))[:count]
+    lines = ["| shape | fp32 max abs(native - AutoModel) | bf16 native s | bf16 AutoModel s | × |",
+             "|---|---:|---:|---:|---:|"]
+    for shape in ("bert-base", "mpnet-base", "deberta-v3-base"):
+        ref = resolve_backbone(str(build(shape)))
+        view = View("mean", ref.num_layers)
+        got: dict[tuple[str, str], np.ndarray] = {}
+        seconds: dict[str, float] = {}
+        for dtype in ("fp32", "bf16"):
+            for impl in ("native", "transformers"):
+                forward = ForwardPass(ref, EncodeSettings(device=device, dtype=dtype, impl=impl, progress=False))
+                forward.encode_all(texts[:64], [view])  # load, first-call costs
+                started = time.perf_counter()
+                got[(dtype, impl)] = forward.encode_all(texts, [view])[view]
+                seconds[f"{dtype} {impl}"] = time.perf_counter() - started
+        difference = float(np.abs(got[("fp32", "native")] - got[("fp32", "transformers")]).max())
+        native, auto_model = seconds["bf16 native"], seconds["bf16 transformers"]
+        lines.append(f"| {shape} | {difference:.1e} | {native:.2f} | {auto_model:.2f} | {auto_model / native:.2f} |")
+    return lines
+
+
 def main() -> int:
     import argparse
 
@@ -101,7 +136,7 @@ def main() -> int:
         print("no CUDA GPU is visible to torch: nothing to check here (exit 0)")
         return 0
     print(f"GPU: {torch.cuda.get_device_name(0)} × {torch.cuda.device_count()}, torch {torch.__version__}")
-    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check()]:
+    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check(), "", *native_families_check()]:
         print(line)
     return 0
 

@@ -221,7 +221,8 @@ def main() -> None:
     if args.json:
         from harness.core.encoding.kernels import bf16_native_on_cpu
 
-        summary = {"threads": torch.get_num_threads(), "bf16_native": bf16_native_on_cpu(), "sentences": len(texts), "tokens": sum(lengths),
+        summary = {"threads": torch.get_num_threads(), "bf16_native": bf16_native_on_cpu(),
+                   "sentences": len(texts), "tokens": sum(lengths),
                    "useful_gflop": flops / 1e9, "peak_gflops": {k: v / 1e9 for k, v in peak.items()},
                    "encoders": [{"name": name, "dtype": dtype, "batch": best[(name, dtype)].batch,
                                  "seconds": med[(name, dtype)], "spearman": spearmans[(name, dtype)],

@@ -52,29 +52,26 @@ def write_tiny_bert(folder: Path, seed: int = 0, with_pooler: bool = True) -> Pa
     return folder
 
 
+def _copy_tokenizer(bert_dir: Path, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (bert_dir / name).is_file():
+            (folder / name).write_bytes((bert_dir / name).read_bytes())
+
+
 def write_tiny_roberta(bert_dir: Path, folder: Path, seed: int = 0) -> Path:
     """A 2-layer, 32-dim RoBERTa (positions from ``pad_token_id + 1``, one token type) with the tiny
     BERT's tokenizer files: what matters is that both encoders see the same token ids."""
     import torch
     from transformers import RobertaConfig, RobertaModel
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        if (bert_dir / name).is_file():
-            (folder / name).write_bytes((bert_dir / name).read_bytes())
+    _copy_tokenizer(bert_dir, folder)
     vocab = (bert_dir / "vocab.txt").read_text(encoding="utf-8").split()
     torch.manual_seed(seed)
     config = RobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=37, max_position_embeddings=66, pad_token_id=0, type_vocab_size=1)
     RobertaModel(config).save_pretrained(str(folder))
     return folder
-
-
-def _copy_tokenizer(bert_dir: Path, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        if (bert_dir / name).is_file():
-            (folder / name).write_bytes((bert_dir / name).read_bytes())
 
 
 def write_tiny_mpnet(bert_dir: Path, folder: Path, seed: int = 0) -> Path:

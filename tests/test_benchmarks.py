@@ -50,7 +50,8 @@ def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_
     data = json.loads(report.read_text())
     (ours,) = data["encoders"]
     assert (ours["name"], ours["dtype"], data["threads"], data["sentences"]) == ("sts-bench (native)", "fp32", 1, 30)
-    assert ours["share_of_own_peak"] == pytest.approx(data["useful_gflop"] / ours["seconds"] / data["peak_gflops"]["fp32"])
+    own_peak = data["peak_gflops"]["fp32"]
+    assert ours["share_of_own_peak"] == pytest.approx(data["useful_gflop"] / ours["seconds"] / own_peak)
 
 
 def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
@@ -62,7 +63,7 @@ def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
                          {"name": "sts-bench (native)", "dtype": "bf16", "seconds": 0.5, "share_of_bf16_peak": 0.5},
                          {"name": "ST openvino", "dtype": "bf16", "seconds": 0.65},
                          {"name": "ST onnx", "dtype": "fp32", "seconds": 1.5}]}
-    header, _, row = summary([("mpnet-base", 2, data)])
+    _header, _, row = summary([("mpnet-base", 2, data)])
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:5] == ["mpnet-base", "2", "0.50 (bf16)", "0.65", "**1.30**"]
     assert cells[5:7] == ["—", "—"] and cells[7:9] == ["1.50", "**3.00**"]  # no OpenVINO fp32 run

@@ -148,7 +148,8 @@ def _encoding_flags(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--device", help=_help("auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)",
                                               "device"))
     model.add_argument("--encoder-impl", metavar=_one_of(IMPLS),
-                       help=_help("auto runs plain BERT and RoBERTa with the built-in encoder", "encoder_impl"))
+                       help=_help("auto runs BERT, RoBERTa, MPNet and DeBERTa-v2/v3 with the built-in encoder",
+                                  "encoder_impl"))
     model.add_argument("--batch-size", type=parse_batch_size, metavar="N|auto",
                        help=_help("sentences per batch, or auto: a token budget", shown="auto"))
     model.add_argument("--max-tokens", type=int, metavar="N",
