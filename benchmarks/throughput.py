@@ -1,5 +1,6 @@
-"""Encode throughput against sentence-transformers on torch, ONNX Runtime and OpenVINO, and as a
-fraction of this machine's matmul peak.
+"""Encode throughput against sentence-transformers on torch, ONNX Runtime and OpenVINO, and peak share.
+
+Each encoder's time is also given as a fraction of this machine's matmul peak.
 
     .venv/bin/python benchmarks/throughput.py                 # MiniLM, ~6 minutes on 2 cores
     .venv/bin/python benchmarks/throughput.py --model DIR --sentences 512 --rounds 2

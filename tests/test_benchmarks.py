@@ -67,6 +67,9 @@ def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:5] == ["mpnet-base", "2", "0.50 (bf16)", "0.65", "**1.30**"]
     assert cells[5:7] == ["—", "—"] and cells[7:9] == ["1.50", "**3.00**"]  # no OpenVINO fp32 run
-    assert cells[-2:] == ["50 %", "200 %"]  # 100 GFLOP in 0.5 s: half of 400, twice 100
+    # bf16: 100 GFLOP in 0.5 s is half of 400; fp32: 100 GFLOP in 2.0 s is half of 100
+    assert cells[-2:] == ["50 %", "50 %"]
+    fp32_only = {**data, "encoders": [data["encoders"][0], *data["encoders"][2:]]}
+    assert summary([("x", 1, fp32_only)])[-1].rstrip(" |").endswith("| — | 50 %")
     emulated = summary([("x", 1, {**data, "bf16_native": False})])[-1]
     assert "— (bf16 emulated)" in emulated
