@@ -104,10 +104,9 @@ def summary(results: list[tuple[str, int, dict]]) -> list[str]:
         # each share is the harness's own run in that dtype against the probe of that dtype;
         # without bf16 instructions the bf16 "peak" is torch's emulation: a share of it means nothing
         bf16, fp32 = by.get((ours["name"], "bf16")), by.get((ours["name"], "fp32"))
-        bf16_share = (f"{100 * data['useful_gflop'] / bf16['seconds'] / data['peak_gflops']['bf16']:.0f} %"
-                      if bf16 and data["bf16_native"] else "— (bf16 emulated)" if bf16 else "—")
-        fp32_share = (f"{100 * data['useful_gflop'] / fp32['seconds'] / data['peak_gflops']['fp32']:.0f} %"
-                      if fp32 else "—")
+        bf16_share = (f"{100 * bf16['share_of_own_peak']:.0f} %" if bf16 and data["bf16_native"]
+                      else "— (bf16 emulated)" if bf16 else "—")
+        fp32_share = f"{100 * fp32['share_of_own_peak']:.0f} %" if fp32 else "—"
         cells += [bf16_share, fp32_share]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

@@ -227,8 +227,7 @@ def main() -> None:
                    "useful_gflop": flops / 1e9, "peak_gflops": {k: v / 1e9 for k, v in peak.items()},
                    "encoders": [{"name": name, "dtype": dtype, "batch": best[(name, dtype)].batch,
                                  "seconds": med[(name, dtype)], "spearman": spearmans[(name, dtype)],
-                                 "share_of_own_peak": flops / med[(name, dtype)] / peak[dtype],
-                                 "share_of_bf16_peak": flops / med[(name, dtype)] / peak["bf16"]}
+                                 "share_of_own_peak": flops / med[(name, dtype)] / peak[dtype]}
                                 for name, dtype in best],
                    "skipped": skipped}
         Path(args.json).write_text(json.dumps(summary, indent=1), encoding="utf-8")
