@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -158,7 +157,7 @@ class Calibration(PostProcessor):
     def fit(self, fit_set: FitSet) -> None:
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
-        self._arrays, info = self._fitted(self.pooled(fit_set.sentences))
+        self._arrays, info = self._fitted(self.fit_vectors(fit_set.sentences))
         self.fit_info = {"fit_set": fit_set.describe(), **info}
 
     def _fitted(self, x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -177,10 +176,10 @@ class Calibration(PostProcessor):
         folder.commit({f"{stem}.npy": npy_bytes(array) for stem, array in arrays.items()}, info)
         return arrays, info
 
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+    def transform(self, x: np.ndarray) -> np.ndarray:
         if self._arrays is None:
             raise RuntimeError(f"{self.name}: fit() must run before encode()")
-        return np.asarray(self.apply(self.pooled(sentences), self._arrays), dtype=np.float32)
+        return np.asarray(self.apply(x, self._arrays), dtype=np.float32)
 
 
 class StandardNormalization(Calibration):

@@ -11,7 +11,6 @@ set's fingerprint, every flow setting and the seed, so a re-run loads instead of
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
 from harness.core.errors import UserError
-from methods.pooling import BASE_VIEWS, PostProcessor
+from methods.pooling import BASE_VIEWS, SAME, PostProcessor
 from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
@@ -65,6 +64,9 @@ class BertFlow(TrainedMethod, PostProcessor):
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         spec = super().make_spec(request, ctx)
+        if spec.params["prompt2"] not in (SAME, spec.params["prompt"]):
+            raise UserError("flow: prompt2 (a second prompt for the second sentence of each pair) is not supported: "
+                            "the flow fits one distribution of vectors; give both sides one --set flow.prompt=...")
         return replace(spec, params={**spec.params, "seed": request.seed})
 
     def _config(self):
@@ -133,6 +135,8 @@ class BertFlow(TrainedMethod, PostProcessor):
                 return cached
 
         dim = self.ctx.backbone(self.spec.backbone, self.spec.revision).hidden_size
+        if not self.spec.params["fit_dropout"]:
+            dim = int(cached.shape[1])  # the view's own width (OPT-350m projects its last layer to 512)
         flow, stats = train_flow(epoch_vectors, dim, len(sentences), config, seed, progress=self.ctx.encode.progress,
                                  pairs=pairs)
         if not math.isfinite(stats.last_bits_per_dim) or stats.last_bits_per_dim > stats.first_bits_per_dim + 1.0:
@@ -146,7 +150,7 @@ class BertFlow(TrainedMethod, PostProcessor):
         weights = {k: v.contiguous() for k, v in flow.state_dict().items()}
         return {"flow.safetensors": save(weights)}, info
 
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+    def transform(self, x: np.ndarray) -> np.ndarray:
         """The latents z of the pooled vectors, memoised in the cache by the content of the weights and
         of the vectors (a warm re-run reads them instead of building the flow in torch)."""
         if self._weights is None:
@@ -155,7 +159,7 @@ class BertFlow(TrainedMethod, PostProcessor):
 
         from harness.core.hashing import npy_bytes
 
-        x = np.ascontiguousarray(self.pooled(sentences), dtype=np.float32)
+        x = np.ascontiguousarray(x, dtype=np.float32)
         folder = self.ctx.artifacts.folder("flow-latents", {
             "weights": hashlib.sha256(self._weights).hexdigest(), "vectors": hashlib.sha256(x.tobytes()).hexdigest(),
             "shape": list(x.shape), "flow_schema": FLOW_SCHEMA}, code=self.code())

@@ -8,7 +8,6 @@ first-last, the paper's setting). With ``k`` set, only the top-k principal direc
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -91,7 +90,7 @@ class Whitening(PostProcessor):
     def fit(self, fit_set: FitSet) -> None:
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
-        x = self.pooled(fit_set.sentences)
+        x = self.fit_vectors(fit_set.sentences)
         self._mu, self._w, rank = self._transform(x)
         self.fit_info = {"fit_set": fit_set.describe(), "rank": rank, "dims_kept": int(self._w.shape[1])}
 
@@ -110,7 +109,7 @@ class Whitening(PostProcessor):
         folder.commit({"mu.npy": npy_bytes(mu), "w.npy": npy_bytes(w)}, {"rank": rank})
         return mu, w, rank
 
-    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+    def transform(self, x: np.ndarray) -> np.ndarray:
         if self._w is None:
             raise RuntimeError("whitening: fit() must run before encode()")
-        return (self.pooled(sentences) - self._mu) @ self._w
+        return (x - self._mu) @ self._w

@@ -22,6 +22,7 @@ from fixtures import (  # noqa: E402
     write_senteval,
     write_tiny_bert,
     write_tiny_deberta,
+    write_tiny_decoder,
     write_tiny_mpnet,
     write_tiny_roberta,
 )
@@ -58,6 +59,15 @@ def tiny_deberta_v2(tiny_bert, tmp_path_factory) -> Path:
 def tiny_deberta_absolute(tiny_bert, tmp_path_factory) -> Path:
     """DeBERTa-v2 without relative attention (fixtures.DEBERTA_VARIANTS["absolute"])."""
     return write_tiny_deberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-deberta-abs", "absolute")
+
+
+@pytest.fixture(scope="session")
+def tiny_decoders(tmp_path_factory) -> dict[str, Path]:
+    """A tiny causal LM per family (fixtures.DECODER_FAMILIES): OPT, Qwen2, Llama, GPT-2."""
+    from fixtures import DECODER_FAMILIES
+
+    root = tmp_path_factory.mktemp("decoders")
+    return {family: write_tiny_decoder(root / family, family) for family in DECODER_FAMILIES}
 
 
 @pytest.fixture(scope="session")

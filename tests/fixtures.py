@@ -220,3 +220,84 @@ def tree_copy(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / name, dest / name)
     return dest
+
+
+DECODER_FAMILIES = ("opt", "qwen2", "qwen3", "llama", "mistral", "gpt2")
+# Words of the prompts the tests use, so a prompted text has few unknown tokens.
+PROMPT_WORDS = ("This sentence means in one word query Instruct Retrieve similar text Query : \" :\" \". ' . ? , !"
+                .split(" "))
+
+
+def _write_word_level(folder: Path, family: str) -> int:
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    tokens = dict.fromkeys(["<pad>", "<unk>", "<s>", "</s>", *WORDS, *PROMPT_WORDS])
+    vocab = {token: i for i, token in enumerate(tokens)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    bos = {"opt": "</s>", "llama": "<s>", "mistral": "<s>"}.get(family)
+    if bos:
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
+                                                                 special_tokens=[(bos, vocab[bos])])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", eos_token="</s>",
+                                   bos_token="</s>" if family == "opt" else "<s>",
+                                   pad_token="<pad>" if family in ("opt", "llama", "mistral") else None)
+    fast.save_pretrained(str(folder))
+    config_path = folder / "tokenizer_config.json"  # keep the word-level tokenizer, not the family's BPE class
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    return len(vocab)
+
+
+def _write_byte_level_bpe(folder: Path) -> int:
+    """A byte-level BPE trained here on the fixture words (Qwen2's tokenizer class rebuilds a
+    byte-level BPE from the files, so a word-level vocabulary would not survive loading)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    corpus = [" ".join(WORDS), " ".join(PROMPT_WORDS), 'This sentence : "a man is playing." means in one word:"'] * 3
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>").save_pretrained(str(folder))
+    return tokenizer.get_vocab_size()
+
+
+def write_tiny_decoder(folder: Path, family: str, seed: int = 0) -> Path:
+    """A 2-layer, 32-dim causal LM (OPT, Qwen2, Qwen3, Llama, Mistral or GPT-2 config) with a
+    word-level tokenizer (``tokenizers``' WordLevel, whitespace pre-split; Qwen's: a byte-level BPE
+    trained here) saved with save_pretrained: a real decoder on transformers' loading path. The
+    special tokens are each family's own: OPT prepends ``</s>`` to every text, Llama and Mistral
+    ``<s>``; Qwen and GPT-2 add none, and GPT-2 has no pad token."""
+    import torch
+    import transformers as hf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = family in ("qwen2", "qwen3")
+    size = _write_byte_level_bpe(folder) if bpe else _write_word_level(folder, family)
+    torch.manual_seed(seed)
+    shape = dict(vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 max_position_embeddings=256)
+    grouped = dict(intermediate_size=48, num_key_value_heads=2, **shape)
+    if family == "opt":
+        model = hf.OPTForCausalLM(hf.OPTConfig(ffn_dim=48, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=3,
+                                               eos_token_id=3, **shape))
+    elif family == "qwen2":  # QKV bias
+        model = hf.Qwen2ForCausalLM(hf.Qwen2Config(**grouped))
+    elif family == "qwen3":  # q/k RMSNorm per head, an explicit head size
+        model = hf.Qwen3ForCausalLM(hf.Qwen3Config(head_dim=8, **grouped))
+    elif family in ("llama", "mistral"):
+        config = (hf.LlamaConfig if family == "llama" else hf.MistralConfig)(bos_token_id=2, eos_token_id=3, **grouped)
+        model = (hf.LlamaForCausalLM if family == "llama" else hf.MistralForCausalLM)(config)
+    elif family == "gpt2":
+        model = hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=size, n_embd=32, n_layer=2, n_head=4, n_positions=256,
+                                                 bos_token_id=3, eos_token_id=3))
+    else:
+        raise ValueError(f"unknown decoder family {family!r}; known: {', '.join(DECODER_FAMILIES)}")
+    model.save_pretrained(str(folder))
+    return folder

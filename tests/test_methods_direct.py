@@ -147,7 +147,7 @@ def test_random_baseline_is_a_function_of_text_and_seed(tmp_path):
 def test_the_pooling_table_is_the_one_list_of_poolings():
     from harness.core.encoding.pooling import POOLINGS, View
 
-    assert set(POOLINGS) == {"cls", "mean", "mean_nocls"}
+    assert set(POOLINGS) == {"cls", "mean", "mean_nocls", "last", "mean_sentence"}
     assert str(View("pooler", 0)) == "pooler@0"
     with pytest.raises(ValueError, match="unknown pooling"):
         View("max", 1)

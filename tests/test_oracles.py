@@ -111,7 +111,11 @@ def test_the_pooling_table_by_value_on_padded_batches():
                 "mean": np.stack([hidden[i, :n].mean(0) for i, n in enumerate(lengths)]),
                 # [CLS] excluded; a one-token row has nothing left: zeros (0 / clamp(0, min=1)).
                 "mean_nocls": np.stack([hidden[i, 1:n].mean(0) if n > 1 else np.zeros(3)
-                                        for i, n in enumerate(lengths)])}
+                                        for i, n in enumerate(lengths)]),
+                # the last real token of each row (right padding here; left padding in test_decoders)
+                "last": np.stack([hidden[i, n - 1] for i, n in enumerate(lengths)]),
+                # the masked mean, over whatever mask it is given (the sentence mask in a run)
+                "mean_sentence": np.stack([hidden[i, :n].mean(0) for i, n in enumerate(lengths)])}
     for name, value in expected.items():
         np.testing.assert_allclose(POOLINGS[name](h, m).numpy(), value, atol=1e-12, err_msg=name)
     assert mask[:, 0].all() and torch.equal(m, torch.from_numpy(mask))  # mean_nocls leaves the caller's mask alone
@@ -121,12 +125,18 @@ def test_the_pooling_table_by_value_on_padded_batches():
     np.testing.assert_allclose(both.numpy(), np.concatenate(
         [expected["mean"], np.stack([second[i, :n].mean(0) for i, n in enumerate(lengths)])], axis=1), atol=1e-12)
     np.testing.assert_allclose(pool_layers(layers, m, "cls", [-1]).numpy(), hidden[:, 0], atol=1e-12)
-    view = pool_view(layers, None, m, View("mean", 1))
+    masks = {"attention_mask": m}
+    view = pool_view(layers, None, masks, View("mean", 1))
     assert view.dtype == np.float32
     np.testing.assert_allclose(view, expected["mean"], atol=1e-6)
     pooled = torch.from_numpy(rng.normal(size=(4, 3)))
-    np.testing.assert_allclose(pool_view(layers, pooled, m, View("pooler", 0)), pooled.numpy(), atol=1e-6)
-    assert pool_view(layers, None, m, View("pooler", 0)) is None
+    np.testing.assert_allclose(pool_view(layers, pooled, masks, View("pooler", 0)), pooled.numpy(), atol=1e-6)
+    assert pool_view(layers, None, masks, View("pooler", 0)) is None
+    # mean_sentence reads the sentence mask, not the attention mask: drop each row's first token
+    sentence = m.clone()
+    sentence[:, 0] = 0
+    got = pool_view(layers, None, {**masks, "sentence_mask": sentence}, View("mean_sentence", 1))
+    np.testing.assert_allclose(got, expected["mean_nocls"], atol=1e-6)
 
 
 # -- whitening ----------------------------------------------------------------------------------

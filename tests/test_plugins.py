@@ -261,5 +261,6 @@ def test_an_installed_plugin_with_a_built_in_name_is_refused_when_listed(bench, 
 def test_a_plugin_file_is_an_mteb_model_with_its_options(tiny_bert):
     pytest.importorskip("mteb")
     model = harness.mteb_model(f"{CENTERED}:Centered", backbone=str(tiny_bert), view="cls")
-    assert model.method.name == "centered" and model.method.spec.params == {"view": "cls"}
+    assert model.method.name == "centered" and model.method.spec.params == {"view": "cls", "prompt": "",
+                                                                             "prompt2": "same"}
     assert model.method.spec.pooling == "cls" and model.method.label() == "centered[view=cls]"

@@ -205,6 +205,16 @@ class Method:
         """What ``--cost`` times for this method (a pair scorer against a sentence encoder), or None."""
         return None
 
+    def inputs(self) -> str | None:
+        """The prompt the backbone reads each sentence under, for the record and the protocol header
+        (None: the sentence as it is)."""
+        return None
+
+    def selected_on(self) -> str | None:
+        """Labelled data one of the method's settings was chosen on (PromptEOL's demonstration: STS-B
+        dev), for the record and the leaderboard's § mark; None when nothing was."""
+        return None
+
 
 class EmbeddingMethod(Method):
     """A method that maps each sentence to a vector; pairs are compared by cosine."""
@@ -214,6 +224,11 @@ class EmbeddingMethod(Method):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         """Float32 (n, d) embeddings of ``sentences``, in order."""
         raise NotImplementedError
+
+    def encode_sides(self, s1: Sequence[str], s2: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of both sentences of each pair (``s1[i]``, ``s2[i]``): :meth:`encode` of each
+        side, unless the method reads the sides differently (per-side prompts)."""
+        return self.encode(s1), self.encode(s2)
 
 
 class PairScoringMethod(Method):

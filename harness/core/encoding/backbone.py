@@ -43,6 +43,7 @@ class BackboneRef:
     native_ok: bool = False  # harness.core.encoding.native can run it (BERT/RoBERTa/MPNet/DeBERTa-v2, tokenizer.json)
     pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
     max_positions: int | None = None  # the longest input it can read (position rows after the offset)
+    causal: bool = False  # a decoder (each position sees only those before it): no position-0 views
 
     def key(self) -> dict[str, str]:
         """The part of every cache key that identifies the weights."""
@@ -69,6 +70,27 @@ NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "mpnet", "deberta-v2")
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 
 
+# Decoder families whose base model AutoModel loads from a causal-LM checkpoint (the hidden states
+# equal AutoModelForCausalLM's). Any config whose architectures end in ForCausalLM/LMHeadModel, or
+# that says is_decoder, is causal too.
+CAUSAL_MODEL_TYPES = ("gpt2", "gpt_neo", "gptj", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen3",
+                      "qwen2_moe", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "falcon", "bloom",
+                      "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "granite")
+
+
+def is_causal(config: dict) -> bool:
+    """Whether ``config.json`` describes a decoder whose token ``i`` attends only to tokens ``<= i``.
+
+    >>> is_causal({"model_type": "qwen2"}), is_causal({"model_type": "bert"})
+    (True, False)
+    >>> is_causal({"model_type": "custom", "architectures": ["CustomForCausalLM"]})
+    True
+    """
+    architectures = config.get("architectures") or []
+    return (config.get("model_type") in CAUSAL_MODEL_TYPES or bool(config.get("is_decoder"))
+            or any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures))
+
+
 def position_offset(config: dict) -> int:
     """The first position id a real token gets: 0 for BERT; ``pad_token_id + 1`` for RoBERTa-style
     models, whose position table keeps its first rows for padding (roberta-base: 514 rows, offset 2,
@@ -80,7 +102,7 @@ def position_offset(config: dict) -> int:
 
 def max_positions(config: dict) -> int | None:
     """How many tokens the model can read: its position rows after the offset (None: not stated)."""
-    rows = config.get("max_position_embeddings")
+    rows = config.get("max_position_embeddings", config.get("n_positions"))
     return rows - position_offset(config) if isinstance(rows, int) else None
 
 
@@ -255,13 +277,16 @@ def resolve_backbone(name: str, revision: str | None = None, memo: Path | None =
         folder = _hub_snapshot(name, revision)
         origin, fingerprint, rev = "hub", folder.name, revision or "main"
     config = _read_config(folder, name)
-    num_layers = config.get("num_hidden_layers", config.get("n_layers", config.get("num_layers")))
-    hidden = config.get("hidden_size", config.get("dim", config.get("d_model")))
+    text_config = config.get("text_config")  # multimodal checkpoints (Gemma 3) nest the decoder's sizes
+    merged = {**(text_config if isinstance(text_config, dict) else {}), **config}
+    layer_keys = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+    num_layers = next((merged[k] for k in layer_keys if k in merged), None)
+    hidden = next((merged[k] for k in ("hidden_size", "n_embd", "dim", "d_model") if k in merged), None)
     if not isinstance(num_layers, int) or not isinstance(hidden, int):
         raise UserError(f"backbone {name}: config.json names no layer count/hidden size; "
-                        "sts-bench supports BERT-like encoders")
+                        "sts-bench supports BERT-like encoders and decoders that transformers' AutoModel loads")
     return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
                        num_layers=num_layers, hidden_size=hidden,
                        is_sentence_transformer=(folder / "modules.json").is_file(),
                        native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder),
-                       max_positions=max_positions(config))
+                       max_positions=max_positions(config), causal=is_causal(config))

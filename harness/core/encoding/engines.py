@@ -42,21 +42,61 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def load_hf(ref: BackboneRef, trust_remote_code: bool = False):
-    """Load tokenizer and encoder from the resolved local folder (never from the network); also
+def weight_dtype(ref: BackboneRef, dtype: str) -> str:
+    """The dtype a backbone's weights are loaded in on the transformers path: a decoder's in the
+    run's ``--dtype`` (an LLM in fp32 takes twice the memory for no better vectors at bf16), an
+    encoder's in fp32 with ``--dtype`` as autocast (the setting its vectors have always had).
+
+    >>> from dataclasses import replace
+    >>> ref = BackboneRef("x", "/x", "local", None, "f", 2, 32, False)
+    >>> weight_dtype(ref, "bf16"), weight_dtype(replace(ref, causal=True), "bf16")
+    ('fp32', 'bf16')
+    """
+    return dtype if ref.causal else "fp32"
+
+
+def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
+    import importlib.metadata
+    import re
+
+    numbers = re.findall(r"\d+", importlib.metadata.version(package))[:len(wanted)]
+    return tuple(int(n) for n in numbers) >= wanted
+
+
+def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "fp32"):
+    """Load tokenizer and encoder from the resolved local folder (never from the network), the
+    weights in ``weights`` with ``low_cpu_mem_usage`` (no second fp32 copy while loading); also
     returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
+    import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from harness.core.encoding.devices import torch_dtype
+
     quiet_transformers()
+    # transformers 4.56 renamed torch_dtype to dtype (the old name warns from 5.0 on)
+    dtype_arg = "dtype" if _version_at_least("transformers", (4, 56)) else "torch_dtype"
     try:
         tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=True,
                                                   trust_remote_code=trust_remote_code)
         model, info = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code,
-                                                output_loading_info=True)
+                                                output_loading_info=True, low_cpu_mem_usage=True,
+                                                **{dtype_arg: torch_dtype(weights) or torch.float32})
     except (OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
+    if tokenizer.pad_token is None:
+        # Batches hold texts of one token length, so nothing is ever padded; transformers' pad()
+        # still wants a pad token to exist (GPT-2, Llama and Qwen tokenizers have none).
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token or tokenizer.convert_ids_to_tokens(0)
     return tokenizer, model.eval(), list(info.get("missing_keys", []))
+
+
+def tokenizer_sentence_masks(encodings, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """The sentence mask of each text (:func:`~harness.core.encoding.prompts.sentence_token_mask`)
+    from a ``tokenizers`` encoding's offsets."""
+    from harness.core.encoding.prompts import sentence_token_mask
+
+    return [sentence_token_mask(list(offsets), span) for offsets, span in zip(encodings, spans)]
 
 
 class TransformersEngine:
@@ -65,16 +105,26 @@ class TransformersEngine:
     packs_rows = False  # padded batches: the forward pass gives it batches of one token length
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code)
+        weights = weight_dtype(ref, settings.dtype)
+        self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code, weights)
         self.model = model.to(device)
         self.max_length = usable_length(settings.max_length, ref.max_positions)
         # transformers fills absent pooler weights with random ones; never hand those out.
         self.pooler_random = any("pooler" in key for key in missing)
-        self.handles_dtype = False  # mixed precision comes from autocast
+        # Encoders: fp32 weights, mixed precision from autocast. Half weights compute in their dtype.
+        self.handles_dtype = weights != "fp32"
 
     def tokenize(self, texts: list[str]) -> list[dict]:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
         return [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
+
+    def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """Per text, 1 for the sentence's own tokens (the tokenizer's character offsets)."""
+        if not self.tokenizer.is_fast:
+            raise UserError("mean_sentence pooling needs a fast tokenizer (tokenizer.json) for character offsets; "
+                            "this backbone has a slow one: use mean pooling")
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length, return_offsets_mapping=True)
+        return tokenizer_sentence_masks(encoded["offset_mapping"], spans)
 
     @staticmethod
     def length(item: dict) -> int:
@@ -110,6 +160,9 @@ class NativeEngine:
 
     def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
         return self.tokenizer.encode(texts)
+
+    def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+        return tokenizer_sentence_masks(self.tokenizer.offsets(texts), spans)
 
     @staticmethod
     def length(item: tuple[list[int], list[int]]) -> int:

@@ -22,8 +22,9 @@ import numpy as np
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.batching import equal_length_batches, packed_batches, topped_up
 from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
-from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl
-from harness.core.encoding.pooling import View, pool_view
+from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl, weight_dtype
+from harness.core.encoding.pooling import ATTENTION_MASK, SENTENCE_MASK, View, check_view_on, pool_view
+from harness.core.encoding.prompts import Prompt
 from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
 from harness.core.errors import ResourceError, UserError
 
@@ -89,6 +90,20 @@ def warn_emulated_half(dtype: str) -> None:
 
 
 _WARNED: set[str] = set()
+_CUT_WARNED: set[Prompt] = set()
+
+
+def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
+    """Sentence masks as a tensor shaped like the batch's attention mask. Both engines pad on the
+    right (the transformers engine's batches have one length, so they are not padded at all); a
+    tokenizer that pads on the left is realigned from the attention mask."""
+    import torch
+
+    out = torch.zeros_like(attention_mask)
+    for row, values in enumerate(rows):
+        real = attention_mask[row].nonzero().flatten()  # the positions of the row's own tokens, in order
+        out[row, real[:len(values)]] = torch.tensor(list(values)[:len(real)], dtype=out.dtype, device=out.device)
+    return out
 
 
 class ForwardPass:
@@ -114,6 +129,10 @@ class ForwardPass:
                 bound_kernel_cache()
                 if self.settings.dtype in ("bf16", "fp16"):
                     warn_emulated_half(self.settings.dtype)
+            from harness.core.encoding.memory import check_weights_fit
+
+            weights = weight_dtype(self.ref, self.settings.dtype) if self.impl == "transformers" else "fp32"
+            check_weights_fit(self.ref, weights, self.device)  # before loading: one line, not an OOM kill
             engine_class = NativeEngine if self.impl == "native" else TransformersEngine
             self._engine = engine_class(self.ref, self.settings, self.device)
             budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)
@@ -168,7 +187,9 @@ class ForwardPass:
 
         engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
         # a tqdm bar on a terminal, a line every ~10 s in a log (harness.core.progress)
-        bar = progress_bar(sum(len(w) for w in windows), f"encode {self.ref.name}", "sentence", self.settings.progress)
+        passes = len({view.prompt for view in views}) or 1  # one pass per prompt: the text read differs
+        bar = progress_bar(passes * sum(len(w) for w in windows), f"encode {self.ref.name}", "sentence",
+                           self.settings.progress)
         try:
             for window in windows:
                 yield list(window), self._encode_window(engine, list(window), views, bar)
@@ -176,30 +197,57 @@ class ForwardPass:
             bar.close()
 
     def _encode_window(self, engine, window: list[str], views: Sequence[View], bar) -> dict[View, np.ndarray]:
-        items = engine.tokenize(window)
-        lengths = [engine.length(item) for item in items]
+        """Every view of ``window``: one forward pass per prompt among ``views`` (the prompt changes
+        the text the model reads; pooling and layer do not), each pooled into its views."""
+        for view in views:
+            check_view_on(self.ref.name, self.ref.causal, view)
+        by_prompt: dict[Prompt, list[View]] = {}
+        for view in views:
+            by_prompt.setdefault(view.prompt, []).append(view)
         filled: dict[View, np.ndarray] = {}
-        for batch_ids in plan_batches(lengths, self._cap, self._budget, engine.packs_rows):
-            for ids, arrays in self._forward_with_backoff(engine, items, lengths, batch_ids, views):
-                for view in views:
-                    if view not in filled:
-                        filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
-                    filled[view][ids] = arrays[view]
-                self.sentences_forwarded += len(ids)
-                bar.update(len(ids))
+        for prompt, group in by_prompt.items():
+            texts = [prompt.apply(text) for text in window] if prompt else window
+            items = engine.tokenize(texts)
+            lengths = [engine.length(item) for item in items]
+            if prompt:
+                self._warn_cut_prompts(prompt, texts, lengths, engine)
+            sentence_masks = None
+            if any(view.mask == SENTENCE_MASK for view in group):
+                sentence_masks = engine.sentence_masks(texts, [prompt.span(text) for text in window])
+            for batch_ids in plan_batches(lengths, self._cap, self._budget, engine.packs_rows):
+                for ids, arrays in self._forward_with_backoff(engine, items, lengths, batch_ids, group, sentence_masks):
+                    for view in group:
+                        if view not in filled:
+                            filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
+                        filled[view][ids] = arrays[view]
+                    self.sentences_forwarded += len(ids)  # a sentence under two prompts is two passes
+                    bar.update(len(ids))
         release_free_memory()
         return filled
 
-    def _pool(self, states, pooled, mask, view: View) -> np.ndarray:
-        array = pool_view(states, pooled, mask, view)
+    def _warn_cut_prompts(self, prompt: Prompt, texts: Sequence[str], lengths: Sequence[int], engine) -> None:
+        """A prompted text cut at --max-length loses the prompt's end (PromptEOL's ``means in one
+        word:"``), so its last token is no longer the prompt's: say how many, once per prompt."""
+        limit = getattr(engine, "max_length", None) or getattr(engine.tokenizer, "max_length", None)
+        if not prompt.parts()[1] or not limit:
+            return
+        cut = sum(1 for length in lengths if length >= limit)
+        if cut and prompt not in _CUT_WARNED:
+            _CUT_WARNED.add(prompt)
+            log.warning("prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt may be cut "
+                        "off them; raise --max-length", prompt, cut, limit)
+
+    def _pool(self, states, pooled, masks, view: View) -> np.ndarray:
+        array = pool_view(states, pooled, masks, view)
         if array is None:
             raise UserError(f"backbone {self.ref.name} has no trained pooler weights (pooler.dense.*); its pooler "
                             "output would be random: use --simcse-pooler cls_before_pooler, or a checkpoint with a "
                             "pooler")
         return array
 
-    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int],
-                              views: Sequence[View]) -> list[tuple[list[int], dict[View, np.ndarray]]]:
+    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int], views: Sequence[View],
+                              sentence_masks: Sequence[Sequence[int]] | None = None,
+                              ) -> list[tuple[list[int], dict[View, np.ndarray]]]:
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
@@ -207,13 +255,15 @@ class ForwardPass:
         try:
             rows = topped_up(ids, lengths)  # tiny batches: see batching.py
             batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
+            masks = {ATTENTION_MASK: batch["attention_mask"]}
+            if sentence_masks is not None:
+                masks[SENTENCE_MASK] = _right_padded([sentence_masks[i] for i in rows], batch["attention_mask"])
             # self.device: str | None is set by _ensure_loaded, which made the engine
             with torch.inference_mode(), torch.autocast(self.device.split(":")[0],  # type: ignore[union-attr]
                                                         dtype=autocast_dtype or torch.float32,
                                                         enabled=autocast_dtype is not None):
                 states, pooled = engine.forward(batch)
-                arrays = {view: self._pool(states, pooled, batch["attention_mask"], view)[:len(ids)]
-                          for view in views}
+                arrays = {view: self._pool(states, pooled, masks, view)[:len(ids)] for view in views}
             return [(ids, arrays)]
         except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
@@ -228,5 +278,5 @@ class ForwardPass:
             self._budget = max(1, self._budget // 2)
             log.warning("out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
                         self.device, len(ids), half)
-            return (self._forward_with_backoff(engine, items, lengths, ids[:half], views)
-                    + self._forward_with_backoff(engine, items, lengths, ids[half:], views))
+            return (self._forward_with_backoff(engine, items, lengths, ids[:half], views, sentence_masks)
+                    + self._forward_with_backoff(engine, items, lengths, ids[half:], views, sentence_masks))

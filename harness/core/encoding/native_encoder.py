@@ -186,6 +186,10 @@ class NativeTokenizer:
         """(ids, type_ids) per text, special tokens included."""
         return [(e.ids, e.type_ids) for e in self._tok.encode_batch(texts)]
 
+    def offsets(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Each token's character span in its text (special tokens: (0, 0))."""
+        return [e.offsets for e in self._tok.encode_batch(texts)]
+
     def pad(self, items: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
         import numpy as np
 

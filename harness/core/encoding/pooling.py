@@ -4,15 +4,23 @@ Inference (:mod:`harness.core.encoding.forward`) and every training loop (DSE's 
 pool through :data:`POOLINGS`, so a model is evaluated exactly as it was trained. Adding a pooling
 is one entry here. The functions use tensor methods only: this module does not import torch.
 
-A *view* is one pooling of one hidden layer: ``mean@12`` is the masked mean of ``hidden_states[12]``.
-``pooler`` is BERT's pooler output (dense + tanh over [CLS]) and ignores the layer.
+A *view* is one pooling of one hidden layer of the sentence under a prompt (none by default):
+``mean@12`` is the masked mean of ``hidden_states[12]``. ``pooler`` is BERT's pooler output (dense +
+tanh over [CLS]) and ignores the layer. ``last`` is the hidden state of the last token the tokenizer
+produced for the (prompted) text: a causal model's only position that has seen all of it.
+``mean_sentence`` averages the sentence's own tokens only, leaving the prompt and special tokens out
+(sentence-transformers' ``include_prompt=False``): it reads the *sentence mask*
+(:data:`SENTENCE_MASK`) the forward pass builds from the tokenizer's offsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from harness.core.encoding.prompts import NO_PROMPT, Prompt
+from harness.core.errors import UserError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,28 +46,60 @@ def masked_mean_no_cls(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     return masked_mean(hidden, mask)
 
 
+def last_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The vector at each row's last non-padding position, whichever side the padding is on.
+    Worked example: mask (1, 1, 0) → position 1 (right padding); mask (0, 1, 1) → position 2 (left)."""
+    import torch
+
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).amax(dim=1).clamp(min=0)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
 POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "cls": cls_token,
     "mean": masked_mean,
     "mean_nocls": masked_mean_no_cls,
+    "last": last_token,
+    "mean_sentence": masked_mean,  # over the sentence mask: the prompt's and special tokens left out
 }
 POOLER = "pooler"  # BERT's pooler output: not a function of one layer, served by the engine
+ATTENTION_MASK, SENTENCE_MASK = "attention_mask", "sentence_mask"
+# The mask each pooling reads (the attention mask unless named here).
+POOLING_MASKS = {"mean_sentence": SENTENCE_MASK}
+# Poolings that read position 0: on a causal model that position has seen one token.
+POSITION_ZERO = ("cls", POOLER)
 
 
 @dataclass(frozen=True, order=True)
 class View:
     """``pooling`` of ``hidden_states[layer]`` (layer already made non-negative; see
-    ``BackboneRef.layer_index``)."""
+    ``BackboneRef.layer_index``) of the text ``prompt`` makes of each sentence."""
 
     pooling: str
     layer: int
+    prompt: Prompt = NO_PROMPT
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS and self.pooling != POOLER:
             raise ValueError(f"unknown pooling {self.pooling!r}; known: {', '.join([*POOLINGS, POOLER])}")
 
+    @property
+    def mask(self) -> str:
+        """The batch mask this view's pooling reads."""
+        return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
+
     def __str__(self) -> str:
-        return f"{self.pooling}@{self.layer}"
+        return f"{self.pooling}@{self.layer}" + (f" under prompt {self.prompt}" if self.prompt else "")
+
+
+def check_view_on(backbone: str, causal: bool, view: View) -> None:
+    """Refuse a view a causal model cannot give meaningfully: position 0 ([CLS], the pooler) has
+    attended to one token there, so its vector says almost nothing about the sentence."""
+    if causal and view.pooling in POSITION_ZERO:
+        raise UserError(f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
+                        f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "
+                        "--methods last (its last token, which has seen the whole text), prompteol, or avg")
 
 
 def pool_layers(states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str,
@@ -72,9 +112,10 @@ def pool_layers(states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
-def pool_view(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, mask: torch.Tensor,
+def pool_view(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, masks: Mapping[str, torch.Tensor],
               view: View) -> np.ndarray | None:
-    """One view of a batch as float32 numpy (None for ``pooler`` when the engine has no trained pooler)."""
+    """One view of a batch as float32 numpy (None for ``pooler`` when the engine has no trained pooler);
+    ``masks`` holds the attention mask and, when a view reads it, the sentence mask."""
     if view.pooling == POOLER:
         return None if pooled is None else pooled.float().cpu().numpy()
-    return POOLINGS[view.pooling](states[view.layer].float(), mask).cpu().numpy()
+    return POOLINGS[view.pooling](states[view.layer].float(), masks[view.mask]).cpu().numpy()

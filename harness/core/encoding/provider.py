@@ -19,7 +19,7 @@ from harness.core.artifacts import ArtifactStore
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.cache import VectorStore
 from harness.core.encoding.engines import resolve_impl
-from harness.core.encoding.pooling import View
+from harness.core.encoding.pooling import View, check_view_on
 from harness.core.encoding.windows import ENCODER_CODE, WindowTask, make_windows, view_cache_key
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class ViewProvider:
 
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:
+            check_view_on(self.ref.name, self.ref.causal, view)  # before any encoding: one error line
             key = view_cache_key(self.ref, self.settings, self.impl, view)
             self._stores[view] = self.artifacts.vectors(key, code=ENCODER_CODE)
         return self._stores[view]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.artifacts import ArtifactStore
 from harness.core.codekeys import package_versions
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.engines import resolve_impl
+from harness.core.encoding.engines import resolve_impl, weight_dtype
 from harness.core.encoding.pooling import View
 from harness.core.encoding.settings import EncodeSettings
 
@@ -58,10 +58,12 @@ ENCODER_LIBRARIES = {"native": ("torch", "tokenizers"), "transformers": ("torch"
 
 def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: View) -> dict[str, Any]:
     """Everything that changes a view's vectors but the harness's own code (which the store adds):
-    weights, pooling, layer, max_length, dtype, the implementation (native and transformers agree to
-    ~1e-6, not bit for bit) and the versions of the libraries it runs on."""
-    return {"kind": "view", **ref.key(), "pooling": view.pooling, "layer": view.layer,
+    weights (and the dtype they are loaded in), the prompt, pooling, layer, max_length, dtype, the
+    implementation (native and transformers agree to ~1e-6, not bit for bit) and the versions of the
+    libraries it runs on."""
+    return {"kind": "view", **ref.key(), "prompt": view.prompt.key(), "pooling": view.pooling, "layer": view.layer,
             "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl,
+            "weights": weight_dtype(ref, settings.dtype) if impl == "transformers" else "fp32",
             "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",)))}
 
 

@@ -30,11 +30,14 @@ def describe(plan: Plan, ctx: RunContext) -> str:
         windows = make_windows(job.sentences, job.provider.settings.window)
         missing = {view: set(job.provider.store(view).missing(job.sentences)) for view in views}
         todo = [s for s in job.sentences if any(s in m for m in missing.values())]
+        # a pass per prompt: each reads the prompted text of the sentences its views miss
+        prompted = [view.prompt.apply(s) for view in {v.prompt: v for v in views}.values() for s in missing[view]]
         cached = ", ".join(f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views)
         lines += [f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique sentences in "
                   f"{len(windows)} window(s); cached per view: {cached}",
                   f"    why: {why_line(plan, job)}",
-                  f"    to encode: {len(todo)} sentences (≈{approx_tokens(todo)} tokens)"]
+                  f"    to encode: {len(todo)} sentences (≈{approx_tokens(prompted)} tokens"
+                  f"{f', {len(prompted)} passes' if len(prompted) != len(todo) else ''})"]
     for method in plan.methods:
         note = method.describe_encode(plan.own_model_sentences[method.name]) if not method.backbone_views() else None
         if note:

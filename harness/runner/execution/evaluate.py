@@ -28,6 +28,7 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     if method.spec.backbone == "none":
         return None
     from harness.core.encoding.backbone import hub_id, parameter_count
+    from harness.core.encoding.engines import weight_dtype
 
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
     impl = method.encoder_impl()
@@ -37,7 +38,9 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
         n_parameters = None
     return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
             "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl,
-            "hub_id": hub_id(ref), "n_parameters": n_parameters}
+            "hub_id": hub_id(ref), "n_parameters": n_parameters, "causal": ref.causal,
+            # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
+            "weights": weight_dtype(ref, ctx.encode.dtype) if impl == "transformers" else "fp32"}
 
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
@@ -58,6 +61,8 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
     protocol["transductive"] = overlap > 0
     protocol["fit_overlap_sentences"] = overlap if fit_set is not None else None
     protocol["labelled_training"] = leakage
+    protocol["prompt"] = method.inputs()
+    protocol["selected_on"] = method.selected_on()
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
@@ -117,7 +122,7 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
     if isinstance(method, PairScoringMethod):
         similarity = method.score_pairs(split.s1, split.s2)
     elif isinstance(method, EmbeddingMethod):
-        left, right = method.encode(split.s1), method.encode(split.s2)
+        left, right = method.encode_sides(split.s1, split.s2)
         similarity, n_zero = cosine_rows(left, right)
         if n_zero:
             say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "

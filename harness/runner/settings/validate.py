@@ -96,14 +96,15 @@ def _converted(opt: Any, value: Any, label: str) -> Any:
     if opt.type is str:
         if not isinstance(value, str):
             raise UserError(f"{label}: expected a string")
-        return value
+        # A free text keeps its spaces (a prompt prefix 'query: '); a name among choices does not.
+        return value.strip() if opt.choices is not None else value
     if isinstance(value, bool) and not isinstance(opt.default, bool):
         raise UserError(f"{label}: expected a number or a name, not true/false")
     if isinstance(opt.default, bool) and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
         # a yes/no option's converter may read any other word as "no": say so instead of guessing
         raise UserError(f"{label}: expected true or false (also 1/0, yes/no, on/off)")
     try:
-        return opt.type(value if isinstance(value, str) else str(value))
+        return opt.type(value.strip() if isinstance(value, str) else str(value))
     except (TypeError, ValueError) as exc:
         kind = getattr(opt.type, "__name__", "value")
         said = str(exc)
@@ -148,7 +149,8 @@ def parse_set_options(items: list[str]) -> dict[str, dict[str, str]]:
         method, dot, option = target.strip().partition(".")
         if not (equals and dot and method and option):
             raise UserError(f"--set {item}: expected METHOD.OPTION=VALUE, e.g. --set whitening.k=256")
-        out.setdefault(method, {})[option.strip().replace("-", "_")] = value.strip()
+        # the value verbatim: a prompt's spaces are part of it (_converted strips what is not text)
+        out.setdefault(method, {})[option.strip().replace("-", "_")] = value
     return out
 
 

@@ -31,7 +31,7 @@ def protocol_line(group: Mapping[str, Any]) -> str:
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
 LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined",
-                "task_data")
+                "task_data", "prompt", "weights")
 UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
 
 
@@ -52,9 +52,11 @@ def record_keys(rec: Record) -> dict[str, str]:
 
 
 def record_marks(rec: Record) -> str:
-    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task."""
+    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task;
+    § a setting chosen on labelled data (a demonstration picked on STS-B dev)."""
     protocol = rec["protocol"]
-    return ("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
+    return (("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
+            + ("§" if protocol.get("selected_on") else ""))
 
 
 def newest(records: Iterable[Record]) -> list[Record]:
@@ -121,7 +123,8 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
             "task": rec["task"]["title"], "spearman": _number(scores["spearman"]),
             "pearson": _number(scores["pearson"]), "ci_low": ci[0], "ci_high": ci[1],
             "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
-            "task_data": task_data(rec["task"]),
+            "task_data": task_data(rec["task"]), "prompt": rec["protocol"].get("prompt") or "",
+            "weights": (rec.get("backbone") or {}).get("weights") or "",
             **(rec.get("columns") or {}),
         })
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they

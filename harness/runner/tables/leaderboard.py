@@ -34,7 +34,7 @@ TIED = "★"
 LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "
           "significance.csv) · † fitted or trained on sentences of the scored split (transductive, the fit set "
           "holds them) · ‡ trained on labelled data built from the scored task (STS-B train holds STS 2012-2017 "
-          "pairs)")
+          "pairs) · § a setting chosen on labelled data (a demonstration picked on STS-B dev)")
 UNDEFINED_LEGEND = ("undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
                     "pairs); recorded because of --allow-undefined, never ranked or starred")
 
@@ -55,6 +55,20 @@ def own_data_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
            if all(str(row[k]) == str(group[k]) for k in GROUP_KEYS)
            and row.get("task_data") and not str(row["task_data"]).startswith(f"{group['source']} ")}
     return "Tasks with their own data: " + "; ".join(f"{task}: {data}" for task, data in own.items()) if own else ""
+
+
+def inputs_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
+    """The rows of a protocol group that read their sentences under a prompt, or whose weights were
+    loaded in another dtype than fp32 (a decoder under --dtype bf16); "" when there are none."""
+    seen: dict[str, str] = {}
+    for row in long:
+        if not all(str(row[k]) == str(group[k]) for k in GROUP_KEYS):
+            continue
+        parts = [f"prompt {row['prompt']}"] * bool(row.get("prompt"))
+        parts += [f"weights {row['weights']}"] * (row.get("weights") not in ("", "fp32", None))
+        if parts:
+            seen.setdefault(f"{row['method']} ({row['backbone']})", ", ".join(parts))
+    return "Inputs: " + "; ".join(f"{row}: {what}" for row, what in seen.items()) if seen else ""
 
 
 def markdown(wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, Any]] | None = None) -> str:
@@ -89,7 +103,9 @@ def markdown(wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, 
         cells = [["" if _missing(row[c]) else row[c] for c in shown] for row in group]
         protocol = dict(zip(GROUP_KEYS, group_values))
         own = own_data_line(long or [], protocol)
+        inputs = inputs_line(long or [], protocol)
         parts += [f"## Protocol: {protocol_line(protocol)}", "", *([own, ""] if own else []),
+                  *([inputs, ""] if inputs else []),
                   tabulate(cells, headers=shown, tablefmt="pipe", floatfmt=".2f", missingval="—",
                            disable_numparse=False), ""]
     return "\n".join(parts)

@@ -1,0 +1,315 @@
+"""Decoder LLM backbones: last-token pooling, prompts as protocol, PromptEOL, refusals.
+
+Every vector is checked against an independent computation: the family's own tokenizer on the
+(prompted) text alone and ``AutoModelForCausalLM(...).hidden_states[-1][0, -1]`` in fp32, one text
+at a time, while the harness encodes sentences of different lengths batched together. The prompt
+text and PromptEOL's sentence preparation are written out here again, from the authors' code,
+rather than taken from the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures import DECODER_FAMILIES, pairs
+
+PROMPTEOL_TEXT = 'This sentence : "{}" means in one word:"'
+DELTAS: dict[str, float] = {}  # family/method → max |Δ|, printed by the last test for the closing note
+
+
+def _prepared(sentence: str) -> str:
+    """kongds/scaling_sentemb evaluation.py's batcher, step by step."""
+    if len(sentence) > 0 and sentence[-1] not in ".?\"'":
+        sentence += "."
+    sentence = sentence.replace('"', "'")
+    if len(sentence) > 0 and sentence[-1] == "?":
+        sentence = sentence[:-1] + "."
+    return sentence
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory) -> Path:
+    """A TSV task whose sentences have 1 to ~12 words (batched together), some ending in '?'."""
+    rng = np.random.default_rng(7)
+    rows = pairs(rng, 30)
+    rows += [("dog ?", "a man is playing the guitar in the park with two dogs ?", 1.0), ("cat", "red car", 0.0)]
+    path = tmp_path_factory.mktemp("decoder-task") / "pairs.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{g}\n" for a, b, g in rows), encoding="utf-8")
+    return path
+
+
+def _independent(folder: Path, texts: list[str]) -> np.ndarray:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    out = []
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt")
+            out.append(model(**ids, output_hidden_states=True).hidden_states[-1][0, -1].numpy())
+    return np.stack(out)
+
+
+def _export(root: Path, backbone: Path, label: str) -> tuple[list[str], np.ndarray]:
+    from harness.runner.execution.export import read_embeddings
+
+    folders = [p for p in (root / backbone.name).iterdir() if p.name == label or p.name.startswith(label)]
+    assert len(folders) == 1, [p.name for p in (root / backbone.name).iterdir()]
+    task = next(folders[0].iterdir())
+    read = read_embeddings(task / "test")
+    return read.sentences, read.vectors
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_last_and_prompteol_equal_the_model_read_one_text_at_a_time(family, bench, tiny_decoders, pairs_file,
+                                                                     tmp_path):
+    folder = tiny_decoders[family]
+    code, _out, err = bench("--backbone", str(folder), "--methods", "last", "prompteol", "--tasks",
+                           f"file:{pairs_file}", "--export-embeddings", str(tmp_path / "vectors"))
+    assert code == 0, err
+    sentences, last = _export(tmp_path / "vectors", folder, "last")
+    assert len({len(s.split()) for s in sentences}) > 5  # lengths mixed in the harness's batches
+    expected = _independent(folder, sentences)
+    DELTAS[f"{family} last"] = float(np.abs(last - expected).max())
+    np.testing.assert_allclose(last, expected, atol=1e-4, rtol=0)
+    sentences, prompted = _export(tmp_path / "vectors", folder, "prompteol")
+    expected = _independent(folder, [PROMPTEOL_TEXT.format(_prepared(s)) for s in sentences])
+    DELTAS[f"{family} prompteol"] = float(np.abs(prompted - expected).max())
+    np.testing.assert_allclose(prompted, expected, atol=1e-4, rtol=0)
+    assert not np.allclose(prompted, last, atol=1e-3)  # the prompt changed what the model read
+    record = _record(tmp_path / "out", "prompteol")
+    assert record["backbone"]["causal"] is True and record["backbone"]["weights"] == "fp32"
+    assert record["protocol"]["prompt"] == ("'This sentence : \"{sentence}\" means in one word:\"' "
+                                            "(sentence rule: prompteol)")
+
+
+def _record(out: Path, label: str) -> dict:
+    for path in sorted((out / "runs").rglob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["method"]["label"] == label:
+            return record
+    raise AssertionError(f"no record of {label} under {out}")
+
+
+def _summary_encoded(text: str) -> int:
+    found = re.search(r"backbone passes (\d+) sentence\(s\) encoded", text)
+    assert found, text[-2000:]
+    return int(found.group(1))
+
+
+def test_a_prompt_is_part_of_the_view_its_cache_key_record_and_header(bench, tiny_decoders, pairs_file, tmp_path):
+    folder = tiny_decoders["opt"]
+    common = ["--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "last"]
+    code, out, err = bench(*common, "--set", "last.prompt=query: {sentence}", "--export-embeddings",
+                           str(tmp_path / "v1"))
+    assert code == 0, err
+    label = "last[prompt=query: {sentence}]"
+    sentences, vectors = _export(tmp_path / "v1", folder, "last[prompt=query")
+    np.testing.assert_allclose(vectors, _independent(folder, [f"query: {s}" for s in sentences]), atol=1e-4, rtol=0)
+    unique = len(sentences)
+    assert _summary_encoded(err + out) == unique
+    record = _record(tmp_path / "out", label)
+    assert record["protocol"]["prompt"] == "'query: {sentence}'"
+    assert record["method"]["spec"]["params"]["prompt"] == "query: {sentence}"
+    board = (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    assert f"Inputs: {label} ({folder}): prompt 'query: {{sentence}}'" in board
+    with open(tmp_path / "out" / "scores.csv", encoding="utf-8") as handle:
+        assert "'query: {sentence}'" in handle.read()
+    code, out, err = bench(*common, "--set", "last.prompt=query: {sentence}")  # warm: nothing encoded
+    assert code == 0 and _summary_encoded(err + out) == 0, err
+    code, out, err = bench(*common, "--set", "last.prompt=passage: ")  # another prompt: encoded again
+    assert code == 0 and _summary_encoded(err + out) == unique, err
+    code, out, err = bench(*common)  # no prompt: a view of its own as well
+    assert code == 0 and _summary_encoded(err + out) == unique, err
+
+
+def test_per_side_prompts_read_each_side_under_its_own(bench, tiny_decoders, tmp_path):
+    folder = tiny_decoders["qwen2"]
+    task = tmp_path / "sides.tsv"  # no sentence on both sides, so each export row has one side's prompt
+    rows = [(" ".join(a), " ".join(b), float(i % 5)) for i, (a, b) in enumerate(
+        [(["a", "man"] * (1 + i % 3), ["the", "dog", "is"] + ["red"] * i) for i in range(8)])]
+    task.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a} {i}\t{b}\t{g}\n" for i, (a, b, g) in
+                                                          enumerate(rows)), encoding="utf-8")
+    code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{task}", "--methods", "last", "--set",
+                         "last.prompt=query: ", "--set", "last.prompt2=passage: {sentence}", "--export-embeddings",
+                         str(tmp_path / "v"))
+    assert code == 0, err
+    sentences, vectors = _export(tmp_path / "v", folder, "last[")
+    first = [s for s in sentences if s.startswith("a man")]
+    texts = [f"query: {s}" if s in first else f"passage: {s}" for s in sentences]
+    np.testing.assert_allclose(vectors, _independent(folder, texts), atol=1e-4, rtol=0)
+    record = _record(tmp_path / "out", "last[prompt=query: ,prompt2=passage: {sentence}]")
+    assert record["protocol"]["prompt"] == "sentence 1: 'query: {sentence}' · sentence 2: 'passage: {sentence}'"
+
+
+def test_mean_over_the_sentence_own_tokens_leaves_the_prompt_out(bench, tiny_decoders, pairs_file, tmp_path):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = tiny_decoders["llama"]
+    code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "avg-sentence",
+                         "--set", "avg-sentence.prompt=Instruct: Retrieve similar text\nQuery: ",
+                         "--export-embeddings", str(tmp_path / "v"))
+    assert code == 0, err
+    sentences, vectors = _export(tmp_path / "v", folder, "avg-sentence[")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModel.from_pretrained(str(folder), dtype=torch.float32).eval()
+    prefix = "Instruct: Retrieve similar text\nQuery: "
+    for sentence, vector in zip(sentences[:6], vectors[:6]):
+        encoded = tokenizer(prefix + sentence, return_offsets_mapping=True, return_tensors="pt")
+        offsets = encoded.pop("offset_mapping")[0].tolist()
+        own = [i for i, (start, end) in enumerate(offsets) if end > start and start >= len(prefix)]
+        assert own and own[0] > 1  # the <s> and the prefix's tokens come first and are left out
+        with torch.no_grad():
+            states = model(**encoded, output_hidden_states=True).hidden_states[-1][0]
+        np.testing.assert_allclose(vector, states[own].mean(dim=0).numpy(), atol=1e-5)
+
+
+def test_cls_on_a_decoder_is_refused_before_encoding(bench, tiny_decoders, pairs_file):
+    code, out, err = bench("--backbone", str(tiny_decoders["gpt2"]), "--tasks", f"file:{pairs_file}",
+                           "--methods", "avg", "cls")
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "causal" in lines[0] and "--methods last" in lines[0], err
+    assert "encode:" not in err + out and "Traceback" not in err
+    code, _, err = bench("--backbone", str(tiny_decoders["gpt2"]), "--tasks", f"file:{pairs_file}",
+                         "--methods", "whitening", "--set", "whitening.view=cls")
+    assert code == 2 and "causal" in err
+
+
+def test_whitening_over_the_last_view_shares_the_forward_pass(bench, tiny_decoders, pairs_file, tmp_path):
+    folder = tiny_decoders["opt"]
+    code, out, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "last",
+                           "whitening", "prompteol", "sn", "--set", "whitening.view=last", "--set", "sn.view=prompteol",
+                           "--export-embeddings", str(tmp_path / "v"))
+    assert code == 0, err
+    sentences, last = _export(tmp_path / "v", folder, "last")
+    # two views read (no prompt; PromptEOL's), so two passes of each unique sentence, not four
+    assert _summary_encoded(err + out) == 2 * len(sentences)
+    _, white = _export(tmp_path / "v", folder, "whitening[")
+    x = last.astype(np.float64)  # the fit set is the task's sentences (target): whiten them independently
+    centered = x - x.mean(axis=0)
+    values, vectors = np.linalg.eigh(centered.T @ centered / (len(x) - 1))
+    keep = values > values.max() * 1e-10
+    expected = centered @ (vectors[:, keep] / np.sqrt(values[keep]))
+    cosine = (white / np.linalg.norm(white, axis=1, keepdims=True)) @ (white / np.linalg.norm(white, axis=1,
+                                                                                              keepdims=True)).T
+    cosine_expected = (expected / np.linalg.norm(expected, axis=1, keepdims=True)) @ (
+        expected / np.linalg.norm(expected, axis=1, keepdims=True)).T
+    np.testing.assert_allclose(cosine, cosine_expected, atol=1e-3)  # columns' signs are arbitrary; cosines are not
+
+
+def test_a_decoder_under_bf16_loads_its_weights_in_bf16_and_says_so(bench, tiny_decoders, pairs_file, tmp_path):
+    folder = tiny_decoders["qwen2"]
+    code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "last",
+                         "--dtype", "bf16", "--export-embeddings", str(tmp_path / "v"))
+    assert code == 0, err
+    record = _record(tmp_path / "out", "last")
+    assert record["backbone"]["weights"] == "bf16" and record["protocol"]["dtype"] == "bf16"
+    assert "weights bf16" in (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    sentences, vectors = _export(tmp_path / "v", folder, "last")
+    reference = _independent(folder, sentences)
+    assert np.abs(vectors - reference).max() < 0.1  # bf16 rounding, not another computation
+
+
+def test_a_model_too_large_for_memory_fails_in_one_line_before_loading(bench, tiny_decoders, pairs_file,
+                                                                         monkeypatch):
+    from harness.core.encoding import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
+    code, _out, err = bench("--backbone", str(tiny_decoders["llama"]), "--tasks", f"file:{pairs_file}",
+                           "--methods", "last")
+    assert code == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "GiB" in lines[0] and "available" in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_weights_fit_check_counts_the_safetensors_parameters(tiny_decoders):
+    import torch
+    from transformers import AutoModel
+
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.memory import check_weights_fit, weights_bytes
+    from harness.core.errors import ResourceError
+
+    ref = resolve_backbone(str(tiny_decoders["gpt2"]))
+    count = sum(p.numel() for p in AutoModel.from_pretrained(str(tiny_decoders["gpt2"])).parameters())
+    assert weights_bytes(ref, "fp32") == 4 * count and weights_bytes(ref, "bf16") == 2 * count
+    check_weights_fit(ref, "fp32", "cpu", available=int(4 * count * 1.3))
+    with pytest.raises(ResourceError, match="bf16 halves it"):
+        check_weights_fit(ref, "fp32", "cpu", available=4 * count)
+    del torch
+
+
+def test_a_sentence_vector_is_bit_identical_whatever_its_batch_mates(tiny_decoders):
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.forward import ForwardPass
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.prompts import PROMPTEOL
+    from harness.core.encoding.settings import EncodeSettings
+
+    ref = resolve_backbone(str(tiny_decoders["qwen2"]))
+    texts = ["a man is playing", "the dog", "two red cars are in the street with people", "a man is eating food"]
+    views = [View("last", 2), View("last", 2, PROMPTEOL), View("mean", 1, PROMPTEOL)]
+    forward = ForwardPass(ref, EncodeSettings(progress=False))
+    together = forward.encode_all(texts, views)
+    for i, text in enumerate(texts):
+        alone = forward.encode_all([text], views)
+        for view in views:
+            assert alone[view][0].tobytes() == together[view][i].tobytes(), (text, str(view))
+
+
+def test_last_token_pooling_reads_the_last_real_position_on_either_padding_side():
+    import torch
+
+    from harness.core.encoding.pooling import POOLINGS
+
+    hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+    right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    left = torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1]])
+    assert torch.equal(POOLINGS["last"](hidden, right), torch.stack([hidden[0, 1], hidden[1, 3]]))
+    assert torch.equal(POOLINGS["last"](hidden, left), torch.stack([hidden[0, 3], hidden[1, 3]]))
+
+
+def test_decoder_configs_resolve_with_their_layer_counts_and_as_causal(tiny_decoders, tiny_bert):
+    from harness.core.encoding.backbone import resolve_backbone
+
+    for family, folder in tiny_decoders.items():
+        ref = resolve_backbone(str(folder))
+        assert (ref.causal, ref.num_layers, ref.hidden_size, ref.native_ok) == (True, 2, 32, False), family
+    assert resolve_backbone(str(tiny_bert)).causal is False
+
+
+def test_prompteol_demonstration_goes_before_the_template_and_is_marked_selected(bench, tiny_decoders, pairs_file,
+                                                                                 tmp_path):
+    folder = tiny_decoders["opt"]
+    code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "prompteol",
+                         "--set", "prompteol.demo=A jockey riding a horse.=>Equestrian", "--set",
+                         "prompteol.demo_selected_on=stsb dev", "--export-embeddings", str(tmp_path / "v"))
+    assert code == 0, err
+    sentences, vectors = _export(tmp_path / "v", folder, "prompteol[")
+    demo = 'This sentence : "A jockey riding a horse." means in one word:"Equestrian".'
+    expected = _independent(folder, [demo + PROMPTEOL_TEXT.format(_prepared(s)) for s in sentences])
+    np.testing.assert_allclose(vectors, expected, atol=1e-4, rtol=0)
+    record = _record(tmp_path / "out", "prompteol[demo=A jockey riding a horse.=>Equestrian]")
+    assert record["protocol"]["selected_on"] == "stsb dev"
+    board = (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "| prompteol[demo=A jockey riding a horse.=>Equestrian] |" in board and "§" in board
+    code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "prompteol",
+                         "--set", "prompteol.demo=no word here")
+    assert code == 2 and "SENTENCE=>WORD" in err
+
+
+def test_zz_deltas_for_the_note(capsys):
+    """Prints the independent-computation deltas the tests above measured (pytest -s shows them)."""
+    with capsys.disabled():
+        for name, delta in sorted(DELTAS.items()):
+            print(f"max |Δ| {name}: {delta:.2e}")
+    assert all(delta <= 1e-4 for delta in DELTAS.values())
