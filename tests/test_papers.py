@@ -14,8 +14,8 @@ from harness.runner.papers.data import PAPERS, load_paper
 from harness.runner.papers.run import CSV_COLUMNS, resolve
 
 
-def test_the_five_papers_are_data_with_a_source_for_every_setting():
-    assert PAPERS == ("bert-flow", "bert-whitening", "dse", "sbert", "simcse")
+def test_the_six_papers_are_data_with_a_source_for_every_setting():
+    assert PAPERS == ("bert-flow", "bert-whitening", "dse", "prompteol", "sbert", "simcse")
     for name in PAPERS:
         paper = load_paper(name)
         assert paper.rows and paper.title and paper.code
@@ -25,7 +25,7 @@ def test_the_five_papers_are_data_with_a_source_for_every_setting():
         for row in paper.rows:
             assert set(row.published) <= {*TASKS, "glue"}
             assert row.method in {"avg", "cls", "first-last", "whitening", "flow", "sbert", "simcse", "simcse-train",
-                                  "cross-encoder", "dse"}
+                                  "cross-encoder", "dse", "prompteol"}
 
 
 def runs_of(name: str, *flags: str) -> dict[str, list]:
@@ -112,7 +112,7 @@ def test_every_preset_runs_end_to_end_on_the_fixtures(name, bench, tiny_st, sent
     assert ran, "no row of the preset ran on the fixtures"
     for line in ran:
         assert np.isfinite(float(line["measured"])) and "model differs" in line["status"]
-        assert "source=senteval (paper: packaged for stsb)" in line["status"] or name == "simcse"
+        assert "source=senteval (paper: packaged for stsb)" in line["status"] or name in ("simcse", "prompteol")
         if line["published"]:
             assert float(line["delta"]) == pytest.approx(float(line["measured"]) - float(line["published"]), abs=1e-3)
     for line in lines:
@@ -133,3 +133,54 @@ def test_bert_whitening_on_minilm_reproduces_the_independent_computation(bench, 
     assert float(measured[("BERT-base-whitening", "target", "STS-B")]) == pytest.approx(79.70, abs=0.05)
     assert float(measured[("BERT-base-whitening-256", "target", "STS-B")]) == pytest.approx(80.17, abs=0.05)
     assert measured[("BERT-base-whitening", "target", "STS12")] == ""  # no SentEval folder: said why, not run
+
+
+def test_prompteol_rows_average_to_the_readme_avg_column():
+    """The README's Avg. column (kongds/scaling_sentemb), typed here apart from the TOML's per-task
+    figures: a digit mistyped in either shows up as a row whose mean is off."""
+    from harness.runner.papers.run import AVERAGE, average_line
+
+    readme_avg = {"OPT 125M": 67.46, "OPT 350M": 69.02, "OPT 1.3B": 77.52, "OPT 2.7B": 78.18, "OPT 6.7B": 79.08,
+                  "OPT 13B": 79.04, "OPT 30B": 78.94, "OPT 66B": 78.19}
+    paper = load_paper("prompteol")
+    assert [row.model for row in paper.rows] == list(readme_avg)
+    for row in paper.rows:
+        lines = [{"model": row.model, "setting": row.setting, "table": row.table, "task": task, "published": value,
+                  "measured": value + 1.0, "status": "ran"} for task, value in row.published.items()]
+        (average,) = average_line(paper, row, lines)
+        assert average["task"] == AVERAGE and round(average["published"], 2) == readme_avg[row.model], row.model
+        assert average["measured"] == pytest.approx(average["published"] + 1.0) and average["status"] == "ran"
+    partial = [dict(line, measured=None) if i == 0 else line for i, line in enumerate(lines)]
+    assert average_line(paper, paper.rows[-1], partial)[0]["measured"] is None
+
+
+def test_prompteol_with_a_backbone_runs_every_row_on_it():
+    plans = runs_of("prompteol", "--backbone", "/some/opt")
+    assert len(plans) == 8
+    for plan in plans.values():
+        for _, _, cfg in plan.runs:
+            assert cfg.backbone == "/some/opt" and cfg.aggregation == "all" and cfg.max_length == 2048
+            assert cfg.method_params["prompteol"]["demo_selected_on"] == "stsb dev"
+        assert any("model differs: /some/opt (paper: facebook/opt-" in d for d in plan.departures)
+    demos = {plan.runs[0][2].method_params["prompteol"]["demo"] for plan in plans.values()}
+    assert len(demos) == 8 and "A jockey riding a horse.=>Equestrian" in demos
+    unchanged = runs_of("prompteol")
+    assert {plan.runs[0][2].backbone for plan in unchanged.values()} == {f"facebook/opt-{size}" for size in (
+        "125m", "350m", "1.3b", "2.7b", "6.7b", "13b", "30b", "66b")}
+
+
+def test_paper_prompteol_runs_on_a_tiny_opt_with_the_published_figures(bench, tiny_decoders, tmp_path):
+    code, _, err = bench("--paper", "prompteol", "--backbone", str(tiny_decoders["opt"]), "--tasks", "stsb",
+                         "--source", "packaged")
+    assert code == 0, err
+    with open(tmp_path / "out" / "paper-prompteol.csv", encoding="utf-8") as handle:
+        lines = list(csv.DictReader(handle))
+    ran = [line for line in lines if line["status"].startswith("ran")]
+    assert [line["model"] for line in ran] == ["OPT 125M", "OPT 350M", "OPT 1.3B", "OPT 2.7B", "OPT 6.7B", "OPT 13B",
+                                               "OPT 30B", "OPT 66B"]
+    published = {line["model"]: float(line["published"]) for line in ran}
+    assert published["OPT 125M"] == 67.80 and published["OPT 66B"] == 81.76  # STS-B, the README's table
+    for line in ran:
+        assert "model differs" in line["status"] and np.isfinite(float(line["measured"]))
+    table = (tmp_path / "out" / "paper-prompteol.md").read_text(encoding="utf-8")
+    assert "kongds/scaling_sentemb" in table and "run_icl.sh" in table

@@ -48,6 +48,9 @@ class Paper:
     settings: dict[str, Setting]
     options: dict[str, dict[str, Setting]]
     rows: tuple[Row, ...]
+    # The rows differ only in model size (PromptEOL's OPT 125M ... 66B): --backbone then replaces
+    # every row's model, not only the rows without one.
+    rows_take_backbone: bool = False
 
     def source_of(self, task: str) -> Setting:
         return self.sources.get(task) or self.sources["default"]
@@ -76,4 +79,5 @@ def load_paper(name: str) -> Paper:
     return Paper(name=data["name"], title=data["title"], code=data["code"], backbone=data["backbone"],
                  tasks=tuple(data["tasks"]), sources={k: _setting(v) for k, v in data["sources"].items()},
                  settings={k: _setting(v) for k, v in data["settings"].items()},
-                 options=_options(data.get("options", {})), rows=rows)
+                 options=_options(data.get("options", {})), rows=rows,
+                 rows_take_backbone=bool(data.get("rows_take_backbone", False)))

@@ -28,6 +28,7 @@ from harness.runner.settings.config import BenchConfig
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
+AVERAGE = "Avg."
 CSV_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
 
 
@@ -54,9 +55,10 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
             elif key not in given:
                 values[key] = _config_value(key, setting.value)
         backbone = row.backbone or paper.backbone
-        if row.backbone is None and "backbone" in given and cfg.backbone != paper.backbone:
+        takes_backbone = row.backbone is None or paper.rows_take_backbone
+        if takes_backbone and "backbone" in given and cfg.backbone != backbone:
+            departures.append(f"{MODEL_DIFFERS}: {cfg.backbone} (paper: {backbone})")
             backbone = cfg.backbone
-            departures.append(f"{MODEL_DIFFERS}: {cfg.backbone} (paper: {paper.backbone})")
         params = {method: dict(options) for method, options in cfg.method_params.items()}
         for method, options in {**paper.options, **_merge(paper.options, row.options)}.items():
             for option, setting in options.items():
@@ -133,6 +135,7 @@ def run_paper(cfg: BenchConfig):
                 if record["method"]["name"] == row.method:
                     measured[record["task"]["name"]] = measured_value(record, row.metric)
         ran = "ran" + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
+        first = len(lines)
         for task, published in row.published.items():
             if task not in status and task not in measured:
                 status[task] = f"{NOT_RUN} task not selected (--tasks)"
@@ -142,11 +145,33 @@ def run_paper(cfg: BenchConfig):
                           "measured": value,
                           "delta": None if value is None or published is None else value - published,
                           "status": status.get(task, ran)})
+        lines += average_line(paper, row, lines[first:])
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
     written = write_paper(paper, lines, table, out)
     written += refresh_page(cfg, out)
     return RunOutcome(records, paths, written, table)
+
+
+def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Avg. of one row's task lines ``mine``, as the papers' tables give it (PromptEOL's README:
+    OPT 125M 67.46): published when every task has a figure, measured when every task ran; [] for a
+    row of one task or of another metric."""
+    if row.metric != "spearman" or len(mine) < 2 or any(line["published"] is None for line in mine):
+        return []
+    published = sum(line["published"] for line in mine) / len(mine)
+    measured = None
+    if all(line["measured"] is not None for line in mine):
+        measured = sum(line["measured"] for line in mine) / len(mine)
+    return [{"paper": paper.name, "table": row.table, "model": row.model, "setting": row.setting, "task": AVERAGE,
+             "published": published, "measured": measured,
+             "delta": None if measured is None else measured - published,
+             "status": _common_status(mine) if measured is not None else f"{NOT_RUN} not every task of the row ran"}]
+
+
+def _common_status(lines: list[dict[str, Any]]) -> str:
+    statuses = {line["status"] for line in lines}
+    return statuses.pop() if len(statuses) == 1 else "ran (each task's departures are on its line)"
 
 
 def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:
