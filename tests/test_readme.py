@@ -136,6 +136,9 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
                    "embeddings/": str(tmp_path / "embeddings")}
     if "tcp://HOST:8786" in argv:
         substitutes["tcp://HOST:8786"] = request.getfixturevalue("dask_address")
+    if "Qwen/Qwen2.5-0.5B" in argv or "facebook/opt-125m" in argv:  # decoders: tiny ones (fixtures.write_tiny_decoder)
+        decoders = request.getfixturevalue("tiny_decoders")
+        substitutes.update({"Qwen/Qwen2.5-0.5B": str(decoders["qwen2"]), "facebook/opt-125m": str(decoders["opt"])})
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
