@@ -10,7 +10,10 @@
    to a single-device run (one worker process per GPU);
 4. native families on CUDA: bert-base, mpnet-base and deberta-v3-base shapes (random weights,
    ``benchmarks/shapes.py``'s models): the native encoder against AutoModel on 2,048 STS-B
-   sentences, max |Δ| of the mean-pooled last layer in fp32, and seconds of each in bf16.
+   sentences, max |Δ| of the mean-pooled last layer in fp32, and seconds of each in bf16;
+5. decoders on CUDA: a tiny Qwen2 and OPT (``tests/fixtures.py``): ``last`` and PromptEOL vectors of
+   512 STS-B sentences on the device against the CPU's in fp32 (max |Δ|), and the dtype the weights
+   were loaded in under --dtype bf16 (must be bf16).
 """
 
 from __future__ import annotations
@@ -126,6 +129,38 @@ def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str
     return lines
 
 
+def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fixtures import write_tiny_decoder
+
+    from benchmarks.peers import load_stsb_test
+    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding.forward import ForwardPass
+    from harness.core.encoding.pooling import View
+    from harness.core.encoding.prompts import PROMPTEOL
+    from harness.core.encoding.settings import EncodeSettings
+
+    s1, s2, _ = load_stsb_test()
+    texts = list(dict.fromkeys(s1 + s2))[:count]
+    lines = ["| decoder | fp32 max abs(device - cpu), last | same, PromptEOL | bf16 weights dtype |",
+             "|---|---:|---:|---|"]
+    for family in ("qwen2", "opt"):
+        ref = resolve_backbone(str(write_tiny_decoder(Path(tempfile.mkdtemp()) / family, family)))
+        views = [View("last", ref.num_layers), View("last", ref.num_layers, PROMPTEOL)]
+        on = {where: ForwardPass(ref, EncodeSettings(device=where, progress=False)).encode_all(texts, views)
+              for where in ("cpu", device)}
+        deltas = [float(np.abs(on[device][view] - on["cpu"][view]).max()) for view in views]
+        half = ForwardPass(ref, EncodeSettings(device=device, dtype="bf16", progress=False))
+        half.encode_all(texts[:8], views)
+        loaded = next(half._engine.model.parameters()).dtype  # type: ignore[union-attr]
+        lines.append(f"| {family} | {deltas[0]:.1e} | {deltas[1]:.1e} | {str(loaded).removeprefix('torch.')} "
+                     f"({'ok' if loaded == torch.bfloat16 else 'WRONG'}) |")
+    return lines
+
+
 def main() -> int:
     import argparse
 
@@ -136,7 +171,8 @@ def main() -> int:
         print("no CUDA GPU is visible to torch: nothing to check here (exit 0)")
         return 0
     print(f"GPU: {torch.cuda.get_device_name(0)} × {torch.cuda.device_count()}, torch {torch.__version__}")
-    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check(), "", *native_families_check()]:
+    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check(), "", *native_families_check(), "",
+                 *decoder_check()]:
         print(line)
     return 0
 
