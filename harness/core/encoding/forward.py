@@ -90,7 +90,6 @@ def warn_emulated_half(dtype: str) -> None:
 
 
 _WARNED: set[str] = set()
-_CUT_WARNED: set[Prompt] = set()
 
 
 def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
@@ -118,6 +117,7 @@ class ForwardPass:
         self._engine: TransformersEngine | NativeEngine | None = None
         self._dropout_engine: TransformersEngine | None = None
         self._budget, self._cap = 0, settings.batch_size  # batch limits; an OOM halves them
+        self._cut_warned: set[Prompt] = set()  # prompts whose truncation was already reported
 
     def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
         if self._engine is None:
@@ -232,8 +232,8 @@ class ForwardPass:
         if not prompt.parts()[1] or not limit:
             return
         cut = sum(1 for length in lengths if length >= limit)
-        if cut and prompt not in _CUT_WARNED:
-            _CUT_WARNED.add(prompt)
+        if cut and prompt not in self._cut_warned:
+            self._cut_warned.add(prompt)
             log.warning("prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt may be cut "
                         "off them; raise --max-length", prompt, cut, limit)
 
