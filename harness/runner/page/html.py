@@ -36,7 +36,7 @@ from harness.runner.tables.frames import (
     tied_tasks,
     wide_rows,
 )
-from harness.runner.tables.leaderboard import LEGEND, TIED, protocol_line
+from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line
 
 if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
@@ -310,7 +310,8 @@ def render(records: Sequence[Record], marks: set, significance: list[dict[str, A
     from harness.core import __version__
     from harness.runner.records.store import git_sha, now_iso
 
-    wide, all_tasks, all_extra = wide_rows(long_rows(records)[0])
+    long = long_rows(records)[0]
+    wide, all_tasks, all_extra = wide_rows(long)
     cells = {}
     for rec in newest(records):
         keys = record_keys(rec)
@@ -322,7 +323,9 @@ def render(records: Sequence[Record], marks: set, significance: list[dict[str, A
         tasks = [t for t in all_tasks if any(row[t] == row[t] for row in group)]  # NaN != NaN
         extra = [c for c in all_extra if any(row[c] == row[c] for row in group)]
         board = _board(group, tasks, extra, cells, values)
-        boards.append(f"<h2>Protocol: {esc(protocol_line(group_dict))}</h2>{board}"
+        inputs = inputs_line(long, group_dict)  # prompts and half-precision weights of the group's rows
+        note = f"<p class='note'>{esc(inputs)}</p>" if inputs else ""
+        boards.append(f"<h2>Protocol: {esc(protocol_line(group_dict))}</h2>{note}{board}"
                       f"{_significance(significance, group_dict)}")
     plots = [_figure(p, p.stem) for p in sorted((out_dir / "plots").glob("*.png")) if p.stem != "history"]
     paper = papers(out_dir)
