@@ -26,7 +26,7 @@ def option_lines(help_text: str) -> list[str]:
 
 def test_top_level_help_is_at_most_about_40_options_in_groups():
     text = build_parser().format_help()
-    assert len(option_lines(text)) <= 43  # 43: --export-embeddings (issue 21)
+    assert len(option_lines(text)) <= 44  # 43: --export-embeddings (issue 21); 44: --verify-cache (issue 30)
     for group in ("what to run", "data", "backbone and encoding", "scheduling", "statistics", "regression gate",
                   "outputs"):
         assert f"\n{group}:" in text
@@ -45,11 +45,15 @@ def test_every_default_in_help_is_the_configs_own():
             shown[action.dest] = found.group(1)
     assert {"aggregation", "max_length", "tolerance", "output_dir", "first_last_layers", "seed"} <= set(shown)
     for dest, text in shown.items():
-        if hasattr(defaults, dest) and dest not in ("batch_size", "max_tokens", "threads", "cache_dir"):
+        if hasattr(defaults, dest) and dest not in ("batch_size", "max_tokens", "threads", "cache_dir", "verify_cache"):
             value = getattr(defaults, dest)
             expected = ",".join(map(str, value)) if dest == "first_last_layers" else \
                 " ".join(value) if isinstance(value, tuple) else str(value)
             assert text == expected, dest
+    from harness.runner.settings.config import VERIFY_UNDER_BASELINE
+
+    assert shown["verify_cache"] == f"{VERIFY_UNDER_BASELINE} under --baseline, else 0"  # resolved by cache_checks()
+    assert BenchConfig(baseline="b.csv").cache_checks() == VERIFY_UNDER_BASELINE and defaults.cache_checks() == 0
     source = next(a for a in build_parser()._actions if a.dest == "source")
     assert "mteb" in source.metavar  # the sources come from the registry
 

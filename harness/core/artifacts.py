@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core import authenticity
+from harness.core.authenticity import secret_from_env
 from harness.core.codekeys import code_digest, use_memo
 from harness.core.encoding.cache import CACHE_SCHEMA, VectorStore
 from harness.core.hashing import (
@@ -32,6 +34,7 @@ from harness.core.hashing import (
 )
 
 log = logging.getLogger("sts_bench.artifacts")
+UNAUTHENTICATED = "is not authenticated"
 
 
 class ArtifactStore:
@@ -43,17 +46,23 @@ class ArtifactStore:
     ('flows', True)
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, secret: bytes | None = None) -> None:
         self.root = Path(root).expanduser()
-        use_memo(self.root / "code-digests.json")
+        # The cache secret ($STS_BENCH_CACHE_SECRET unless given): entries are tagged with it and
+        # read only when their tag verifies (harness.core.authenticity). It travels with the store.
+        self.secret = secret if secret is not None else secret_from_env()
+        # Speed memos (parsed code digests, model-folder fingerprints) are not authenticated: with
+        # a secret they are not read, so a planted one cannot make changed code or weights look
+        # unchanged (costs a re-parse and a re-hash per run).
+        use_memo(None if self.secret else self.root / "code-digests.json")
 
     def vectors(self, key: Mapping[str, Any], *, code: Sequence[str]) -> VectorStore:
         """The vector store of ``key`` as computed by the modules ``code`` (and what they import)."""
-        return VectorStore(self.root, {**key, "code": code_digest(*code)})
+        return VectorStore(self.root, {**key, "code": code_digest(*code)}, self.secret)
 
     def folder(self, kind: str, key: Mapping[str, Any], *, code: Sequence[str]) -> ArtifactDir:
         """The artifact folder of ``key`` as made by the modules ``code`` (and what they import)."""
-        return ArtifactDir(self.root, kind, {**key, "code": code_digest(*code)})
+        return ArtifactDir(self.root, kind, {**key, "code": code_digest(*code)}, self.secret)
 
     @property
     def resample_memo(self) -> Path:
@@ -71,9 +80,10 @@ class ArtifactStore:
         return self.root / "mteb"
 
     @property
-    def fingerprint_memo(self) -> Path:
-        """Where model-folder fingerprints are memoised against file sizes and mtimes."""
-        return self.root / "fingerprints.json"
+    def fingerprint_memo(self) -> Path | None:
+        """Where model-folder fingerprints are memoised against file sizes and mtimes (None with a
+        cache secret: the memo is not authenticated, so every run hashes the folders)."""
+        return None if self.secret else self.root / "fingerprints.json"
 
 
 class ArtifactDir:
@@ -87,9 +97,10 @@ class ArtifactDir:
     :meth:`discard` removes it with one warning line, so it is trained again and never loaded.
     """
 
-    def __init__(self, root: Path, kind: str, key: Mapping[str, Any]) -> None:
+    def __init__(self, root: Path, kind: str, key: Mapping[str, Any], secret: bytes | None = None) -> None:
         self.key = {"schema": CACHE_SCHEMA, "kind": kind, **key}
         self.dir = Path(root) / kind / key_hash(self.key)
+        self.secret = secret  # with one, meta.json carries an HMAC tag that must verify
 
     # -- reading ----------------------------------------------------------------------------------
     def verify(self) -> tuple[bool, str | None]:
@@ -106,6 +117,9 @@ class ArtifactDir:
             return False, f"{meta_path} has no checksums (written by an older sts-bench or damaged)"
         if meta.get("checksum") != _meta_checksum(meta):
             return False, f"{meta_path} does not match its own checksum"
+        if self.secret and not authenticity.valid(self.secret, _tagged_body(meta), meta.get("tag")):
+            return False, (f"{meta_path} {UNAUTHENTICATED} by ${authenticity.SECRET_ENV} (written without the "
+                           "secret, or by someone else)")
         if meta.get("key") != json.loads(json.dumps(self.key)):
             return False, f"{meta_path} belongs to another key"
         for name, digest in meta["files"].items():
@@ -117,8 +131,12 @@ class ArtifactDir:
         return True, None
 
     def complete(self) -> bool:
-        """Committed and intact (reads every file: a flipped byte anywhere makes it incomplete)."""
-        return self.verify()[0]
+        """Committed and intact (reads every file: a flipped byte anywhere makes it incomplete); a
+        folder not authenticated by the cache secret says so in one warning; the caller computes it again."""
+        intact, reason = self.verify()
+        if reason and UNAUTHENTICATED in reason:  # a planted folder is worth a line; a damaged memo is just redone
+            log.warning("artifact: %s; computing it again", reason)
+        return intact
 
     def path(self, name: str) -> Path:
         return self.dir / name
@@ -146,6 +164,8 @@ class ArtifactDir:
             atomic_write_bytes(self.dir / name, data)
         checksums = {str(path.relative_to(self.dir)): file_sha256(path) for path in self._payload()}
         meta: dict[str, Any] = {"key": self.key, "info": strict_json(dict(info)), "files": checksums}
+        if self.secret:  # the tag covers the key, the facts and every file's sha256
+            meta["tag"] = authenticity.tag(self.secret, _tagged_body(meta))
         meta["checksum"] = _meta_checksum(meta)
         atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False))
 
@@ -164,6 +184,11 @@ class ArtifactDir:
 
 class ArtifactCorrupt(Exception):
     """A committed artifact file changed after its checksum was recorded (caught by TrainedMethod)."""
+
+
+def _tagged_body(meta: Mapping[str, Any]) -> bytes:
+    """What an artifact's HMAC tag is computed over: meta.json without its checksum and tag."""
+    return canonical_json({k: v for k, v in meta.items() if k not in ("checksum", "tag")}).encode("utf-8")
 
 
 def _meta_checksum(meta: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ read with ``allow_pickle=False`` and memory-mapped.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import shutil
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.core import authenticity
 from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, npy_bytes, text_digest
 
 CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-mates)
@@ -49,18 +51,22 @@ class VectorStore:
     ['c']
     """
 
-    def __init__(self, root: Path, key: Mapping[str, Any]) -> None:
+    def __init__(self, root: Path, key: Mapping[str, Any], secret: bytes | None = None) -> None:
         self.key = {"schema": CACHE_SCHEMA, **key}
+        # With a cache secret (harness.core.authenticity) a part's name is the HMAC of its bytes,
+        # not their sha256: a part planted by someone without the secret is never read.
+        self.secret = secret
         self.dir = Path(root) / "vectors" / key_hash(self.key)
         self.dim: int | None = None
         self._index: dict[bytes, tuple[int, int]] | None = None
         self._parts: list[np.ndarray] = []
+        self._part_files: list[str] = []  # the file each of _parts was read from (for error lines)
 
     # -- reading -------------------------------------------------------------------------------
     def _load(self) -> dict[bytes, tuple[int, int]]:
         if self._index is not None:
             return self._index
-        self._index, self._parts = {}, []
+        self._index, self._parts, self._part_files = {}, [], []
         meta_path = self.dir / "meta.json"
         if not meta_path.is_file():
             return self._index
@@ -92,6 +98,8 @@ class VectorStore:
                 digests = [digests[row] for row in fresh]
             number = len(self._parts)
             self._parts.append(part)
+            # a part rewritten without repeats lives in another file: the memory map knows which
+            self._part_files.append(Path(getattr(part, "filename", None) or path).name)
             for row, digest in enumerate(digests):
                 self._index[digest] = (number, row)
         return self._index
@@ -111,21 +119,39 @@ class VectorStore:
         return kept
 
     def _write_part(self, part: np.ndarray) -> str:
-        """Write ``part`` atomically as ``part-<sha256 of its bytes>.npy``; returns the file name."""
+        """Write ``part`` atomically as ``part-<sha256 of its bytes>.npy`` (with a cache secret: the
+        HMAC of its bytes); returns the file name."""
         data = npy_bytes(part)
-        name = f"part-{hashlib.sha256(data).hexdigest()[:32]}.npy"
+        name = f"part-{self._name_digest(data)}.npy"
         atomic_write_bytes(self.dir / name, data)
         return name
 
+    def _name_digest(self, data: bytes) -> str:
+        return (authenticity.tag(self.secret, data) if self.secret else hashlib.sha256(data).hexdigest())[:32]
+
+    def _authentic(self, path: Path, expected: str) -> bool:
+        """Whether the part's bytes carry the tag its name claims (only asked with a secret)."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return True  # unreadable: _open_part's own checks say so
+        if hmac.compare_digest(self._name_digest(data), expected):
+            return True
+        log.warning("cache: %s is not authenticated by $%s (written without the secret, or by someone else); "
+                    "ignoring it, its sentences will be encoded again", path, authenticity.SECRET_ENV)
+        return False
+
     def _open_part(self, path: Path) -> np.ndarray | None:
         expected = path.stem.removeprefix("part-")
+        if self.secret and path.is_file() and not self._authentic(path, expected):
+            return None  # left in place: it may be another user's (cache shared without the secret)
         if path.is_dir() and not path.is_symlink():
             log.warning("cache: %s is a folder where a part file belongs; removing it, its sentences will be "
                         "encoded again", path)
             shutil.rmtree(path, ignore_errors=True)
             return None
         try:
-            if not file_sha256(path).startswith(expected):
+            if not self.secret and not file_sha256(path).startswith(expected):  # a secret's tag checked it
                 raise ValueError("checksum mismatch")
             part = np.load(path, mmap_mode="r", allow_pickle=False)
             if part.dtype != _row_dtype(self.dim or 0):
@@ -144,7 +170,7 @@ class VectorStore:
 
     def refresh(self) -> None:
         """Forget the in-memory index: the next read sees parts written by other processes."""
-        self._index, self._parts = None, []
+        self._index, self._parts, self._part_files = None, [], []
 
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The texts with no row yet, in input order, without repeats."""
@@ -170,6 +196,11 @@ class VectorStore:
             mask = part_ids == number
             out[mask] = self._parts[number]["vec"][rows[mask]]
         return out
+
+    def part_file(self, text: str) -> Path | None:
+        """The part file holding ``text``'s vector (None: not cached)."""
+        location = self._load().get(text_digest(text))
+        return None if location is None else self.dir / self._part_files[location[0]]
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
@@ -199,5 +230,6 @@ class VectorStore:
         # Keep a memory map of what was written, not the array: a long encode job's memory must
         # not grow with the number of sentences it has stored.
         self._parts.append(np.load(self.dir / name, mmap_mode="r", allow_pickle=False))
+        self._part_files.append(name)
         for row, digest in enumerate(fresh):
             index[digest] = (number, row)

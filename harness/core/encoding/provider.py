@@ -55,6 +55,8 @@ class ViewProvider:
         # too), so mypy reads the type as Any: the branch is checked, the call's signature is not.
         self.executor = None  # type: Callable[[WindowTask], tuple[int, set[str]]] | None  # type: ignore[name-defined]
         self.impl = resolve_impl(ref, settings.impl)
+        self._verified: set[View] = set()  # views whose cached vectors --verify-cache checked
+        self.verify_forwarded = 0  # sentences re-encoded to check the cache (not counted as encoded)
 
     def cache_key(self, view: View) -> dict:
         """The full key of a view's vector store, the digest of the encoder's code included: what a
@@ -86,6 +88,8 @@ class ViewProvider:
         import time
 
         views = sorted(set(views))
+        if self.settings.verify_cache:
+            self.verify(sentences, views)
         windows = make_windows(sentences, self.settings.window)
         todo = [w for w in windows if any(self.store(v).missing(w) for v in views)]
         if not todo:
@@ -107,10 +111,48 @@ class ViewProvider:
                 self.store(view).refresh()  # read the parts the workers wrote
         self.stats.seconds += time.perf_counter() - started
 
+    def verify(self, sentences: Sequence[str], views: Sequence[View]) -> None:
+        """Re-encode a random sample of the cached sentences (``settings.verify_cache`` of them) and
+        compare with the cache, once per view and run: a vector planted in a shared cache (random
+        numbers in a part renamed to its own sha256) fails the run with one line naming the part.
+
+        The sample is drawn from the operating system's randomness, so whoever writes the cache
+        cannot know which rows will be checked; the vectors themselves do not depend on batch-mates
+        (:mod:`harness.core.encoding.batching`), so an honest cache matches to the last bit on the
+        CPU and within the tolerance below on a GPU."""
+        import random
+
+        from harness.core.errors import ResourceError
+
+        pending = [view for view in views if view not in self._verified]
+        present = {view: set(sentences) - set(self.store(view).missing(sentences)) for view in pending}
+        pending = [view for view in pending if present[view]]
+        if not pending:
+            return
+        pool = sorted(set.union(*present.values()))
+        sample = random.SystemRandom().sample(pool, min(self.settings.verify_cache, len(pool)))
+        before = self.forward.sentences_forwarded
+        fresh = self.forward.encode_all(sample, pending)
+        self.verify_forwarded += self.forward.sentences_forwarded - before  # checks, not the run's encoding
+        for view in pending:
+            texts = [text for text in sample if text in present[view]]
+            rows = [sample.index(text) for text in texts]
+            cached, again = self.store(view).get(texts), fresh[view][rows]
+            bad = ~np.isclose(cached, again, rtol=1e-3, atol=1e-4).all(axis=1)
+            if bad.any():
+                first = texts[int(np.argmax(bad))]
+                raise ResourceError(
+                    f"cache: {int(bad.sum())} of {len(texts)} sampled cached vectors of {self.ref.name} {view} do not "
+                    f"match a fresh encode of their sentences (max |Δ| {float(np.abs(cached - again).max()):.3g}), "
+                    f"e.g. in {self.store(view).part_file(first)}: the cache was altered or written by other code; "
+                    f"remove {self.store(view).dir} (or use another --cache-dir, or set $STS_BENCH_CACHE_SECRET)")
+            self._verified.add(view)
+            log.info("cache: %d cached vector(s) of %s %s match a fresh encode", len(texts), self.ref.name, view)
+
     @property
     def forwarded(self) -> int:
         """Sentences run through the model for this backbone in this run, here or on workers."""
-        local = self._forward.sentences_forwarded if self._forward is not None else 0
+        local = self._forward.sentences_forwarded - self.verify_forwarded if self._forward is not None else 0
         return local + self.stats.remote_forwarded
 
     def with_dropout(self, sentences: Sequence[str], views: Sequence[View], seed: int) -> dict[View, np.ndarray]:

@@ -158,7 +158,7 @@ def _encoding_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _scheduling_flags(parser: argparse.ArgumentParser) -> None:
-    from harness.runner.settings.config import BACKENDS
+    from harness.runner.settings.config import BACKENDS, VERIFY_UNDER_BASELINE
 
     where = parser.add_argument_group("scheduling")
     where.add_argument("--backend", metavar=_one_of(BACKENDS), help=_help("where encode windows run", "backend"))
@@ -167,6 +167,9 @@ def _scheduling_flags(parser: argparse.ArgumentParser) -> None:
                        help=_help("CPU threads for torch", shown="the cores this process may use"))
     where.add_argument("--cache-dir", metavar="DIR",
                        help=_help("embedding and artifact cache", shown="$STS_BENCH_CACHE or ~/.cache/sts-bench"))
+    where.add_argument("--verify-cache", type=int, metavar="N",
+                       help=_help("re-encode N cached sentences per backbone and compare; a mismatch fails (exit 3)",
+                                  shown=f"{VERIFY_UNDER_BASELINE} under --baseline, else 0"))
 
 
 def _statistics_flags(parser: argparse.ArgumentParser) -> None:

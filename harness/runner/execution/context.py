@@ -28,7 +28,8 @@ def encode_settings(cfg: BenchConfig) -> EncodeSettings:
 
     return EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size, max_tokens=cfg.max_tokens,
                           max_length=cfg.max_length, threads=cfg.threads or available_cpus(),
-                          trust_remote_code=cfg.trust_remote_code, progress=cfg.progress, impl=cfg.encoder_impl)
+                          trust_remote_code=cfg.trust_remote_code, progress=cfg.progress, impl=cfg.encoder_impl,
+                          verify_cache=cfg.cache_checks())
 
 
 class RunContext:

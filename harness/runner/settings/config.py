@@ -16,6 +16,7 @@ from harness.core.errors import UserError, did_you_mean
 
 BACKENDS = ("local", "dask", "ray")  # where encode windows run (harness.runner.execution.backends)
 MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
+VERIFY_UNDER_BASELINE = 32  # --verify-cache's default when a run gates on --baseline
 DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "flow", "sbert", "random")
 
 
@@ -50,6 +51,9 @@ class BenchConfig:
     seed: int = 1234
     bootstrap: int = 1000
     trust_remote_code: bool = False
+    # Re-encode N cached sentences per backbone and compare (a planted vector fails with exit 3);
+    # None: VERIFY_UNDER_BASELINE under --baseline (a gate's verdict must not rest on a shared cache), else 0.
+    verify_cache: int | None = None
     encoder_impl: str = "auto"
     backend: str = "local"
     scheduler_address: str | None = None
@@ -74,6 +78,12 @@ class BenchConfig:
                    and getattr(self, f.name) != getattr(defaults, f.name)}
         options = {f"{method}.{option}" for method, values in self.method_params.items() for option in values}
         return frozenset(self.explicit | changed | options)
+
+    def cache_checks(self) -> int:
+        """Cached sentences to re-encode and compare per backbone (``--verify-cache``, resolved)."""
+        if self.verify_cache is not None:
+            return self.verify_cache
+        return VERIFY_UNDER_BASELINE if self.baseline else 0
 
     def spec_request(self) -> SpecRequest:
         """What methods build their specs from: the run-wide settings a method may read."""
@@ -105,7 +115,7 @@ class BenchConfig:
         if self.max_length < 1:
             raise UserError(f"--max-length {self.max_length}: must be a positive integer")
         for flag, count in (("--batch-size", self.batch_size), ("--max-tokens", self.max_tokens),
-                            ("--threads", self.threads)):
+                            ("--threads", self.threads), ("--verify-cache", self.verify_cache or 0)):
             if count < 0:
                 raise UserError(f"{flag} {count}: must not be negative")
         if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
