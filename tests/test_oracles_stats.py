@@ -232,7 +232,8 @@ def test_the_defaults_are_1000_resamples_seeded_1234():
     assert scores.ci95 == percentile_interval(expected) and scores.n_zero_vectors == 0
     one = score_split(cos, gold, labels, "wmean", bootstrap=1, seed=4)
     value = resampled_scores(cos, gold, labels, "wmean", 1, 4)[0]
-    assert one.ci95 == (value, value)  # one resample is an interval of width 0, not none
+    # one resample is the interval from it to the score it qualifies (an interval holds its own estimate)
+    assert one.ci95 == (min(value, one.spearman), max(value, one.spearman)) and one.ci95[0] < one.ci95[1]
     assert score_split(cos, gold, labels, "wmean", bootstrap=0).ci95 is None
 
 
@@ -322,12 +323,26 @@ def test_two_subsets_are_averaged_not_pooled():
                                    explicit_resamples(cos, gold, labels, aggregation, ROUNDS, 1), atol=ATOL)
 
 
+SECRET = b"test cache secret"
+
+
+def tagged_name(key: str, data: bytes) -> str:
+    """The name a memo file of ``key`` holding ``data`` has under :data:`SECRET` (written out here:
+    HMAC-SHA256 of the key, a zero byte and the bytes)."""
+    import hashlib
+    import hmac
+
+    mac = hmac.new(SECRET, key.encode() + b"\x00" + data, hashlib.sha256).hexdigest()
+    return f"{key}-{mac}.npy"
+
+
 @pytest.fixture
 def memo_dir(tmp_path, monkeypatch):
+    """A disk memo under a cache secret: without one nothing is kept on disk (test_trust_memory.py)."""
     from harness.core import bootstrap
 
     monkeypatch.setattr(bootstrap, "_memo", {})
-    bootstrap.remember_resamples_in(tmp_path)
+    bootstrap.remember_resamples_in(tmp_path, secret=SECRET)
     yield tmp_path
     bootstrap.remember_resamples_in(None)
 
@@ -340,11 +355,10 @@ def test_a_memo_file_of_another_dtype_is_replaced_not_read(memo_dir):
     first = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
     (memo,) = memo_dir.glob("*.npy")
     key = memo.stem.rsplit("-", 1)[0]
+    assert memo.name == tagged_name(key, memo.read_bytes())
     memo.unlink()
-    data = npy_bytes(first.astype(np.float32))  # the right shape, a checksum that matches, the wrong dtype
-    import hashlib
-
-    (memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy").write_bytes(data)
+    data = npy_bytes(first.astype(np.float32))  # the right shape, a tag that verifies, the wrong dtype
+    (memo_dir / tagged_name(key, data)).write_bytes(data)
     bootstrap._memo.clear()
     again = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
     assert again.dtype == np.float64
@@ -363,7 +377,6 @@ class _Touch:
 
 
 def test_a_memo_file_is_never_unpickled(memo_dir, tmp_path_factory):
-    import hashlib
     import io
 
     from harness.core import bootstrap
@@ -377,7 +390,7 @@ def test_a_memo_file_is_never_unpickled(memo_dir, tmp_path_factory):
     buffer = io.BytesIO()
     np.save(buffer, np.array([_Touch(marker)] * ROUNDS, dtype=object), allow_pickle=True)
     data = buffer.getvalue()
-    (memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy").write_bytes(data)
+    (memo_dir / tagged_name(key, data)).write_bytes(data)  # even with a tag that verifies
     bootstrap._memo.clear()
     np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 5), first)
     assert not marker.exists()
@@ -429,9 +442,9 @@ def test_a_score_without_a_bootstrap_draws_no_resamples(monkeypatch):
     drawn: list[int] = []
 
     def counting(real):
-        def resample(cos, gold, labels, aggregation, rounds, seed):
+        def resample(cos, gold, labels, aggregation, rounds, seed, *memo):
             drawn.append(rounds)
-            return real(cos, gold, labels, aggregation, rounds, seed)
+            return real(cos, gold, labels, aggregation, rounds, seed, *memo)
         return resample
 
     monkeypatch.setattr(bootstrap, "resampled_scores", counting(bootstrap.resampled_scores))

@@ -19,7 +19,7 @@ def test_resampled_scores_are_memoised_in_memory_and_on_disk(tmp_path, monkeypat
     gold = rng.normal(size=60)
     cos = gold + rng.normal(size=60)
     labels = ["a"] * 30 + ["b"] * 30
-    bootstrap.remember_resamples_in(tmp_path)
+    bootstrap.remember_resamples_in(tmp_path, secret=b"k")  # a memo on disk is read only under a secret
     try:
         first = bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1)
         assert len(list(tmp_path.glob("*.npy"))) == 1

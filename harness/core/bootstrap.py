@@ -1,9 +1,42 @@
-"""Bootstrap resamples of pairs, shared by every method scored on one split.
+"""Bootstrap resamples of pairs, shared by every method scored on one split, in chunks of resamples.
 
 The draws depend only on (gold, subset labels, rounds, seed), so every method is resampled with the
 same draws: intervals of different methods are comparable and a difference of two methods is a
 *paired* bootstrap (:mod:`harness.core.significance`). Resamples are described by draw counts, so
-a Spearman per resample is array work over (rounds, n), with no per-resample sort.
+a Spearman per resample is array work over (resamples, n), with no per-resample sort.
+
+**Memory grows with the pairs, not pairs × resamples.** The resamples are drawn, ranked and scored
+a chunk of rows at a time (:data:`CHUNK_CELLS` resample × pair cells, fewer when memory is short,
+at least one resample): a 1M-pair split with 1000 resamples holds a few resamples at once, not
+the 1000 × 1M count matrix and its ranks (16 GB). The chunks read the generator's stream in the
+order the whole matrix did, so the values are the same bit for bit whatever the chunk size:
+
+* one generator, seeded once; subset after subset, each subset's ``rounds × size`` uniform draws in
+  row order. NumPy's ``Generator.integers`` continues the stream exactly across calls (PCG64 keeps
+  its spare 32-bit half in the bit generator's state), so drawing rows ``[0, 3)`` then ``[3, 7)``
+  gives the same integers as rows ``[0, 7)`` at once;
+* with several subsets the chunk of rows ``[r0, r1)`` needs every subset's rows ``[r0, r1)``, which
+  sit at different places of the stream. :func:`_subset_streams` runs through the stream once
+  (drawing and dropping, a chunk at a time) and keeps the generator's state where each subset
+  begins; each subset then draws from its own copy of the generator, in step with the chunks;
+* every row is ranked and correlated on its own (ranks are sums of counts; each sum runs along one
+  row), so a row's value does not depend on which rows share its chunk.
+
+Worked example of the draws (seed 7, subsets of sizes 3 and 2, 4 rounds, chunks of 3 rounds): the
+whole matrix reads ``integers(0, 3, (4, 3))`` then ``integers(0, 2, (4, 2))``; chunk 1 reads rows
+0-2 of the first and, from the state saved after its 12 draws, rows 0-2 of the second; chunk 2 row
+3 of each. The tests check chunked against whole, value by value.
+
+**A task too large for memory fails before scoring** with one :class:`~harness.core.errors.ResourceError`
+line (:func:`check_fits`): the bytes a score needs are estimated from the pairs and the chunk.
+
+**A memo on disk never decides a score unverified.** Resampled scores are memoised in this process
+(an interval and every paired comparison of a method share one computation). On disk they are kept
+only under the cache secret (:mod:`harness.core.authenticity`): the file's name carries
+``HMAC(secret, key ‖ bytes)`` and a file whose tag does not verify is never read. Without a secret
+nothing is read from or written to disk, and a run recomputes: a checksum in a file's name
+proves nothing (whoever plants a file can name it by its own hash), and a spot check of a few
+resamples cannot see the one changed value that moves a percentile across a baseline.
 """
 
 from __future__ import annotations
@@ -12,34 +45,126 @@ import functools
 import hashlib
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from harness.core.authenticity import secret_from_env, tag, valid
 from harness.core.codekeys import code_digest
+from harness.core.errors import ResourceError
 from harness.core.hashing import atomic_write_bytes, npy_bytes
 
 ALL = "\x00all"  # the plan's key for every pair; no subset label is this string
+# Resample × pair cells ranked at once. Measured on 2 cores: 50k pairs × 200 resamples take 25-28
+# ns a cell in chunks of 2^16-2^19 cells, 39 at 2^21, 72 at 2^23 (the whole matrix, as before,
+# was slower still: a chunk that stays in the CPU's cache is the fast one); 2^18 cells are ~10 MB.
+CHUNK_CELLS = 1 << 18
+# Bytes a chunk needs per cell at its peak (draws, counts, both sides' ranks, weights, Pearson's
+# temporaries: 36-44 measured with tracemalloc) and a score needs per pair outside the chunks (the
+# sides' rank plans, the Spearman of all pairs, subset codes: up to 58 measured), with margins.
+BYTES_PER_CELL = 48
+BYTES_PER_PAIR = 128
+GIB = 2**30
+
+
+def chunk_rounds(n: int, rounds: int, available: int | None = None) -> int:
+    """Resamples per chunk for ``n`` pairs: :data:`CHUNK_CELLS` cells, fewer when ``available``
+    bytes are short, at least one (:func:`check_fits` refuses when one does not fit).
+
+    >>> chunk_rounds(1379, 1000), chunk_rounds(50_000, 1000), chunk_rounds(500_000, 1000)
+    (190, 5, 1)
+    """
+    step = max(1, min(rounds, CHUNK_CELLS // max(n, 1)))
+    if available is not None:
+        spare = available - BYTES_PER_PAIR * n
+        step = max(1, min(step, spare // (BYTES_PER_CELL * max(n, 1))))
+    return step
+
+
+def scoring_bytes(n: int, rounds: int, step: int | None = None) -> int:
+    """Bytes a score of ``n`` pairs with ``rounds`` resamples needs at its peak, about.
+
+    >>> round(scoring_bytes(1_000_000, 1000) / 2**20)  # 1M pairs: one resample per chunk
+    168
+    """
+    if rounds <= 0:
+        return BYTES_PER_PAIR * n
+    step = chunk_rounds(n, rounds) if step is None else step
+    return BYTES_PER_PAIR * n + BYTES_PER_CELL * step * n
+
+
+def check_fits(n: int, rounds: int, available: int | None = None) -> int:
+    """Raise :class:`ResourceError` (one line) when scoring ``n`` pairs cannot fit in the memory
+    available (``available`` bytes; None reads the machine's, and an unknown amount passes); else
+    return the resamples per chunk to use.
+
+    Worked example: 20M pairs need 20M × 128 B = 2.4 GiB outside the chunks and 20M × 48 B = 0.9
+    GiB for a chunk of one resample (2^18 cells are less than a row), 3.3 GiB in all: refused with
+    2 GiB available, scored with 8, whatever the rounds.
+    """
+    if available is None:
+        from harness.core.encoding.memory import available_bytes
+
+        available = available_bytes("cpu")
+    if available is None:
+        return chunk_rounds(n, rounds)
+    step = chunk_rounds(n, rounds, available)
+    need = scoring_bytes(n, rounds, step)
+    if need > available:
+        raise ResourceError(f"scoring {n:,} pairs needs about {need / GIB:.1f} GiB of memory and this machine has "
+                            f"{available / GIB:.1f} GiB available: split the task into smaller files or use a "
+                            "machine with more memory")
+    return step
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    """How to rank one vector within any resample: its sort order and tie groups, found once.
+
+    ``where[i]`` is the tie group of item i (groups numbered in sorted order); ``starts`` are the
+    sorted positions where a group begins (None: no ties, every item its own group).
+    """
+
+    order: np.ndarray
+    starts: np.ndarray | None
+    where: np.ndarray
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> _Ranks:
+        order = np.argsort(x, kind="stable")
+        ordered = x[order]
+        new = np.r_[True, ordered[1:] != ordered[:-1]]
+        group = np.cumsum(new) - 1
+        where = np.empty(len(x), dtype=np.intp)
+        where[order] = group  # item order[p] is in the group of sorted position p
+        return cls(order, None if new.all() else np.flatnonzero(new), where)
+
+    def within(self, counts: np.ndarray) -> np.ndarray:
+        """Average ranks of each item within every resample of ``counts`` (rows), float32.
+
+        Within resample b an item's rank is (draws of all smaller values) + (draws of its own value
+        + 1) / 2, the average rank of its tied copies. The same float32 operations, in the same
+        order, as ranking the whole matrix: each is along one row.
+        """
+        sorted_counts = np.take(counts, self.order, axis=1)
+        # float32 is exact here: ranks are sums of counts and halves, exact below 2^23 pairs.
+        per_group = (sorted_counts if self.starts is None
+                     else np.add.reduceat(sorted_counts, self.starts, axis=1)).astype(np.float32)
+        # below + (per_group + 1) / 2, in place (the same float32 operations, fewer temporaries)
+        ranks = np.cumsum(per_group, axis=1)
+        ranks -= per_group
+        per_group += 1
+        per_group /= 2
+        ranks += per_group
+        return np.take(ranks, self.where, axis=1)
 
 
 def _resample_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Average ranks of each item within every resample, without sorting each resample.
-
-    A bootstrap resample is described by ``counts[b, i]`` = how often item i was drawn. Items are
-    sorted once; within resample b an item's rank is (draws of all smaller values) + (draws of its
-    own value + 1) / 2 — the average rank of its tied copies. Everything is O(B·n) array work.
-    """
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
-    # float32 is exact here: ranks are sums of counts (< 2^24) and halves.
-    per_group = np.add.reduceat(counts[:, order], starts, axis=1).astype(np.float32)
-    below = np.cumsum(per_group, axis=1) - per_group
-    ranks = np.empty(counts.shape, dtype=np.float32)
-    ranks[:, order] = (below + (per_group + 1) / 2)[:, group]
-    return ranks
+    """Average ranks of each item within every resample (rows of ``counts``), without sorting each one."""
+    return _Ranks.of(x).within(counts)
 
 
 def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -47,10 +172,13 @@ def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, counts: np.ndarray) -> np.
     w = (counts / counts.sum(axis=1, keepdims=True)).astype(np.float32)
     dx = rx - (w * rx).sum(axis=1, keepdims=True)
     dy = ry - (w * ry).sum(axis=1, keepdims=True)
+    # w·dx·dy is (w·dx)·dy in float32, so w·dx is formed once for the covariance and x's variance
+    wdx = w * dx
+    wdy = np.multiply(w, dy, out=w)  # w is not needed after this
     with np.errstate(invalid="ignore", divide="ignore"):
-        covariance = (w * dx * dy).sum(axis=1, dtype=np.float64)
-        return 100 * covariance / np.sqrt((w * dx * dx).sum(axis=1, dtype=np.float64)
-                                          * (w * dy * dy).sum(axis=1, dtype=np.float64))
+        covariance = (wdx * dy).sum(axis=1, dtype=np.float64)
+        return 100 * covariance / np.sqrt((np.multiply(wdx, dx, out=wdx)).sum(axis=1, dtype=np.float64)
+                                          * (np.multiply(wdy, dy, out=wdy)).sum(axis=1, dtype=np.float64))
 
 
 def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -59,44 +187,139 @@ def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.n
     return _weighted_pearson(_resample_ranks(x, counts), _resample_ranks(y, counts), counts)
 
 
-@functools.lru_cache(maxsize=8)
-def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int) -> dict[str, tuple]:
-    """Bootstrap draws for one split, shared by every method scored on it (same seed → same draws,
-    so methods are compared on identical resamples, and the gold side is ranked once).
-
-    Returns {group: (indices, counts (rounds, len(indices)), ranks of gold within each resample)};
-    the key ``ALL`` (every pair, stratified by subset) is present as well.
-    """
-    gold = np.frombuffer(gold_bytes, dtype=np.float64)
+@functools.lru_cache(maxsize=64)
+def _subset_streams(sizes: tuple[int, ...], rounds: int, seed: int) -> tuple[Mapping[str, Any], ...]:
+    """The generator's state where each subset's draws begin: subset k's ``rounds × sizes[k]``
+    draws follow those of subsets 0..k-1 in the one stream the whole matrix was drawn from. Found
+    by drawing and dropping the earlier subsets' draws, a chunk at a time (a few ns per draw)."""
     rng = np.random.default_rng(seed)
-    label_array = np.asarray(labels)
-    groups = {name: np.flatnonzero(label_array == name) for name in dict.fromkeys(labels)}
+    states = []
+    for k, size in enumerate(sizes):
+        states.append(rng.bit_generator.state)
+        if k + 1 < len(sizes):  # the last subset's end is nobody's start
+            step = chunk_rounds(size, rounds)
+            for r0 in range(0, rounds, step):
+                rng.integers(0, size, size=(min(step, rounds - r0), size))
+    return tuple(states)
+
+
+def _count_chunks(groups: Sequence[np.ndarray], rounds: int, seed: int,
+                  step: int) -> Iterator[tuple[int, list[np.ndarray]]]:
+    """Yield (first row, [draw counts (rows, len(group)) int32 of each group]) for chunks of ``step``
+    resamples: ``counts[b, i]`` = how often item i of the group is drawn in resample b."""
+    generators = []
+    for state in _subset_streams(tuple(len(idx) for idx in groups), rounds, seed):
+        generator = np.random.Generator(np.random.PCG64())
+        generator.bit_generator.state = state
+        generators.append(generator)
+    for r0 in range(0, rounds, step):
+        c = min(step, rounds - r0)
+        parts = []
+        for generator, idx in zip(generators, groups):
+            m = len(idx)
+            # a bincount of uniform draws, each row's draws shifted into its own block of m bins
+            draws = generator.integers(0, m, size=(c, m))
+            draws += (np.arange(c) * m)[:, None]
+            parts.append(np.bincount(draws.ravel(), minlength=c * m).reshape(c, m).astype(np.int32))
+        yield r0, parts
+
+
+def subset_indices(labels: Sequence[str]) -> dict[str, np.ndarray]:
+    """The pairs of each subset, in order of first appearance: ``{"A": [0, 2], "B": [1]}`` for
+    ``["A", "B", "A"]``. Labels become int32 codes, not a NumPy string array (4 bytes a pair, not 4
+    per character of the longest label: 64 for "answers-students")."""
+    names = {name: k for k, name in enumerate(dict.fromkeys(labels))}
+    if len(names) == 1:
+        return {next(iter(names)): np.arange(len(labels))}
+    codes = np.fromiter((names[label] for label in labels), dtype=np.int32, count=len(labels))
+    return {name: np.flatnonzero(codes == k) for name, k in names.items()}
+
+
+def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int) -> dict[str, tuple]:
+    """The whole draw plan of a split, for tests and small inspections (the scoring streams it in
+    chunks and never builds this): {group: (indices, counts (rounds, len(indices)), ranks of gold
+    within each resample)}; the key ``ALL`` (every pair, stratified by subset) is present as well."""
+    gold = np.frombuffer(gold_bytes, dtype=np.float64)
+    groups = subset_indices(labels)
+    chunks = list(_count_chunks(list(groups.values()), rounds, seed, chunk_rounds(len(gold), rounds)))
+    plan: dict[str, tuple] = {}
     counts = np.zeros((rounds, len(gold)), dtype=np.int32)
-    for idx in groups.values():
-        # counts[b, i] = how often pair i is drawn in resample b: a bincount of uniform draws.
-        draws = rng.integers(0, len(idx), size=(rounds, len(idx))) + (np.arange(rounds) * len(idx))[:, None]
-        counts[:, idx] = np.bincount(draws.ravel(), minlength=rounds * len(idx)).reshape(rounds, len(idx))
-    plan = {name: (idx, counts[:, idx], _resample_ranks(gold[idx], counts[:, idx])) for name, idx in groups.items()}
+    for k, (name, idx) in enumerate(groups.items()):
+        counts[:, idx] = np.concatenate([parts[k] for _, parts in chunks])
+        plan[name] = (idx, counts[:, idx], _resample_ranks(gold[idx], counts[:, idx]))
     plan[ALL] = (np.arange(len(gold)), counts, _resample_ranks(gold, counts))
     return plan
 
 
-# Resampled scores are a pure function of their inputs, so they are memoised by content: in this
-# process (a run scores each method for its interval and again for every paired comparison) and,
-# once the runner names a folder (:func:`remember_resamples_in`, inside the cache), on disk, so a
-# warm re-run reads 1000 numbers per (method, task) instead of ranking 1000 resamples again.
+@dataclass(frozen=True)
+class ResampleMemo:
+    """Where resampled scores are kept on disk (``folder``) and the secret that authenticates them.
+
+    Without a secret nothing is kept on disk (see the module docstring). Files are
+    ``<key>-<HMAC-SHA256(secret, key ‖ 0 ‖ bytes)>.npy``; the tag binds a file to its key, so a
+    valid memo of another split or method copied under this key's name does not verify either.
+    """
+
+    folder: Path | None
+    secret: bytes | None = None
+
+    @property
+    def on_disk(self) -> bool:
+        return self.folder is not None and bool(self.secret)
+
+    def _tag(self, key: str, data: bytes) -> str:
+        assert self.secret
+        return tag(self.secret, key.encode("ascii") + b"\x00" + data)
+
+    def load(self, key: str, rounds: int) -> np.ndarray | None:
+        """The memoised scores of ``key``, or None. A file whose tag does not verify (planted,
+        torn, edited, written under another secret) is left alone and never parsed; one whose
+        tag verifies is parsed without pickle and checked for shape and dtype, and removed if it fails."""
+        if not self.on_disk:
+            return None
+        assert self.folder is not None and self.secret
+        for path in self.folder.glob(f"{key}-*.npy"):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # removed by another run meanwhile
+            if not valid(self.secret, key.encode("ascii") + b"\x00" + data, path.stem.rsplit("-", 1)[1]):
+                continue  # not ours: planted, damaged, or another secret's (a cache shared by two teams)
+            try:
+                values = np.load(io.BytesIO(data), allow_pickle=False)
+                if values.shape == (rounds,) and values.dtype == np.float64:
+                    return values
+            except ValueError:
+                pass
+            path.unlink(missing_ok=True)  # ours, yet unusable (written by older code): replaced
+        return None
+
+    def store(self, key: str, values: np.ndarray) -> None:
+        if self.on_disk:
+            assert self.folder is not None
+            data = npy_bytes(values)
+            atomic_write_bytes(self.folder / f"{key}-{self._tag(key, data)}.npy", data)
+
+
+# Resampled scores are a pure function of their inputs, so they are memoised by content in this
+# process (a run scores each method for its interval and again for every paired comparison). The
+# disk memo travels as a ResampleMemo argument; _default is the one the runner names through
+# remember_resamples_in, for callers that pass none.
 _memo: dict[str, np.ndarray] = {}
-_memo_dir: Path | None = None
+_default = ResampleMemo(None)
 
 
-def remember_resamples_in(folder: Path | None) -> None:
-    """Also keep resampled scores as ``<folder>/<content hash>.npy`` (None: in memory only)."""
-    global _memo_dir
-    _memo_dir = Path(folder) if folder is not None else None
+def remember_resamples_in(folder: Path | None, secret: bytes | None = None) -> None:
+    """Keep resampled scores as ``<folder>/<key>-<tag>.npy`` when a cache secret is given or in
+    ``$STS_BENCH_CACHE_SECRET`` (None, or no secret: in this process only), for callers that pass
+    no :class:`ResampleMemo`."""
+    global _default
+    _default = ResampleMemo(Path(folder) if folder is not None else None,
+                            secret if secret is not None else secret_from_env())
 
 
 def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
-                     rounds: int, seed: int) -> np.ndarray:
+                     rounds: int, seed: int, memo: ResampleMemo | None = None) -> np.ndarray:
     """The aggregated Spearman ×100 of each of ``rounds`` resamples of the pairs, stratified by
     subset (each subset is resampled to its own size). Equal (gold, labels, rounds, seed) give equal
     resamples, so two methods' arrays are paired draw by draw.
@@ -106,53 +329,54 @@ def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], a
     """
     gold = np.asarray(gold, dtype=np.float64)
     cos = np.asarray(cos, dtype=np.float64)
-    digest = hashlib.sha256(cos.tobytes() + gold.tobytes())
-    # The digest of this module's code (and what it imports) is part of the key: a changed
-    # resampling is recomputed, never read back warm (harness.core.codekeys).
-    digest.update("\x1f".join([code_digest(__name__), *labels, aggregation, str(rounds), str(seed)]).encode("utf-8"))
-    key = digest.hexdigest()[:40]
+    memo = _default if memo is None else memo
+    key = _key(cos, gold, labels, aggregation, rounds, seed)
     if key not in _memo:
-        # None (not memoised on disk) for a moment: the next lines replace it before anyone reads it
-        _memo[key] = _load_memo(key, rounds)  # type: ignore[assignment]
-        if _memo[key] is None:
-            _memo[key] = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
-            _store_memo(key, _memo[key])
+        loaded = memo.load(key, rounds)
+        if loaded is None:
+            loaded = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
+            memo.store(key, loaded)
+        _memo[key] = loaded
     return _memo[key].copy()
 
 
-def _load_memo(key: str, rounds: int) -> np.ndarray | None:
-    """The memoised scores of ``key``, or None. Files are named ``<key>-<sha256 of their bytes>.npy``
-    and checked against that name, and for their shape and dtype, before use; a file that fails is
-    removed (a torn write of a killed run, an edit) and the scores are computed again."""
-    if _memo_dir is None:
-        return None
-    for path in _memo_dir.glob(f"{key}-*.npy"):
-        try:
-            data = path.read_bytes()
-            if hashlib.sha256(data).hexdigest()[:16] == path.stem.rsplit("-", 1)[1]:
-                values = np.load(io.BytesIO(data), allow_pickle=False)
-                if values.shape == (rounds,) and values.dtype == np.float64:
-                    return values
-        except (OSError, ValueError):
-            pass
-        path.unlink(missing_ok=True)
-    return None
-
-
-def _store_memo(key: str, values: np.ndarray) -> None:
-    if _memo_dir is not None:
-        data = npy_bytes(values)
-        atomic_write_bytes(_memo_dir / f"{key}-{hashlib.sha256(data).hexdigest()[:16]}.npy", data)
+def _key(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str, rounds: int, seed: int) -> str:
+    """The content key of a resampling: sha256 of the similarities, gold, this module's code digest
+    (a changed resampling is recomputed, never read back warm: harness.core.codekeys), the labels
+    and the settings, ``\x1f``-separated. Fed in pieces (the arrays as buffers, the labels 64k at a
+    time), so the key of a million pairs costs no copy of them."""
+    digest = hashlib.sha256(np.ascontiguousarray(cos).data)
+    digest.update(np.ascontiguousarray(gold).data)
+    digest.update(code_digest(__name__).encode("utf-8"))
+    for start in range(0, len(labels), 1 << 16):
+        digest.update(("\x1f" + "\x1f".join(labels[start:start + (1 << 16)])).encode("utf-8"))
+    digest.update("\x1f".join(["", aggregation, str(rounds), str(seed)]).encode("utf-8"))
+    return digest.hexdigest()[:40]
 
 
 def _resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
-                      rounds: int, seed: int) -> np.ndarray:
-    plan = _resample_plan(gold.tobytes(), tuple(labels), rounds, seed)
-    subsets = [name for name in plan if name != ALL]
-    if aggregation == "all" or len(subsets) <= 1:
-        return _spearman_of_resamples(cos, *plan[ALL])
-    values = np.stack([_spearman_of_resamples(cos, *plan[name]) for name in subsets])
-    weights = np.array([len(plan[name][0]) for name in subsets], dtype=float)
+                      rounds: int, seed: int, step: int | None = None) -> np.ndarray:
+    """The work of :func:`resampled_scores`, ``step`` resamples at a time (None: what fits, see
+    :func:`check_fits`, which refuses a task whose single resample does not)."""
+    groups = list(subset_indices(labels).values())
+    step = check_fits(len(gold), rounds) if step is None else step
+    pooled = aggregation == "all" or len(groups) <= 1
+    # Each side is sorted once per call, for every chunk: as the whole matrix ranked it.
+    sides = ([(_Ranks.of(cos), _Ranks.of(gold))] if pooled
+             else [(_Ranks.of(cos[idx]), _Ranks.of(gold[idx])) for idx in groups])
+    values = np.empty((len(sides), rounds))
+    for r0, parts in _count_chunks(groups, rounds, seed, step):
+        if pooled and len(groups) > 1:
+            counts = np.empty((len(parts[0]), len(gold)), dtype=np.int32)
+            for idx, part in zip(groups, parts):
+                counts[:, idx] = part
+            parts = [counts]
+        for k, ((cos_ranks, gold_ranks), counts) in enumerate(zip(sides, parts)):
+            values[k, r0:r0 + len(counts)] = _weighted_pearson(cos_ranks.within(counts), gold_ranks.within(counts),
+                                                               counts)
+    if pooled:
+        return values[0]
+    weights = np.array([len(idx) for idx in groups], dtype=float)
     if aggregation == "mean":
         weights = np.ones_like(weights)
     return (values * weights[:, None]).sum(axis=0) / weights.sum()
@@ -165,7 +389,3 @@ def percentile_interval(stats: np.ndarray, level: float = 95.0) -> tuple[float, 
         return (math.nan, math.nan)
     low, high = np.percentile(stats, [(100 - level) / 2, 100 - (100 - level) / 2])
     return (float(low), float(high))
-
-
-def _spearman_of_resamples(cos: np.ndarray, idx: np.ndarray, counts: np.ndarray, gold_ranks: np.ndarray) -> np.ndarray:
-    return _weighted_pearson(_resample_ranks(cos[idx], counts), gold_ranks, counts)

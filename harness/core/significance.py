@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.core.bootstrap import percentile_interval, resampled_scores
+from harness.core.bootstrap import ResampleMemo, check_fits, percentile_interval, resampled_scores
 from harness.core.scoring import score_split, spearman
 
 BOOTSTRAP_TEST = "paired bootstrap"
@@ -107,17 +107,23 @@ class Scored:
 
 
 def scored(similarity: np.ndarray, gold: Sequence[float], subsets: Sequence[str] | None, aggregation: str,
-           rounds: int = 1000, seed: int = 1234) -> Scored:
+           rounds: int = 1000, seed: int = 1234, memo: ResampleMemo | None = None) -> Scored:
     """Score once and resample once per method; every comparison of it reuses both. The score must be
     defined: an undefined one (:func:`harness.core.scoring.score_split`) would put None into
     ``Scored.spearman``, and :func:`paired_bootstrap` would fail on it. The callers (the runner's
-    significance table and history report) only pass scores whose split is defined."""
+    significance table and history report) only pass scores whose split is defined.
+
+    Memory: the resamples are computed a chunk at a time and a method keeps ``rounds`` numbers of
+    them, so comparing methods costs memory in the pairs, never in pairs × rounds; a split too
+    large for memory fails before any work with one ResourceError line. ``memo``: as in
+    :func:`harness.core.bootstrap.resampled_scores`."""
     labels = list(subsets) if subsets is not None else [""] * len(gold)
     gold_arr = np.asarray(gold, dtype=np.float64)
     similarity = np.asarray(similarity, dtype=np.float64)
+    check_fits(len(gold_arr), rounds)
     # float | None: None for an undefined score, which the callers never pass (see the docstring)
     return Scored(similarity, score_split(similarity, gold_arr, subsets, aggregation, bootstrap=0).spearman,  # type: ignore[arg-type]
-                  resampled_scores(similarity, gold_arr, labels, aggregation, rounds, seed))
+                  resampled_scores(similarity, gold_arr, labels, aggregation, rounds, seed, memo))
 
 
 def paired_bootstrap(a: Scored, b: Scored) -> Comparison:

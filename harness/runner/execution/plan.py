@@ -95,8 +95,11 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root,
                                lenient_gold=cfg.allow_gold_out_of_range))
     fit_sets = {(task.spec.name, name): build_fit_set(name, task, cfg.hub_root) for task in tasks for name in fit_names}
+    from harness.core.bootstrap import check_fits
+
     for task in tasks:
         check_scorable(task, cfg)
+        check_fits(len(task.eval.gold), cfg.bootstrap)  # a task too large to score fails before encoding
     for fit in fit_sets.values():
         distinct = len(set(fit.sentences))
         if distinct < 2:
