@@ -85,6 +85,18 @@ def test_baseline_keys_are_normalised_so_a_real_drop_is_seen(bench, args, tmp_pa
     assert code == 1 and "REGRESSION" in out, err
 
 
+@pytest.mark.parametrize("value", ["-inf", "inf"])
+def test_a_non_finite_baseline_score_is_refused_before_the_run(bench, args, tmp_path, value):
+    """A -inf baseline can never be dropped below (the gate could not fire), an inf one always is."""
+    assert bench("--methods", "avg", *args, "--bootstrap", "0")[0] == 0
+    frame = pd.read_csv(tmp_path / "out" / "leaderboard.csv", dtype=str, keep_default_na=False)
+    frame["STS-B"] = value
+    baseline = tmp_path / "baseline.csv"
+    frame.to_csv(baseline, index=False)
+    code, _, err = bench("--methods", "avg", *args, "--bootstrap", "0", "--baseline", str(baseline))
+    assert code == 2 and f"{baseline}:2: column STS-B holds '{value}', not a finite number" in one_error_line(err)
+
+
 def test_a_partial_baseline_compares_what_matches_only_when_asked(bench, args, tmp_path):
     assert bench("--methods", "avg", *args, "--bootstrap", "0")[0] == 0
     baseline = tmp_path / "out" / "leaderboard.csv"
@@ -157,12 +169,32 @@ def _cut(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
 
 
+def _resealed_better(path: Path) -> None:
+    """Issue 30: a better score sealed again with the project's own checksum; its pairs say otherwise."""
+    from harness.runner.records.schema import seal
+
+    record = json.loads(path.read_text())
+    record["scores"].update(spearman=99.0, spearman_ci95=[98.5, 99.5])
+    path.write_text(json.dumps(seal(record)))
+
+
+def _resealed_outside_interval(path: Path) -> None:
+    """Issue 30: the score kept, its interval moved away from it, sealed again."""
+    from harness.runner.records.schema import seal
+
+    record = json.loads(path.read_text())
+    record["scores"]["spearman_ci95"] = [98.5, 99.5]
+    path.write_text(json.dumps(seal(record)))
+
+
 # (case, damage done to random's record, warning text)
 DAMAGED_RECORDS = [
     ("one digit changed", _digit_changed, "does not match its checksum"),
     ("a key missing", _key_missing, "record.task lacks fingerprint"),
     ("a value of the wrong type", _wrong_type, "record.task.n_pairs is not an integer"),
     ("cut in half", _cut, "not readable JSON"),
+    ("a better score re-sealed", _resealed_better, "scores.spearman 99.0 is not what its own"),
+    ("an interval re-sealed away from its score", _resealed_outside_interval, "lies outside its own 95 % interval"),
 ]
 
 

@@ -136,3 +136,61 @@ def _npy(array: np.ndarray) -> bytes:
     from harness.core.hashing import npy_bytes
 
     return npy_bytes(array)
+
+
+def test_senteval_lines_split_only_at_newlines_and_gold_must_be_a_plain_number(tmp_path):
+    """SentEval's input and gold files are matched line by line: a U+2028 or NEL inside a sentence
+    must not make two lines of one (it would shift every later pair against its gold)."""
+    from harness.core.data.sources.rows import parse_score, read_lines
+    from harness.core.errors import UserError
+
+    path = tmp_path / "STS.input.x.txt"
+    path.write_bytes("a\u2028b\tc\x85d\r\ne\x0cf\tg\n".encode())
+    assert read_lines(path) == ["a\u2028b\tc\x85d", "e\x0cf\tg"]
+    assert parse_score("4.5", "f:1") == 4.5 and parse_score("-1e-1", "f:1") == -0.1
+    for bad in ("0_5", "５", "nan", "4 5"):
+        with pytest.raises(UserError, match="f:3"):
+            parse_score(bad, "f:3")
+    path.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(UserError, match=r"STS.input.x.txt:2: not valid UTF-8"):
+        read_lines(path)
+
+
+def test_with_a_secret_a_record_needs_its_tag_and_a_fabricated_one_is_never_shown(run, tmp_path, monkeypatch,
+                                                                                  caplog):
+    """A record whose pairs are forged to give its forged score passes every check but the secret's:
+    re-sealed with the project's checksum, without the HMAC, it is skipped."""
+    from harness.core.scoring import score_split
+    from harness.runner.records.schema import seal
+    from harness.runner.records.store import load_results
+
+    monkeypatch.setenv(SECRET_ENV, "team secret")
+    code, _, err = run()
+    assert code == 0, err
+    runs = tmp_path / "out" / "runs"
+    (path,) = list(runs.glob("*.json"))
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["auth"] and [r["checksum"] for r in load_results(runs)] == [record["checksum"]]
+    gold = np.array(record["pairs"]["gold"])
+    forged = [float(g) for g in gold]  # similarities equal to gold: Spearman 100, consistent with its pairs
+    scores = score_split(np.array(forged), gold, record["pairs"]["subset"], record["protocol"]["aggregation"], 0)
+    record["pairs"]["similarity"], record["scores"]["spearman"] = forged, scores.spearman
+    record["scores"]["pearson"], record["scores"]["spearman_ci95"] = scores.pearson, None
+    path.write_text(json.dumps(seal({k: v for k, v in record.items() if k != "auth"})), encoding="utf-8")
+    assert load_results(runs) == [] and "not authenticated" in caplog.text
+    monkeypatch.delenv(SECRET_ENV)  # without the secret the same record is shown: only the secret proves who wrote it
+    assert [r["scores"]["spearman"] for r in load_results(runs)] == [pytest.approx(100.0)]
+
+
+def test_a_record_that_is_a_link_is_not_read(run, tmp_path, caplog):
+    from harness.runner.records.store import load_results
+
+    code, _, err = run()
+    assert code == 0, err
+    runs = tmp_path / "out" / "runs"
+    (path,) = list(runs.glob("*.json"))
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)
+    assert load_results(runs) == [] and "symbolic link" in caplog.text

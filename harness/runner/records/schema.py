@@ -8,6 +8,14 @@ record's canonical JSON without it; a record whose checksum does not match (an e
 fields are missing or of the wrong type (a partial or hand-made file) or whose schema is another
 version is never shown: :func:`harness.runner.records.store.load_results` skips it with one warning.
 
+A checksum only says the file is what *someone* sealed; anyone who can write ``runs/`` can seal an
+edited record with this very function. So a record is also held to its own evidence: its scores are
+**recomputed** from the per-pair similarities and gold it carries, under its own aggregation
+(:func:`harness.core.scoring.score_split`, the code that scored it), and must agree with the stored
+Spearman, Pearson and every subset's scores; its 95 % interval must contain its Spearman, and
+``n_pairs``, the subset sizes and ``n_zero_vectors`` must agree with its pairs
+(:func:`evidence_problem`). A record that fails is skipped like one with a bad checksum.
+
 Records are strict JSON: no NaN or Infinity anywhere. A score that cannot be computed is ``null``
 with the reason in ``undefined`` (:mod:`harness.core.scoring`).
 
@@ -18,6 +26,8 @@ True
 
 from __future__ import annotations
 
+import collections
+import functools
 import hashlib
 import math
 import types
@@ -25,9 +35,19 @@ import typing
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
+import numpy as np
+
+from harness.core import authenticity
 from harness.core.hashing import canonical_json, strict_json
+from harness.core.scoring import AGGREGATIONS, score_split
 
 RESULT_SCHEMA_VERSION = 2  # 2: strict JSON (undefined scores are null), a checksum, checked on read
+# The protocol fields that put results into one table (harness.runner.tables.frames.GROUP_KEYS):
+# results of different values are never compared, so every record must say what its values are.
+PROTOCOL_GROUP = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
+# ×100 points. A score recomputed by the same code from the same floats agrees to ~1e-13; a looser
+# bound only absorbs another numpy's summation order, and no edit worth making hides inside it.
+AGREE = 1e-6
 
 
 class HarnessInfo(TypedDict):
@@ -96,6 +116,7 @@ class Record(TypedDict):
     columns: NotRequired[dict[str, float]]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
     diagnostics: NotRequired[dict[str, Any]]
     embed_dim: NotRequired[int]  # the width of the vectors scored (embedding methods)
+    auth: NotRequired[str]  # HMAC of the record under $STS_BENCH_CACHE_SECRET, when one was set
     checksum: NotRequired[str]
 
 
@@ -105,9 +126,18 @@ def checksum(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
-def seal(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record with its checksum (the last field)."""
-    return {**{k: v for k, v in record.items() if k != "checksum"}, "checksum": checksum(record)}
+def _authenticated_body(record: Mapping[str, Any]) -> bytes:
+    return canonical_json({k: v for k, v in record.items() if k not in ("checksum", "auth")}).encode("utf-8")
+
+
+def seal(record: Mapping[str, Any], secret: bytes | None = None) -> dict[str, Any]:
+    """The record with its checksum (the last field), and with ``secret`` (the cache secret,
+    :mod:`harness.core.authenticity`) its HMAC tag before it: a record anyone could re-seal with
+    the checksum cannot be re-tagged without the secret."""
+    body = {k: v for k, v in record.items() if k not in ("checksum", "auth")}
+    if secret:
+        body["auth"] = authenticity.tag(secret, _authenticated_body(body))
+    return {**body, "checksum": checksum(body)}
 
 
 def strict(value: Any) -> Any:
@@ -115,8 +145,9 @@ def strict(value: Any) -> Any:
     return strict_json(value)
 
 
-def problems(record: Any) -> str | None:
-    """Why ``record`` is not a valid, intact record of this schema (None when it is)."""
+def problems(record: Any, secret: bytes | None = None) -> str | None:
+    """Why ``record`` is not a valid, intact record of this schema (None when it is); with
+    ``secret``, also when its HMAC tag does not verify (written without the secret, or forged)."""
     if not isinstance(record, dict):
         return "not a JSON object"
     if record.get("schema_version") != RESULT_SCHEMA_VERSION:
@@ -128,10 +159,130 @@ def problems(record: Any) -> str | None:
         return problem
     if record["checksum"] != checksum(record):
         return "its content does not match its checksum (edited or damaged)"
+    if secret and not authenticity.valid(secret, _authenticated_body(record), record.get("auth")):
+        return (f"not authenticated by ${authenticity.SECRET_ENV} (written without the secret, or by someone else); "
+                "run the benchmark again with the secret to rewrite it")
     n = record["task"]["n_pairs"]
     if len(record["pairs"]["similarity"]) != n or len(record["pairs"]["gold"]) != n:
         return f"pairs do not match n_pairs {n}"
+    return evidence_problem(typing.cast("Record", record))  # the type check above has just said it is one
+
+
+def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:
+    """The protocol group a record's scores are tabled in, as the tables key it (strings): results of
+    one group share a table and a column per task; results of two groups are never compared."""
+    protocol = record["protocol"]
+    return {"aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
+            "max_length": str(protocol["max_length"]),
+            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+
+
+def evidence_problem(record: Record) -> str | None:
+    """Why ``record``'s scores are not what its own pairs give (None when they are). ``record`` has
+    passed the type check: the fields exist and have their types.
+
+    The Spearman and Pearson ×100 of the whole split and of every subset are computed again from
+    ``pairs`` under ``protocol.aggregation`` and compared to the stored ones (undefined must be
+    undefined again); the interval must hold the score; counts must match the pairs."""
+    protocol, task, scores, pairs = record["protocol"], record["task"], record["scores"], record["pairs"]
+    problem = _table_keys_problem(record)
+    if problem:
+        return problem
+    aggregation = protocol["aggregation"]
+    n, labels = task["n_pairs"], pairs["subset"]
+    if labels is not None and len(labels) != n:
+        return f"pairs.subset has {len(labels)} labels for n_pairs {n}"
+    counts = dict(collections.Counter(labels or ()))  # counted in C: thousands of labels per record
+    if counts != task["subsets"]:
+        return f"task.subsets {task['subsets']} does not count pairs.subset ({counts})"
+    raw = pairs["similarity"]
+    # None stands where a method gave a non-finite score (then the score is undefined): NaN again here
+    similarity = np.asarray([math.nan if v is None else v for v in raw] if None in raw else raw, dtype=np.float64)
+    gold = np.asarray(pairs["gold"], dtype=np.float64)
+    zeros = int(np.count_nonzero(similarity == 0.0))  # a pair with a zero vector has cosine 0
+    if not 0 <= scores["n_zero_vectors"] <= zeros:
+        return f"scores.n_zero_vectors {scores['n_zero_vectors']}, but {zeros} of its similarities are 0"
+    try:
+        fresh = score_split(similarity, gold, labels, aggregation, bootstrap=0)
+    except (ArithmeticError, TypeError, ValueError) as err:
+        # Only a hand-made record gets here: the run that wrote a record scored these very pairs with
+        # this code (similarities near ±1e308 overflow the Pearson of a subset, for one).
+        return f"its pairs cannot be scored again ({type(err).__name__}: {str(err)[:80]})"
+    stored_undefined, fresh_undefined = scores["undefined"] is not None, fresh.undefined is not None
+    if stored_undefined != fresh_undefined:
+        said = f"undefined ({scores['undefined']})" if stored_undefined else f"{scores['spearman']}"
+        gives = f"undefined ({fresh.undefined})" if fresh_undefined else f"{fresh.spearman:.4f}"
+        return f"its Spearman is recorded as {said}, but its own pairs give {gives}"
+    for name, stored, computed in (("spearman", scores["spearman"], fresh.spearman),
+                                   ("pearson", scores["pearson"], fresh.pearson)):
+        if not _agree(stored, computed):
+            return f"scores.{name} {stored} is not what its own {n} pairs give ({_shown(computed)})"
+    if set(record["subset_scores"]) != set(fresh.subsets):
+        return (f"subset_scores has {sorted(record['subset_scores'])}, its pairs' subsets are "
+                f"{sorted(fresh.subsets)}")
+    for label, entry in record["subset_scores"].items():
+        again = fresh.subsets[label]
+        if entry["n"] != again["n"] or (entry["undefined"] is None) != (again["undefined"] is None):
+            return f"subset_scores.{label} is not what its own pairs give (n {again['n']}, {again['undefined']})"
+        for name, kept, redone in (("spearman", entry["spearman"], again["spearman"]),
+                                   ("pearson", entry["pearson"], again["pearson"])):
+            if not _agree(kept, redone):
+                return f"subset_scores.{label}.{name} {kept} is not what its own pairs give ({_shown(redone)})"
+    return _interval_problem(scores)
+
+
+def _table_keys_problem(record: Record) -> str | None:
+    """Why the tables could not key ``record`` (None: they can). ``protocol``, ``method.spec`` and
+    ``fit`` are free-form objects in the schema; the fields every table reads from them must be
+    there and be scalars, or one crafted record would stop every report."""
+    protocol = record["protocol"]
+    lacking = [key for key in PROTOCOL_GROUP if key not in protocol]
+    if lacking:
+        return f"protocol lacks {', '.join(lacking)}"
+    if protocol["aggregation"] not in AGGREGATIONS:
+        return f"protocol.aggregation {protocol['aggregation']!r} is not one of {', '.join(AGGREGATIONS)}"
+    for key in ("source", "dtype"):
+        if not isinstance(protocol[key], str):
+            return f"protocol.{key} is not a string"
+    if not isinstance(protocol["max_length"], int | str) or isinstance(protocol["max_length"], bool):
+        return "protocol.max_length is not an integer"
+    layers = protocol["first_last_layers"]
+    if not isinstance(layers, list) or not all(isinstance(x, int | str) and not isinstance(x, bool) for x in layers):
+        return "protocol.first_last_layers is not a list of layers"
+    if not isinstance(record["method"]["spec"].get("backbone"), str):
+        return "method.spec.backbone is not a string"
+    fit_set = (record["fit"] or {}).get("fit_set", {})
+    if not isinstance(fit_set, dict) or not isinstance(fit_set.get("name", ""), str):
+        return "fit.fit_set is not an object with a name"
     return None
+
+
+def _interval_problem(scores: Scores) -> str | None:
+    """Why the stored 95 % interval cannot be the interval of the stored Spearman (None: it can)."""
+    ci, rho = scores["spearman_ci95"], scores["spearman"]
+    if ci is None:
+        return None  # no interval (--bootstrap 0, or every resample undefined): nothing to hold
+    if rho is None:
+        return "an undefined score has an interval"
+    if len(ci) != 2:
+        return f"scores.spearman_ci95 has {len(ci)} numbers, not 2"
+    low, high = ci
+    if not low - AGREE <= rho <= high + AGREE:
+        return f"its Spearman {rho:.4f} lies outside its own 95 % interval [{low:.4f}, {high:.4f}]"
+    if low < -100 - AGREE or high > 100 + AGREE:
+        return f"its 95 % interval [{low:.4f}, {high:.4f}] reaches beyond ±100"
+    return None
+
+
+def _agree(stored: Any, computed: Any) -> bool:
+    """Both undefined, or both numbers within :data:`AGREE`."""
+    if stored is None or computed is None:
+        return stored is None and computed is None
+    return abs(float(stored) - float(computed)) <= AGREE
+
+
+def _shown(value: Any) -> str:
+    return "undefined" if value is None else f"{float(value):.4f}"
 
 
 def _check(value: Any, hint: Any, path: str) -> str | None:
@@ -141,14 +292,12 @@ def _check(value: Any, hint: Any, path: str) -> str | None:
     if typing.is_typeddict(hint):
         if not isinstance(value, dict):
             return f"{path} is not an object"
-        hints = typing.get_type_hints(hint, include_extras=True)
-        # NotRequired read from the hints: with postponed annotations __required_keys__ cannot see it
-        required = {k for k, v in hints.items() if typing.get_origin(v) is not NotRequired}
+        hints, required = _fields(hint)
         missing = sorted(required - set(value))
         if missing:
             return f"{path} lacks {', '.join(missing)}"
         for key, inner in hints.items():
-            if key in value and (problem := _check(value[key], _unwrap(inner), f"{path}.{key}")):
+            if key in value and (problem := _check(value[key], inner, f"{path}.{key}")):
                 return problem
         return None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -164,8 +313,14 @@ def _check(value: Any, hint: Any, path: str) -> str | None:
     if origin is list:
         if not isinstance(value, list):
             return f"{path} is not a list"
-        if args[0] in (float, float | None) and all(type(v) is float and math.isfinite(v) for v in value):
-            return None  # the fast path for the per-pair lists (thousands of numbers)
+        # Fast paths for the per-pair lists (thousands of items per record, thousands of records):
+        # types compared as a set in C, and one sum that is finite only if every term is (a NaN or
+        # ±inf stays non-finite; an overflow to inf merely falls through to the item-by-item check).
+        kinds = set(map(type, value))
+        if args[0] in (float, float | None) and kinds <= {float} and math.isfinite(sum(value)):
+            return None
+        if args[0] is str and kinds <= {str}:
+            return None
         return next((p for i, v in enumerate(value) if (p := _check(v, args[0], f"{path}[{i}]"))), None)
     if hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -173,6 +328,16 @@ def _check(value: Any, hint: Any, path: str) -> str | None:
     if hint is int:
         return None if isinstance(value, int) and not isinstance(value, bool) else f"{path} is not an integer"
     return None if isinstance(value, hint) else f"{path} is not {getattr(hint, '__name__', hint)}"
+
+
+@functools.cache
+def _fields(hint: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A TypedDict's field annotations (``NotRequired`` unwrapped) and its required keys, read once
+    per class: resolving the hints each time cost more than checking the record."""
+    hints = typing.get_type_hints(hint, include_extras=True)
+    # NotRequired read from the hints: with postponed annotations __required_keys__ cannot see it
+    required = frozenset(k for k, v in hints.items() if typing.get_origin(v) is not NotRequired)
+    return {k: _unwrap(v) for k, v in hints.items()}, required
 
 
 def _unwrap(hint: Any) -> Any:

@@ -3,6 +3,12 @@
 The file carries everything needed to trust or reproduce the number: the method spec, the task
 (source, fingerprint, pairs), the protocol, the scores with their CI and per-subset values, the
 fit set, the environment and timings. ``schema_version`` changes whenever a field's meaning does.
+
+**One column, one dataset.** A task's records of one protocol group must all score the same pairs:
+when a task's data changes between runs into one folder (a pairs file edited, another file given the
+same ``name=``), the records on the older data are *superseded* (:func:`current_data`): they stay in
+``runs/`` (and their points in the history), but no table shows them beside scores on the new data,
+and :func:`load_results` says so in one warning per task.
 """
 
 from __future__ import annotations
@@ -15,11 +21,15 @@ import logging
 import platform
 import re
 import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.authenticity import secret_from_env
 from harness.core.hashing import atomic_write_text, key_hash
-from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, problems, seal
+from harness.runner.records.lock import read_inside
+from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, problems, protocol_group, seal
 
 log = logging.getLogger("sts_bench.results")
 _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
@@ -89,22 +99,28 @@ def write_result(runs_dir: Path, record: Record) -> Path:
     """Write the record, sealed with its checksum, as strict JSON (a NaN anywhere is a bug: scores
     that cannot be computed are null, :mod:`harness.runner.records.schema`)."""
     path = result_path(runs_dir, record)
-    sealed = seal(record)
+    sealed = seal(record, secret_from_env())
     atomic_write_text(path, json.dumps(sealed, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n")
     return path
 
 
 def load_results(runs_dir: Path) -> list[Record]:
-    """Every intact record under ``runs_dir``. A file that is not one (unreadable, not JSON, edited,
-    partial, another schema) is skipped with one warning and never shown; files whose name starts
-    with a dot (``.tmp-*`` of a write in flight or killed) are not records at all."""
-    records: list[Record] = []
+    """Every intact record under ``runs_dir``, oldest first (by ``created``, then by when its file was
+    written, so two runs within one second keep their order). A file that is not one (unreadable,
+    not JSON, edited, partial, another schema, scores its own pairs do not give) is skipped with one
+    warning and never shown; files whose name starts with a dot (``.tmp-*`` of a write in flight or
+    killed) are not records at all. Records on a task's older data are returned (they are intact)
+    with one warning per task: the tables leave them out (:func:`current_data`)."""
+    loaded: list[tuple[str, int, str, Record]] = []
     older: list[Path] = []
+    secret = secret_from_env()
     for path in sorted(Path(runs_dir).glob("*.json")):
         if path.name.startswith("."):
             continue
         try:
-            record = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+            written = path.lstat().st_mtime_ns
+            # never through a link: a record must be a file of this folder (records.lock.read_inside)
+            record = json.loads(read_inside(path).decode("utf-8"), parse_constant=_refuse_constant)
         except (OSError, ValueError) as err:
             log.warning("results: skipping %s (not readable JSON: %s)", path, str(err)[:120])
             continue
@@ -112,15 +128,69 @@ def load_results(runs_dir: Path) -> list[Record]:
                 and record["schema_version"] < RESULT_SCHEMA_VERSION:
             older.append(path)
             continue
-        problem = problems(record)
+        problem = problems(record, secret)
         if problem:
             log.warning("results: skipping %s (%s); run the benchmark again to rewrite it", path, problem)
             continue
-        records.append(record)
+        loaded.append((record["created"], written, path.name, record))
     if older:
         log.warning("results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run the "
                     "benchmark again to rewrite them", len(older), runs_dir, RESULT_SCHEMA_VERSION)
+    records = [record for *_, record in sorted(loaded, key=lambda item: item[:3])]
+    for stale in current_data(records)[1]:
+        log.warning("results: %s", stale.line(runs_dir))
     return records
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A task of one protocol group whose data changed: the records on older data left out of the tables."""
+
+    task: str  # the task's title: its column
+    group: tuple[str, ...]  # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    newest: str  # the fingerprint of the task's most recently created record
+    older: tuple[str, ...]  # the other fingerprints, oldest data first
+    records: int  # how many records are left out
+
+    def line(self, runs_dir: Path | str) -> str:
+        """The warning, naming the task and the first 12 hex digits of each fingerprint."""
+        old = ", ".join(fp[:12] for fp in self.older)
+        return (f"{self.task}: its data changed (sha256 {old} → {self.newest[:12]}); {self.records} record(s) "
+                f"on the older data are left out of every table (they stay in {runs_dir} and the history); "
+                "run their methods again to score them on the current data")
+
+
+def current_data(records: Iterable[Record]) -> tuple[list[Record], list[Superseded]]:
+    """The records on their task's current data, in their order, and what was left out.
+
+    A task's current data, per protocol group, is the fingerprint of its most recently created
+    record (on a tie in ``created``, the one later in ``records``: :func:`load_results` orders them
+    as written). Keyed on the task's title, the column it is shown in."""
+    records = list(records)
+    latest: dict[tuple[str, ...], tuple[str, str]] = {}  # (group, task) → (created, fingerprint)
+    for rec in records:
+        key = (*protocol_group(rec).values(), rec["task"]["title"])
+        if key not in latest or rec["created"] >= latest[key][0]:
+            latest[key] = (rec["created"], _fingerprint(rec))
+    kept: list[Record] = []
+    left: dict[tuple[str, ...], dict[str, int]] = {}  # (group, task) → older fingerprint → records
+    for rec in records:
+        key = (*protocol_group(rec).values(), rec["task"]["title"])
+        fingerprint = _fingerprint(rec)
+        if fingerprint == latest[key][1]:
+            kept.append(rec)
+        else:
+            counts = left.setdefault(key, {})
+            counts[fingerprint] = counts.get(fingerprint, 0) + 1
+    stale = [Superseded(task=key[-1], group=key[:-1], newest=latest[key][1], older=tuple(counts),
+                        records=sum(counts.values())) for key, counts in left.items()]
+    return kept, stale
+
+
+def _fingerprint(rec: Record) -> str:
+    """The sha256 of a record's pairs; "" for a record built in memory without one (a test's, a
+    caller's table of hand-made rows): such records all count as one dataset."""
+    return str(rec["task"].get("fingerprint") or "")
 
 
 def _refuse_constant(name: str) -> Any:

@@ -5,6 +5,10 @@ per protocol group. Results with different protocols are never put in one table:
 by the protocol (aggregation, source, dtype, max_length, first-last layers). Within a group a row
 is (method, backbone, kind, fit set). Columns a method declares (its records' ``"columns"``, e.g.
 DSE's "vs teacher (%)") are carried along and averaged over the row's tasks.
+
+A column is one dataset: of a task whose data changed between runs into one folder, only the records
+on its newest data are tabled (:func:`harness.runner.records.store.current_data`), and the wide rows
+say which data each task column holds (``task_fingerprints``), which the regression gate matches on.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.tasks import TASKS
+from harness.runner.records.schema import PROTOCOL_GROUP, protocol_group
+from harness.runner.records.store import current_data
 
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
-GROUP_KEYS = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
+GROUP_KEYS = PROTOCOL_GROUP  # one definition: the records supersede within the groups the tables show
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 
 
@@ -31,8 +37,11 @@ def protocol_line(group: Mapping[str, Any]) -> str:
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
 LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined",
-                "task_data", "prompt", "weights")
+                "task_data", "prompt", "weights", "fingerprint")
 UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
+# A wide table's column: ``TASK=<sha256 of its pairs>`` per task of the row, "; "-separated. Last in
+# leaderboard.csv, so readers that pick columns by name or position before it read what they did.
+FINGERPRINTS = "task_fingerprints"
 
 
 def ordered_tasks(titles: Iterable[str]) -> list[str]:
@@ -43,12 +52,9 @@ def ordered_tasks(titles: Iterable[str]) -> list[str]:
 
 def record_keys(rec: Record) -> dict[str, str]:
     """The (row, protocol group) a record belongs to, as the leaderboard names them."""
-    protocol = rec["protocol"]
     return {"method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
             "kind": rec["method"]["kind"], "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
-            "aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
-            "max_length": str(protocol["max_length"]),
-            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+            **protocol_group(rec)}
 
 
 def record_marks(rec: Record) -> str:
@@ -60,9 +66,10 @@ def record_marks(rec: Record) -> str:
 
 
 def newest(records: Iterable[Record]) -> list[Record]:
-    """One record per (row, protocol group, task): the newest file wins."""
+    """One record per (row, protocol group, task): the newest file wins, among the records on the
+    task's current data (older data is superseded: :func:`harness.runner.records.store.current_data`)."""
     chosen: dict[tuple, Record] = {}
-    for rec in sorted(records, key=lambda r: r["created"]):
+    for rec in sorted(current_data(records)[0], key=lambda r: r["created"]):
         chosen[(*record_keys(rec).values(), rec["task"]["title"])] = rec
     return list(chosen.values())
 
@@ -108,7 +115,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     """One row per (row, protocol group, task), the newest file winning, ordered by protocol group,
     row and task; and the names of the columns methods declared. Pure Python: the report page builds
     from it without pandas."""
-    records = list(records)
+    records = current_data(records)[0]
     extra: list[str] = []
     for rec in records:  # every declared column, as the DataFrame of every record had it
         extra += [name for name in rec.get("columns") or {} if name not in extra]
@@ -125,6 +132,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
             "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
             "task_data": task_data(rec["task"]), "prompt": rec["protocol"].get("prompt") or "",
             "weights": (rec.get("backbone") or {}).get("weights") or "",
+            "fingerprint": rec["task"].get("fingerprint") or "",  # the full sha256: what the gate matches on
             **(rec.get("columns") or {}),
         })
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
@@ -144,7 +152,8 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
     sets are never compared. Rows are ordered by protocol group, then by Avg. (highest first, rows
     without one last), ties by (method, backbone, kind, fit set). For example, a group scoring
     STS-B and SICK-R with rows ``avg`` (82.0, 78.0) and ``cls`` (73.5, —) gives ``avg`` Avg. 80.0
-    first, then ``cls`` with Avg. NaN.
+    first, then ``cls`` with Avg. NaN. Each row also says which data its task columns hold
+    (:data:`FINGERPRINTS`: ``STS-B=<sha256>; my-pairs=<sha256>``), for the regression gate.
     """
     standard = {*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS}
     extra = [c for row in long[:1] for c in row if c not in standard]
@@ -155,8 +164,10 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
         group = tuple(row[k] for k in GROUP_KEYS)
         group_tasks.setdefault(group, set()).add(row["task"])
         cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)),
-                                {"tasks": {}, "marks": set(), "extra": {}, "undefined": []})
+                                {"tasks": {}, "marks": set(), "extra": {}, "undefined": [], "data": {}})
         cell["tasks"][row["task"]] = row["spearman"]
+        if row.get("fingerprint"):
+            cell["data"][row["task"]] = row["fingerprint"]
         if row.get("undefined"):
             cell["undefined"].append(row["task"])
         cell["marks"].update(row["marks"])
@@ -173,7 +184,8 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
                       **{t: cell["tasks"].get(t, math.nan) for t in tasks}, AVG: average,
                       **{c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra},
                       UNDEFINED: ",".join(t for t in tasks if t in cell["undefined"]),
-                      **{k: row[k] for k in GROUP_KEYS}})
+                      **{k: row[k] for k in GROUP_KEYS},
+                      FINGERPRINTS: "; ".join(f"{t}={cell['data'][t]}" for t in tasks if t in cell["data"])})
     # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set) order.
     table.sort(key=lambda r: (tuple(r[k] for k in GROUP_KEYS), _missing(r[AVG]), 0 if _missing(r[AVG]) else -r[AVG]))
     return table, tasks, extra

@@ -13,6 +13,7 @@ from harness.core.hashing import atomic_write_text
 from harness.runner.records.outputs import StepOutput
 from harness.runner.tables.frames import (
     AVG,
+    FINGERPRINTS,
     GROUP_KEYS,
     LONG_COLUMNS,
     ROW_KEYS,
@@ -140,8 +141,11 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     wide_columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
     long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
-    # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time.
-    atomic_write_text(paths[0], csv_text(wide, wide_columns))
+    # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time. The
+    # CSV alone says which data each task column holds (last, after every column readers knew): the
+    # gate refuses a baseline of it on other data (harness.runner.tables.gate); people read the
+    # markdown, whose header names each task's data already.
+    atomic_write_text(paths[0], csv_text(wide, [*wide_columns, FINGERPRINTS]))
     atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n")
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
