@@ -124,6 +124,11 @@ def _entry_point(ep: EntryPoint) -> type[Method]:
 
 
 def _add(cls: type[Method], where: str) -> None:
+    """Register a plugin class (every way in comes here): its name must be free, then it must
+    provide what its base class needs (``plugins.check_contract``), so it is refused now rather than
+    failing in the middle of a run."""
+    from methods import plugins
+
     if cls.name in METHODS:
         raise UserError(f"{where}: '{cls.name}' is a built-in method's name; give the plugin class another name "
                         f"(e.g. name = \"my-{cls.name}\")")
@@ -131,4 +136,5 @@ def _add(cls: type[Method], where: str) -> None:
     if held is not None and held is not cls:
         raise UserError(f"{where}: the method name '{cls.name}' is already taken by {held.__module__}."
                         f"{held.__qualname__}; give one of the classes another name")
+    plugins.check_contract(cls, where)
     REGISTERED[cls.name] = cls

@@ -3,8 +3,12 @@
 
 The registry (:mod:`methods`) asks here only for a name it does not hold itself, or when it lists
 every method, so a run of built-in methods never reads package metadata nor imports a plugin.
-Every way a plugin can be wrong is one :class:`UserError` line that says which plugin, what is
-wrong and how to fix it.
+Every way a plugin can be wrong before it runs (it does not import, exits or prints while it
+imports, lacks what its base class needs: :func:`check_class`) is one :class:`UserError` line
+(exit 2) that says which plugin, what is wrong and how to fix it.
+
+Once loaded, a plugin is a guest of the run (:mod:`methods.guests`): what it prints goes to
+stderr, and whatever it does wrong is one :class:`PluginError` line (exit 5).
 
 A plugin file is imported as the module ``sts_bench_file_<stem>`` (``my-method.py`` →
 ``sts_bench_file_my_method``), registered in ``sys.modules`` with the file as its origin: that is
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import UserError
+from methods.guests import printing_as, what_happened
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -43,7 +48,8 @@ def is_reference(text: str) -> bool:
 
 
 def check_class(cls: object, where: str) -> type[Method]:
-    """``cls`` as a method class, or one line saying what it lacks (``where`` names the plugin)."""
+    """``cls`` as a method class, or one line saying what it lacks (``where`` names the plugin);
+    what its base class needs of it is :func:`check_contract`'s, once its name is known to be free."""
     from harness.core.api import EmbeddingMethod, PairScoringMethod
 
     if not (isinstance(cls, type) and issubclass(cls, EmbeddingMethod | PairScoringMethod)):
@@ -57,6 +63,69 @@ def check_class(cls: object, where: str) -> type[Method]:
         raise UserError(f"{where}: {cls.__name__} has no summary; set a class attribute summary = \"one line\" "
                         "(shown by --list)")
     return cls
+
+
+def check_contract(cls: type[Method], where: str) -> None:
+    """What a method class must provide beyond its name, checked when it is registered (the registry's
+    ``_add``), so a plugin that cannot work is refused with one line before the run computes
+    anything, rather than failing halfway with an error from the harness's own code (a KeyError
+    read as a bug in sts-bench): options that are :class:`Option` s with one name each, the call
+    that makes its result, a ``fit`` when it fits, a post-processor's ``view`` option."""
+    _check_options(cls, where)
+    _check_contract(cls, where)
+
+
+def _check_options(cls: type[Method], where: str) -> None:
+    """``options`` is a sequence of :class:`Option` with one name each (a name is a ``--set`` key)."""
+    from harness.core.api import Option
+
+    options = cls.options
+    if not isinstance(options, tuple | list):
+        raise UserError(f"{where}: {cls.__name__}.options is {type(options).__name__}, not a tuple; write "
+                        "options = (Option(name, default, help), ...) with Option from harness.method_api")
+    seen: set[str] = set()
+    for i, option in enumerate(options):
+        if not isinstance(option, Option):
+            raise UserError(f"{where}: {cls.__name__}.options[{i}] is {option!r:.80}, not an Option; write "
+                            "Option(name, default, help) with Option from harness.method_api")
+        if not isinstance(option.name, str) or not option.name.isidentifier():
+            raise UserError(f"{where}: {cls.__name__} has an option named {option.name!r}; an option's name is "
+                            "a Python identifier (it is the OPTION of --set METHOD.OPTION=VALUE)")
+        if option.name in seen:
+            auto = (" (view methods get prompt and prompt2 added for them: define both or neither)"
+                    if option.name in ("prompt", "prompt2") else "")
+            raise UserError(f"{where}: {cls.__name__} has two options named '{option.name}'{auto}; give each "
+                            "option its own name")
+        seen.add(option.name)
+
+
+def _check_contract(cls: type[Method], where: str) -> None:
+    """What the class's base needs of it: the method that makes its result, a ``fit`` when it fits,
+    and a post-processor's ``view`` option (its base reads it to build the spec)."""
+    from harness.core.api import EmbeddingMethod, Method, PairScoringMethod
+    from methods.pooling import BASE_VIEWS, PostProcessor
+
+    name = cls.__name__
+    if issubclass(cls, EmbeddingMethod) and cls.encode is EmbeddingMethod.encode and \
+            cls.encode_sides is EmbeddingMethod.encode_sides:
+        raise UserError(f"{where}: {name} defines no encode(sentences); an EmbeddingMethod returns float32 "
+                        "(n, d) vectors from encode (docs/PLUGINS.md)")
+    if issubclass(cls, PairScoringMethod) and cls.score_pairs is PairScoringMethod.score_pairs:
+        raise UserError(f"{where}: {name} defines no score_pairs(s1, s2); a PairScoringMethod returns one score "
+                        "per pair from it (docs/PLUGINS.md)")
+    if cls.uses_fit_set and cls.fit is Method.fit:
+        raise UserError(f"{where}: {name} has uses_fit_set = True but no fit(fit_set); define fit (set "
+                        "self.fit_info = {\"fit_set\": fit_set.describe(), ...} there), or drop uses_fit_set")
+    if issubclass(cls, PostProcessor):
+        view = next((o for o in cls.options if o.name == "view"), None)
+        fix = (f"add Option(\"view\", \"avg\", \"pooled view to transform\", choices=BASE_VIEWS) to its options "
+               f"(BASE_VIEWS from harness.method_api: {', '.join(BASE_VIEWS)})")
+        if view is None:
+            raise UserError(f"{where}: {name} derives from PostProcessor but has no 'view' option; {fix}")
+        choices = tuple(view.choices or ())
+        if not choices or not set(choices) <= set(BASE_VIEWS) or view.default not in choices:
+            raise UserError(f"{where}: {name}'s 'view' option (default {view.default!r}, choices {view.choices!r}) "
+                            f"must choose among BASE_VIEWS, its default one of them; {fix}")
 
 
 def load_reference(text: str) -> type[Method]:
@@ -98,9 +167,17 @@ def _import_file(path: Path, where: str) -> object:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # before running it: dataclasses and codekeys look the module up
     try:
-        spec.loader.exec_module(module)
-    except Exception as err:
+        with printing_as(f"plugin {path.name}: "):
+            spec.loader.exec_module(module)
+    except KeyboardInterrupt:
         del sys.modules[module_name]
+        raise
+    except BaseException as err:  # SystemExit too: a file that exits on import must not end the run with 0
+        del sys.modules[module_name]
+        if isinstance(err, SystemExit):
+            raise UserError(f"{where}: importing {path} called sys.exit({err.code!r}) at {_failing_line(err, path)}; "
+                            "a plugin file only defines its classes: move the exit under "
+                            "if __name__ == \"__main__\":") from None
         raise UserError(f"{where}: importing {path} failed at {_failing_line(err, path)}: "
                         f"{type(err).__name__}: {err}; fix the file (or run it with python to see the traceback)"
                         ) from None
@@ -109,15 +186,18 @@ def _import_file(path: Path, where: str) -> object:
 
 def _import_module(name: str, where: str) -> object:
     try:
-        return importlib.import_module(name)
+        with printing_as(f"plugin {name}: "):
+            return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
             raise UserError(f"{where}: no module {name} on the Python path; install its package, add its folder "
                             "to PYTHONPATH, or give a file: path/to/file.py:ClassName") from None
         raise UserError(f"{where}: importing {name} failed: {type(err).__name__}: {err}; install what it "
                         "needs") from None
-    except Exception as err:
-        raise UserError(f"{where}: importing {name} failed: {type(err).__name__}: {err}; fix the module") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # SystemExit too (see _import_file)
+        raise UserError(f"{where}: importing {name} failed: {what_happened(err)}; fix the module") from None
 
 
 def _failing_line(err: BaseException, path: Path) -> str:
@@ -139,13 +219,20 @@ def load_entry_point(ep: EntryPoint) -> type[Method]:
     package = ep.dist.name if ep.dist is not None else None
     where = f"plugin '{ep.name}' ({GROUP} entry point {ep.value!r}" + (f" of {package})" if package else ")")
     try:
-        cls = ep.load()
-    except Exception as err:
+        with printing_as(f"plugin {ep.name}: "):
+            cls = ep.load()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # SystemExit too (see _import_file)
         fix = (f"reinstall {package} or uninstall it (pip uninstall {package})" if package
                else "reinstall or uninstall the package that declares it")
-        raise UserError(f"{where} failed to import: {type(err).__name__}: {err}; {fix}") from None
+        raise UserError(f"{where} failed to import: {what_happened(err)}; {fix}") from None
     cls = check_class(cls, where)
     if cls.name != ep.name:
         raise UserError(f"{where}: the class is named '{cls.name}'; the entry point's name must be the method's "
                         f"name: {cls.name} = \"{ep.value}\" in {package or 'its package'}'s pyproject.toml")
     return cls
+
+
+# -- a plugin as a guest of the run ---------------------------------------------------------------
+

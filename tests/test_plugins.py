@@ -215,6 +215,10 @@ BROKEN = {
                    "class Nameless(EmbeddingMethod):\n    summary = 's'\n"),
     "raises.py": "import numpy\n\nx = 1\nraise RuntimeError('boom')\n",
     "syntax.py": "def f(:\n",
+    "exits.py": "import sys\n\nsys.exit(0)\n",
+    "no_view.py": ("from harness.method_api import PostProcessor\n\n"
+                   "class NoView(PostProcessor):\n    name, summary = 'no-view', 's'\n\n"
+                   "    def fit(self, fit_set):\n        pass\n"),
 }
 
 
@@ -226,6 +230,8 @@ BROKEN = {
     ("no_name.py:Nameless", "Nameless.name = None; set a class attribute name"),
     ("raises.py:X", "raises.py:4: RuntimeError: boom"),
     ("syntax.py:X", "syntax.py:1: SyntaxError"),
+    ("exits.py:X", "importing exits.py called sys.exit(0) at exits.py:3"),
+    ("no_view.py:NoView", "NoView derives from PostProcessor but has no 'view' option"),
     ("no_such_plugin_module:X", "no module no_such_plugin_module on the Python path"),
     ("randproj2", "unknown method 'randproj2' (did you mean 'randproj'?)"),
 ])

@@ -1,8 +1,9 @@
 """The exception types that reach the user as a single line (no traceback).
 
 ``UserError`` is bad input (exit 2); ``ResourceError`` is the machine failing the run: disk full,
-permission denied, out of memory (exit 3). ``harness.runner.cli.exits`` maps both, and the ``OSError`` and
-``MemoryError`` they stand for, to their exit codes.
+permission denied, out of memory (exit 3); ``PluginError`` is a method from outside the repo
+misbehaving while the run calls it (exit 5). ``harness.runner.cli.exits`` maps them, and the
+``OSError`` and ``MemoryError`` they stand for, to their exit codes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ class ResourceError(Exception):
     """The environment failed, not the input: one line naming the resource, where, and what to do.
 
     ``run_bench.py`` prints it as ``error: <message>`` and exits with status 3.
+    """
+
+
+class PluginError(UserError):
+    """A plugin method (a method class that is not built in, :func:`methods.plugin_origin`) did
+    something a method must not while the run called it: raised, exited, or returned vectors or
+    scores of the wrong shape, type or count. One line, ``plugin method 'NAME' (path/to/file.py):
+    what it did; how to fix it``, exit 5.
+
+    A subclass of :class:`UserError` so that a Python caller's ``except UserError`` still holds it
+    (the plugin is the user's code); the CLI tells the two apart by exit code.
     """
 
 

@@ -9,13 +9,16 @@ code   meaning
 3      the environment failed: disk full, permission denied, read-only or missing path, any other
        I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``, ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
+5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited, or returned
+       vectors or scores of the wrong shape, type or count; the line names the plugin and its file, and the
+       other methods' results are written
 130    interrupted (Ctrl-C); what was finished stays cached
 141    the reader of standard output went away (``sts-bench list | head -3``): no message, as ``git``
 143    terminated (SIGTERM: ``kill``, a CI timeout, a cluster's pre-emption); as for Ctrl-C
 =====  ==========================================================================================
 
-Codes 2 and 3 print one line and no traceback; ``--debug`` or ``STS_BENCH_DEBUG=1`` prints the
-traceback too, for a bug report.
+Codes 2, 3 and 5 print one line and no traceback; ``--debug`` or ``STS_BENCH_DEBUG=1`` prints the
+traceback too, for a bug report (for 5, the plugin's own traceback, chained).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from harness.core.errors import ResourceError, UserError
+from harness.core.errors import PluginError, ResourceError, UserError
 from harness.runner.settings.console import describe_os_error
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 130, 143
+OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 5, 130, 143
 STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a C tool killed by the broken pipe exits with
 
 
@@ -82,6 +85,8 @@ def classify(err: BaseException) -> tuple[int, str | None]:
         return TERMINATED, None
     if isinstance(err, KeyboardInterrupt):
         return INTERRUPTED, None
+    if isinstance(err, PluginError):  # before UserError, which it derives from
+        return PLUGIN, str(err)
     if isinstance(err, UserError):
         return BAD_INPUT, str(err)
     if isinstance(err, ResourceError):

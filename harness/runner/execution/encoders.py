@@ -14,8 +14,9 @@ run's tasks and calls ``encode`` on those it does not hold yet, in first-seen or
   encoder changes, or stale vectors are served.
 
 What ``encode`` returns is checked before it is used (:func:`checked_vectors`): a wrong shape, a row
-count that differs from the sentences given, a non-numeric array or a NaN/inf is one ``UserError``
-line naming the encoder.
+count that differs from the sentences given, a non-numeric array or a NaN/inf is one ``PluginError``
+line (a ``UserError``) naming the encoder. The run checks a plugin method's vectors and pair scores with the same
+functions (:mod:`.evaluate`), as a ``PluginError`` naming the plugin's file.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, SpecRequest
-from harness.core.errors import UserError
+from harness.core.errors import PluginError, UserError
 
 if TYPE_CHECKING:
     from harness.core.encoding.cache import VectorStore
@@ -43,36 +44,66 @@ def describe(encoder: Any) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def checked_vectors(output: Any, n: int, who: str) -> np.ndarray:
-    """``output`` of ``encode`` on ``n`` sentences as float32 (n, d), or one UserError line saying what
-    is wrong with it. Tensors are accepted through ``.detach().cpu().numpy()`` (torch is not imported).
+def checked_vectors(output: Any, n: int, who: str, call: str = "encode()",
+                    error: type[UserError] = UserError) -> np.ndarray:
+    """``output`` of ``call`` on ``n`` sentences as float32 (n, d), or one ``error`` line, after
+    ``who`` (``encoder 'NAME' (module.Class)``, a plugin method's name and file), saying what is
+    wrong with it. Tensors are accepted through ``.detach().cpu().numpy()`` (torch is not imported).
 
-    >>> checked_vectors([[1, 2], [3, 4]], 2, "enc").dtype
+    >>> checked_vectors([[1, 2], [3, 4]], 2, "encoder 'enc'").dtype
     dtype('float32')
+    >>> checked_vectors([1.0, 2.0], 2, "encoder 'enc'")
+    Traceback (most recent call last):
+    harness.core.errors.UserError: encoder 'enc': encode() returned shape (2,) for 2 sentences; ...
     """
-    need = f"encode() must return an array-like (n, d) of finite numbers, one row per sentence, for {who}"
-    if hasattr(output, "detach") and hasattr(output, "cpu"):  # a torch tensor, maybe on a GPU
-        output = output.detach().cpu().numpy()
-    try:
-        array = np.asarray(output)
-    except (TypeError, ValueError) as err:  # ragged rows
-        raise UserError(f"encoder {who}: encode() returned {type(output).__name__} that is not an array "
-                        f"({str(err).splitlines()[0][:120]}); {need}") from None
-    if array.dtype.kind not in "iuf":
-        raise UserError(f"encoder {who}: encode() returned {type(output).__name__} of {array.dtype} values, not "
-                        f"numbers; {need}")
+    need = f"{call} must return an array-like (n, d) of finite numbers, one row per sentence"
+    array = _numbers(output, who, call, need, error)
     if array.ndim != 2 or array.shape[1] == 0:
-        raise UserError(f"encoder {who}: encode() returned shape {array.shape} for {n} sentences; {need}")
+        raise error(f"{who}: {call} returned shape {array.shape} for {n} sentences; {need}")
     if array.shape[0] != n:
-        raise UserError(f"encoder {who}: encode() returned {array.shape[0]} rows for {n} sentences; {need}")
+        raise error(f"{who}: {call} returned {array.shape[0]} rows for {n} sentences; {need}")
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: caught below
         vectors = array.astype(np.float32)
     bad = ~np.isfinite(vectors).all(axis=1)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        raise UserError(f"encoder {who}: encode() returned NaN or inf (or values beyond float32) in {int(bad.sum())} "
-                        f"of {n} rows, first row {first}; {need}")
+        raise error(f"{who}: {call} returned NaN or inf (or values beyond float32) in {int(bad.sum())} of {n} "
+                    f"rows, first row {first}; {need}")
     return vectors
+
+
+def checked_scores(output: Any, n: int, who: str, call: str = "score_pairs()",
+                   error: type[UserError] = UserError) -> np.ndarray:
+    """``output`` of ``call`` on ``n`` pairs as float64 (n,), one finite score per pair, or one
+    ``error`` line after ``who`` saying what is wrong with it.
+
+    >>> checked_scores([0.5, 1], 2, "plugin method 'x'").tolist()
+    [0.5, 1.0]
+    """
+    need = f"{call} must return one finite number per pair, an array-like of shape (n,)"
+    array = _numbers(output, who, call, need, error)
+    if array.shape != (n,):
+        raise error(f"{who}: {call} returned shape {array.shape} for {n} pairs; {need}")
+    scores = array.astype(np.float64)
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        raise error(f"{who}: {call} returned NaN or inf for {int(bad.sum())} of {n} pairs, first pair "
+                    f"{int(np.flatnonzero(bad)[0])}; {need}")
+    return scores
+
+
+def _numbers(output: Any, who: str, call: str, need: str, error: type[UserError]) -> np.ndarray:
+    """``output`` as a numeric numpy array (ints or floats; bools, strings and objects are refused)."""
+    if hasattr(output, "detach") and hasattr(output, "cpu"):  # a torch tensor, maybe on a GPU
+        output = output.detach().cpu().numpy()
+    try:
+        array = np.asarray(output)
+    except (TypeError, ValueError) as err:  # ragged rows
+        raise error(f"{who}: {call} returned {type(output).__name__} that is not an array "
+                    f"({str(err).splitlines()[0][:120]}); {need}") from None
+    if array.dtype.kind not in "iuf":
+        raise error(f"{who}: {call} returned {type(output).__name__} of {array.dtype} values, not numbers; {need}")
+    return array
 
 
 class ObjectEncoder(EmbeddingMethod):
@@ -81,6 +112,10 @@ class ObjectEncoder(EmbeddingMethod):
     summary = "an encoder object given from Python (harness.evaluate)"
     encoder: ClassVar[Any]
     cache_key: ClassVar[str | None] = None
+    # How a PluginError names it and where its code is (methods.guests): the object's class and module,
+    # not this module, where the class around it is built.
+    plugin_source: ClassVar[str]
+    plugin_module: ClassVar[str]
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
@@ -111,13 +146,18 @@ class ObjectEncoder(EmbeddingMethod):
         return [s for s in dict.fromkeys(sentences) if s not in self._memory]
 
     def prepare(self, sentences: Sequence[str]) -> None:
+        from methods.guests import guest
+
         todo = self._missing(sentences)
-        who = f"'{self.name}' ({describe(self.encoder)})"
+        who = f"encoder '{self.name}' ({describe(self.encoder)})"
         for start in range(0, len(todo), CHUNK):
             texts = todo[start:start + CHUNK]
-            vectors = checked_vectors(self.encoder.encode(list(texts)), len(texts), who)
+            with guest(type(self), "encode()"):  # the object's own call: its exit or exception named as its
+                output = self.encoder.encode(list(texts))
+            # PluginError (a UserError): the object is the caller's code; the run keeps the other results
+            vectors = checked_vectors(output, len(texts), who, error=PluginError)
             if self._dim is not None and vectors.shape[1] != self._dim:
-                raise UserError(f"encoder {who}: encode() returned {vectors.shape[1]} dimensions after "
+                raise PluginError(f"{who}: encode() returned {vectors.shape[1]} dimensions after "
                                 f"{self._dim} in an earlier call; every vector must have the same size")
             self._dim = vectors.shape[1]
             self.ctx.count_forwarded(len(texts), "python")
@@ -127,7 +167,7 @@ class ObjectEncoder(EmbeddingMethod):
             try:
                 self._store.add(texts, vectors)
             except ValueError as err:  # the store holds another dimension: the encoder changed
-                raise UserError(f"encoder {who}: {err} under cache_key={self.cache_key!r}; the encoder changed, "
+                raise UserError(f"{who}: {err} under cache_key={self.cache_key!r}; the encoder changed, "
                                 "so give it a new cache_key") from None
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
@@ -157,5 +197,6 @@ def encoder_method(encoder: Any, name: str, cache_key: str | None = None) -> typ
         raise UserError(f"cache_key {cache_key!r}: expected a non-empty string naming the encoder's version, "
                         "or None for no cache")
     attrs = {"name": name, "encoder": encoder, "cache_key": cache_key, "__module__": __name__,
+             "plugin_source": describe(encoder), "plugin_module": type(encoder).__module__,
              "summary": f"{describe(encoder)} from Python" + (f" (cache_key {cache_key})" if cache_key else "")}
     return type(f"Encoder_{name.replace('-', '_').replace('+', '_')}", (ObjectEncoder,), attrs)

@@ -1,6 +1,13 @@
 """Score one (method, task): fit if the method fits, encode both sides or score the pairs, score
 under the run's protocol, and assemble the result record (its schema:
-:mod:`harness.runner.records.schema`)."""
+:mod:`harness.runner.records.schema`).
+
+A plugin method's calls run as a guest's (:func:`methods.guests.guest`) and what it returns is
+checked before it is used, with the checks ``harness.evaluate`` applies to an encoder object
+(:mod:`.encoders`): float32 (n, d) finite vectors, one finite score per pair, a JSON ``fit_info``
+and ``annotate`` result. A wrong one is one ``PluginError`` line. Built-in methods are trusted as
+they are (a wrong output of theirs is a bug in sts-bench, with its traceback).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,12 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from harness.core.api import EmbeddingMethod, PairScoringMethod
+from harness.core.errors import PluginError
+from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
 from harness.runner.settings.console import say
+from methods.guests import guest, is_guest, who
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -112,17 +122,28 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
     """:func:`evaluate`, keeping the vectors that were scored."""
     from harness.core.scoring import cosine_rows, score_split
 
+    kind = type(method)
+    plugin = is_guest(kind)
     t0 = time.perf_counter()
     if method.uses_fit_set and fit_set is not None:
-        method.fit(fit_set)
+        with guest(kind, "fit()"):
+            method.fit(fit_set)
+        if plugin:
+            checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
     left = right = None
     n_zero = 0
     if isinstance(method, PairScoringMethod):
-        similarity = method.score_pairs(split.s1, split.s2)
+        with guest(kind, "score_pairs()"):
+            similarity = method.score_pairs(split.s1, split.s2)
+        if plugin:
+            similarity = checked_scores(similarity, len(split.s1), who(kind), error=PluginError)
     elif isinstance(method, EmbeddingMethod):
-        left, right = method.encode_sides(split.s1, split.s2)
+        call = encode_call(kind)
+        with guest(kind, call):
+            sides = method.encode_sides(split.s1, split.s2)
+        left, right = checked_sides(sides, len(split.s1), kind, call) if plugin else sides
         similarity, n_zero = cosine_rows(left, right)
         if n_zero:
             say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
@@ -135,7 +156,11 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
     timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
     # Fields a method adds to its records (DSE's teacher, a cross-encoder's symmetry, "columns").
-    record = cast("Record", {**record, **strict(method.annotate(split, similarity))})
+    with guest(kind, "annotate()"):
+        extra = method.annotate(split, similarity)
+    if plugin:
+        extra = checked_annotation(extra, kind)
+    record = cast("Record", {**record, **strict(extra)})
     if left is not None:  # the width of the vectors scored (whitening's k, a DSE student's...): MTEB's embed_dim
         record["embed_dim"] = int(left.shape[1])
     if cfg.diagnostics and left is not None and right is not None:
@@ -143,3 +168,73 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
 
         record["diagnostics"] = strict(anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed))
     return Scored(record, left, right)
+
+
+# -- what a plugin method returns, checked before the run uses it ---------------------------------
+
+def encode_call(kind: type) -> str:
+    """``encode_sides()`` when the plugin's own code reads the two sides (it overrides it), else
+    ``encode()``: the call an error line names is the one the plugin wrote."""
+    definer = next(k for k in kind.__mro__ if "encode_sides" in vars(k))
+    own = is_guest(definer) and not definer.__module__.startswith("harness.")  # not EmbeddingMethod's
+    return "encode_sides()" if own else "encode()"
+
+
+def checked_sides(sides: Any, n: int, kind: type, call: str) -> tuple[np.ndarray, np.ndarray]:
+    """A plugin's vectors of both sides of ``n`` pairs, each float32 (n, d) of one width d."""
+    named = who(kind)
+    if not (isinstance(sides, tuple | list) and len(sides) == 2):
+        raise PluginError(f"{named}: encode_sides() returned {type(sides).__name__}; it must return a pair "
+                          "(vectors of the first sentences, vectors of the second), each float32 (n, d)")
+    left, right = (checked_vectors(side, n, named, call, PluginError) for side in sides)
+    if left.shape[1] != right.shape[1]:
+        raise PluginError(f"{named}: {call} returned {left.shape[1]} dimensions for the first sentences of the "
+                          f"pairs and {right.shape[1]} for the second; every vector must have the same size")
+    return left, right
+
+
+def checked_fit_info(method: Method, fit_set: FitSet) -> None:
+    """A plugin's ``fit_info`` after ``fit``: None or a dict of JSON values whose ``fit_set``, if any,
+    is a dict. Without a ``fit_set`` the run adds the one it gave: the tables, the gate and the
+    record's file name read it, as they read every built-in's."""
+    info = method.fit_info
+    if info is not None and (not isinstance(info, dict) or not isinstance(info.get("fit_set", {}), dict)
+                             or not _json(info)):
+        raise PluginError(f"{who(type(method))}: fit() set self.fit_info to {info!r:.80}; set it to a dict "
+                          "of JSON values (str, int, float, bool, None, lists, dicts), e.g. "
+                          "{\"fit_set\": fit_set.describe()}, or leave it None")
+    method.fit_info = {"fit_set": fit_set.describe(), **(info or {})}
+
+
+# Record fields the run writes itself: an annotation may add fields, and "columns", not replace these.
+_RECORD_FIELDS = frozenset(Record.__annotations__) - {"columns"}
+
+
+def checked_annotation(extra: Any, kind: type) -> dict[str, Any]:
+    """A plugin's ``annotate`` result: a dict of JSON values that does not overwrite the record's own
+    fields; its ``columns`` a dict of title → number (leaderboard columns)."""
+    named = who(kind)
+    need = ("annotate() must return a dict of JSON values ({} for none), with \"columns\" a dict of title → "
+            "number if any")
+    if not isinstance(extra, dict) or not all(isinstance(key, str) for key in extra) or not _json(extra):
+        raise PluginError(f"{named}: annotate() returned {extra!r:.80}; {need}")
+    taken = sorted(_RECORD_FIELDS & set(extra))
+    if taken:
+        raise PluginError(f"{named}: annotate() returned the record's own field(s) {', '.join(taken)}; name the "
+                          "fields it adds otherwise")
+    columns = extra.get("columns", {})
+    if not isinstance(columns, dict) or not all(
+            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) for k, v in columns.items()):
+        raise PluginError(f"{named}: annotate() returned columns {columns!r:.80}; {need}")
+    return extra
+
+
+def _json(value: Any) -> bool:
+    """Whether ``value`` is what a record can hold (strict JSON once NaN/inf are nulled)."""
+    import json
+
+    try:
+        json.dumps(strict(value), allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -5,6 +5,13 @@ baseline against the plan's cells), plans (:mod:`.plan`), runs ONE forward pass 
 per backbone (everything after it — pooling variants, whitening, flow, scoring — reads the cache),
 scores every (task, method) into a record written as soon as it is made (:mod:`.evaluate`), then
 runs the report steps (:mod:`.reports`) and the gate (:mod:`harness.runner.tables.gate`).
+
+A plugin method is a guest (:func:`methods.guests.guest`): it is built, asked for its hooks,
+prepared and scored inside guards that turn whatever it does wrong into one ``PluginError`` line
+(exit 5). A plugin that fails on a (method, task) is left out of it and the run goes on: the other
+methods' records and the leaderboards are written, then the error is raised, as a score that is
+undefined is (exit 2). Anything else a plugin's code raises, from a call no guard wraps, is blamed
+on it by its traceback (:func:`methods.guests.blame`) rather than reported as a bug in sts-bench.
 """
 
 from __future__ import annotations
@@ -17,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.splits import unique
+from harness.core.errors import PluginError
 from harness.runner.execution.context import RunContext
-from harness.runner.execution.evaluate import score
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
+from harness.runner.execution.plugin_calls import blame_run, build_methods, plugin_failure, scored_as_guest, what_failed
 from harness.runner.execution.why import why_line
 from harness.runner.records.schema import Record
 from harness.runner.settings.config import BenchConfig
@@ -100,15 +108,25 @@ class RunOutcome:
                         "method has no sentence vectors")
 
 
-def encode_stage(plan: Plan, ctx: RunContext) -> None:
+def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
     """ONE forward pass per unique sentence per backbone, for every view any method reads; then the
-    methods with a model of their own encode theirs."""
+    methods with a model of their own encode theirs. Returns the plugin methods whose ``prepare``
+    failed, by name: they are not scored, the others are."""
+    from methods.guests import guest
+
     for job in plan.encode_jobs:
         say(f"encode: {why_line(plan, job)}")  # what is encoded and which method needs it
         job.provider.ensure(job.sentences, sorted(job.views))
+    failed: dict[str, PluginError] = {}
     for method in plan.methods:
         if not method.backbone_views():
-            method.prepare(plan.own_model_sentences[method.name])
+            try:
+                with guest(type(method), "prepare()"):
+                    method.prepare(plan.own_model_sentences[method.name])
+            except PluginError as err:
+                failed[method.name] = err
+                say(f"{method.label():>16} · not scored: {what_failed(err)}")
+    return failed
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
@@ -124,6 +142,11 @@ def run(cfg: BenchConfig) -> RunOutcome:
         ctx = RunContext(cfg)
         try:
             return _run(cfg, ctx)
+        except BaseException as err:  # a plugin's exit or exception from a call no guard wraps: blamed on it
+            blamed = blame_run(err, cfg)
+            if blamed is None:
+                raise
+            raise blamed from err
         finally:
             ctx.close()
 
@@ -139,6 +162,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         return RunOutcome([], [], pages, text, dry_run=True)
     clock = Stages()
     with clock("plan"):
+        build_methods(cfg, ctx)
         plan = make_plan(cfg, ctx)
         # mean/wmean on single-subset tasks only is all: filed as all (one warning), before anything keys on it
         cfg = single_subset_aggregation(cfg, plan.tasks)
@@ -155,12 +179,14 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     leaks = labelled_overlaps(plan.methods, plan.tasks, ctx)
     warn_leakage(leaks)
     with clock("encode"):
-        encode_stage(plan, ctx)
-    records, paths, refused, exported = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"])
+        failed = encode_stage(plan, ctx) or {}  # or: a test's stand-in returns None
+    records, paths, refused, exported, broken = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"], failed)
     clock.add_record_timings(records)
     with clock("write"):
         table, board = report_stage(plan, cfg, ctx, records)
     say(summary(plan, ctx, clock))
+    if broken:  # after the other methods' records and the reports: what finished is kept
+        raise plugin_failure(broken, refused, Path(cfg.output_dir)) from broken[0][2]  # --debug: its traceback
     if refused:
         from harness.core.errors import UserError
 
@@ -222,16 +248,20 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
         for method in plan.methods:
             fit = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
             cells.append({"method": method.label(), "backbone": method.spec.backbone, "kind": method.kind,
-                          "fit_set": fit.name if fit is not None else "", **group, "task": task.spec.title})
+                          "fit_set": fit.name if fit is not None else "", **group, "task": task.spec.title,
+                          "fingerprint": task.eval.fingerprint})  # a baseline on other data: refused up front
     return cells
 
 
-def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float
-                ) -> tuple[list[Record], list[Path], list[str], list[Path]]:
+def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float,
+                failed: dict[str, PluginError] | None = None
+                ) -> tuple[list[Record], list[Path], list[str], list[Path], list[tuple[str, str, PluginError]]]:
     """Fit and score every (task, method); write each record as it is made (under the output
     folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
     refused (returned, not written) unless ``--allow-undefined``. With ``--export-embeddings``, the
-    vectors just scored are written too (:mod:`.export`); returns the export folders last."""
+    vectors just scored are written too (:mod:`.export`). A plugin method that fails on a task
+    (or whose ``prepare`` failed: ``failed``) is left out of it, the others are scored; returns the
+    export folders, then those failures as (label, task title, error)."""
     from harness.runner.execution.export import unique_rows, write_embeddings
     from harness.runner.records.lock import output_lock
     from harness.runner.records.store import write_result
@@ -240,11 +270,22 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
     paths: list[Path] = []
     refused: list[str] = []
     exported: list[Path] = []
+    broken: list[tuple[str, str, PluginError]] = []
+    failed = dict(failed or {})
     out = Path(cfg.output_dir)
     for task in plan.tasks:
         for method in plan.methods:
+            if method.name in failed:  # its prepare failed: nothing of it to score on any task
+                if task is plan.tasks[0]:
+                    broken.append((method.label(), "every task", failed[method.name]))
+                continue
             fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
-            scored = score(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            try:
+                scored = scored_as_guest(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+            except PluginError as err:  # this (method, task) only: the other cells are still scored
+                broken.append((method.label(), task.spec.title, err))
+                say(f"{method.label():>16} · {task.spec.title:<7} not scored: {what_failed(err)}")
+                continue
             record = scored.record
             record["timings"]["encode_stage_s"] = round(encode_s, 4)
             if cfg.export_embeddings and scored.left is not None and scored.right is not None:
@@ -263,7 +304,7 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
             records.append(record)
             shown = f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
             say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
-    return records, paths, refused, exported
+    return records, paths, refused, exported, broken
 
 
 def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]
