@@ -91,6 +91,10 @@ class Whitening(PostProcessor):
         if self.fit_info and self.fit_info["fit_set"]["fingerprint"] == fit_set.fingerprint:
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
         x = self.fit_vectors(fit_set.sentences)
+        k = self.spec.params["k"]
+        if k is not None and not 1 <= k <= x.shape[1]:  # the label says k=N: it must not stand for "all" in effect
+            raise UserError(f"whitening: k={k} is outside 1..{x.shape[1]}, the dimension of the vectors; use --set "
+                            f"whitening.k=N with 1 ≤ N ≤ {x.shape[1]}, or leave k unset for all")
         self._mu, self._w, rank = self._transform(x)
         self.fit_info = {"fit_set": fit_set.describe(), "rank": rank, "dims_kept": int(self._w.shape[1])}
 

@@ -42,6 +42,18 @@ SPLIT_NAMES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "de
 SPLITS = ("train", "dev", "test")
 SYNTAX = "file:PATH or hf:DIR_OR_ID, then ?KEY=VALUE&... (keys: " + ", ".join(KEYS) + ")"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+# A number as data files write one: ASCII digits, an optional sign, '.', exponent. float() takes
+# more: "0_5" (5.0: digit grouping), "٥" or "５" (other scripts' digits), " 5 ", "nan", "inf".
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def decimal(text: str) -> float | None:
+    """``text`` as a float when it is a plain decimal number (:data:`DECIMAL`), else None.
+
+    >>> decimal("0.5"), decimal("-1e-3"), decimal("0_5"), decimal("nan"), decimal("５")
+    (0.5, -0.001, None, None, None)
+    """
+    return float(text) if DECIMAL.fullmatch(text) else None
 _YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
 
 
@@ -115,11 +127,10 @@ def _flag(text: str, entry: str, where: str) -> bool:
 
 
 def _range(text: str, entry: str, where: str) -> tuple[float, float]:
-    parts = text.split(",")
-    try:
-        low, high = (float(p) for p in parts)
-    except ValueError:
-        raise UserError(f"{where} {entry}: range={text}: expected LOW,HIGH like 0,5 or -1,1") from None
+    parts = [decimal(p.strip()) for p in text.split(",")]
+    if len(parts) != 2 or None in parts:  # plain numbers only: float() reads "0_5" as 5
+        raise UserError(f"{where} {entry}: range={text}: expected LOW,HIGH of plain decimal numbers like 0,5 or -1,1")
+    low, high = (float(p) for p in parts if p is not None)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise UserError(f"{where} {entry}: range={text}: expected finite LOW < HIGH")
     return low, high

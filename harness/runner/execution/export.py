@@ -1,4 +1,4 @@
-"""Vectors out (``--export-embeddings DIR``): for each (method, task, split) scored, the split's
+r"""Vectors out (``--export-embeddings DIR``): for each (method, task, split) scored, the split's
 unique sentences and the very vectors that were scored.
 
 Why here and not a report step: report steps read records, and a record keeps each pair's
@@ -16,8 +16,16 @@ Layout, one folder per (backbone, method row, task, split)::
                          the sha256 of vectors.npy and of sentences.jsonl, the task's data fingerprint
 
 ``<backbone>`` is ``none`` for methods without one (an encoder object, ``random``) and the last path
-component of a local folder. A pair-scoring method (cross-encoder) has no sentence vectors: it is
-skipped with one note. :func:`read_embeddings` verifies both checksums before returning anything.
+component of a local folder; a name longer than :data:`MAX_PART` characters is cut and tagged with a
+hash of the whole (file systems refuse names over 255 bytes; the full label is in meta.json). A
+pair-scoring method (cross-encoder) has no sentence vectors: it is skipped with one note.
+:func:`read_embeddings` verifies both checksums before returning anything.
+
+``sentences.jsonl`` ends its lines at ``\n`` only, and its reader splits there only:
+``str.splitlines`` would also cut at U+2028, NEL or a form feed, which a sentence may hold (JSON keeps
+U+2028, U+2029 and NEL raw; the writer escapes them as ``\u2028``... too, for readers that split
+like ``splitlines``). Below the export folder nothing goes through a symbolic link: a folder link is
+refused (one line), a file link is replaced by the atomic write, and the reader opens no link.
 """
 
 from __future__ import annotations
@@ -32,13 +40,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.errors import UserError
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, key_hash, npy_bytes
+from harness.runner.records.lock import read_inside, refuse_linked_folders
 from harness.runner.records.store import now_iso
 
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 EXPORT_SCHEMA = 1
+MAX_PART = 120  # characters of a folder name kept (file systems stop at 255 bytes; the slug is ASCII)
+# Line breaks of str.splitlines that JSON keeps raw in a string (json.dumps escapes the others).
+_RAW_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 @dataclass
@@ -69,10 +81,19 @@ def unique_rows(s1: tuple[str, ...], s2: tuple[str, ...], left: np.ndarray, righ
 
 
 def _slug(text: str) -> str:
-    """A folder name: a local path's last component; anything but [A-Za-z0-9._=,+[]-] becomes '_'."""
+    """A folder name: a local path's last component; anything but [A-Za-z0-9._=,+[]-] becomes '_';
+    over :data:`MAX_PART` characters, cut and tagged with a hash of the whole text, so two long
+    labels that share their start still get two folders.
+
+    >>> len(_slug("x" * 300)), _slug("x" * 300) == _slug("x" * 299 + "y")
+    (120, False)
+    """
     if "/" in text and Path(text).expanduser().is_dir():
         text = Path(text).name
-    return re.sub(r"[^A-Za-z0-9._=,+\[\]-]", "_", text.replace("/", "--")).lstrip(".") or "_"
+    slug = re.sub(r"[^A-Za-z0-9._=,+\[\]-]", "_", text.replace("/", "--")).lstrip(".") or "_"
+    if len(slug) > MAX_PART:
+        slug = f"{slug[:MAX_PART - 9]}-{key_hash({'name': text}, 8)}"
+    return slug
 
 
 def backbone_name(record: Record) -> str:
@@ -88,8 +109,9 @@ def folder_of(root: Path, record: Record) -> Path:
 def write_embeddings(root: Path, record: Record, rows: SentenceVectors) -> Path:
     """Write one (method, task, split)'s export (see the module docstring); returns its folder."""
     folder = folder_of(root, record)
+    refuse_linked_folders(Path(root).expanduser(), folder / "meta.json", "the export folder")
     vectors = npy_bytes(np.ascontiguousarray(rows.vectors, dtype=np.float32))
-    lines = "".join(json.dumps({"index": i, "sentence": s}, ensure_ascii=False) + "\n"
+    lines = "".join(json.dumps({"index": i, "sentence": s}, ensure_ascii=False).translate(_RAW_BREAKS) + "\n"
                     for i, s in enumerate(rows.sentences)).encode("utf-8")
     (folder / "meta.json").unlink(missing_ok=True)  # an interrupted rewrite must not look complete
     atomic_write_bytes(folder / "vectors.npy", vectors)
@@ -108,10 +130,10 @@ def write_embeddings(root: Path, record: Record, rows: SentenceVectors) -> Path:
 def read_embeddings(folder: str | Path) -> SentenceVectors:
     """An export folder's sentences and vectors, each file checked against meta.json's sha256."""
     folder = Path(folder).expanduser()
-    try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        vectors_bytes = (folder / "vectors.npy").read_bytes()
-        lines_bytes = (folder / "sentences.jsonl").read_bytes()
+    try:  # no link is followed: what is read is what the export wrote in this folder
+        meta = json.loads(read_inside(folder / "meta.json").decode("utf-8"))
+        vectors_bytes = read_inside(folder / "vectors.npy")
+        lines_bytes = read_inside(folder / "sentences.jsonl")
     except (OSError, ValueError) as err:
         raise UserError(f"{folder}: not a complete embeddings export ({type(err).__name__}: {err}); "
                         "export it again with --export-embeddings") from None
@@ -123,5 +145,14 @@ def read_embeddings(folder: str | Path) -> SentenceVectors:
     import io
 
     vectors = np.load(io.BytesIO(vectors_bytes), allow_pickle=False)
-    sentences = [json.loads(line)["sentence"] for line in lines_bytes.decode("utf-8").splitlines()]
+    sentences = []
+    for number, line in enumerate(lines_bytes.decode("utf-8").split("\n"), 1):  # \n only: see the docstring
+        try:
+            sentences += [json.loads(line)["sentence"]] if line else []
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{folder / 'sentences.jsonl'}:{number}: not a line of an export (a JSON object with "
+                            "a sentence); export it again with --export-embeddings") from None
+    if len(sentences) != len(vectors):
+        raise UserError(f"{folder}: {len(sentences)} sentences but {len(vectors)} vectors; export it again with "
+                        "--export-embeddings")
     return SentenceVectors(sentences, vectors, meta)

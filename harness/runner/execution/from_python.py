@@ -78,6 +78,7 @@ def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str]
                   output_dir=str(output_dir))
     cfg = replace(cfg, explicit=frozenset(settings) | {"methods", "tasks", "output_dir"})
     cfg = cfg.validate()
+    claim_cache_key(cfg, name, cache_key, encoder)
     earlier = REGISTERED.get(name)
     register_method(method)
     try:
@@ -87,3 +88,35 @@ def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str]
             REGISTERED.pop(name, None)
         else:
             REGISTERED[name] = earlier
+
+
+def claim_cache_key(cfg: BenchConfig, name: str, cache_key: str | None, encoder: Any) -> None:
+    """Refuse a ``cache_key`` whose vectors another encoder made. The vectors of (name, cache_key) are
+    served to whatever object comes with them (an object's code cannot be digested), so a second
+    encoder class under the same name and key would be recorded as itself while scoring the first
+    one's vectors, or a mix, for the sentences the first never saw. The first class to use a key
+    is kept in the cache beside the vectors, before they are written (a run that fails midway has
+    already claimed them); another class is one line, and a new key (or name) is the fix. The same
+    class again (a re-run, a notebook cell run twice) is served, as documented: the key is the user's
+    word for the encoder's version."""
+    if cache_key is None:
+        return
+    import contextlib
+
+    from harness.core.artifacts import ArtifactStore
+    from harness.runner.execution.encoders import ObjectEncoder, describe
+
+    # Keyed and code-digested as the encoder's vector store (encoders.ObjectEncoder), so the claim
+    # lives exactly as long as the vectors it speaks for.
+    folder = ArtifactStore(cfg.cache_dir).folder("python-encoders", {"name": name, "cache_key": cache_key},
+                                                 code=(ObjectEncoder.__module__,))
+    who = describe(encoder)
+    if folder.complete():
+        owner = folder.meta()["info"].get("encoder")
+        if owner != who:
+            raise UserError(f"harness.evaluate: cache_key={cache_key!r} of '{name}' holds the vectors of {owner}, "
+                            f"not of {who}; give this encoder its own cache_key (or name)")
+        return
+    # A cache that takes no claim takes no vectors either: the run's own cache check says why, in one line.
+    with contextlib.suppress(OSError):
+        folder.commit({}, {"encoder": who})

@@ -1,4 +1,4 @@
-"""The history store: every run's scores, by commit, for tracking them over time (asv-style).
+r"""The history store: every run's scores, by commit, for tracking them over time (asv-style).
 
 ``<output>/history.jsonl`` gets one line per (method row, task) of each run: the git commit of
 the harness (``+dirty`` when the tree had changes; none outside git), the date, the protocol, the
@@ -6,6 +6,14 @@ score with its interval, the data fingerprint and the environment. Each run's li
 with one ``write`` on a file opened ``O_APPEND`` and then fsync'ed, so concurrent runs never
 interleave inside a line and a crash loses at most the run in flight. Each line carries the
 sha256 of its own content; a line that fails it (a torn write, an edit) is skipped with a warning.
+Lines end at ``\n`` only (``str.splitlines`` would also cut at U+2028, NEL or a form feed, which
+JSON keeps raw inside a string: a backbone folder named with one would tear its line), and the
+writer escapes those characters as well, for readers elsewhere that split like ``splitlines``.
+
+Nothing here follows a symbolic link (the output folder is closed, :mod:`harness.runner.records.lock`):
+``history.jsonl`` is appended with ``O_NOFOLLOW``, and a link found under its name is replaced by a
+new file with one warning (its target untouched, its lines not read); reads skip a link with one
+warning.
 
 The per-pair similarities (and, per task, the gold scores and subset labels) go beside it, under
 ``<output>/history/``, as content-addressed files: ``<sha256>.npy`` (float64, read with
@@ -16,11 +24,14 @@ with the paired bootstrap (:mod:`harness.runner.history.moves`). No pickle anywh
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
 import logging
 import os
+import stat
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,7 +39,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from harness.core.errors import ResourceError
 from harness.core.hashing import atomic_write_bytes, canonical_json
+from harness.runner.records.lock import NOFOLLOW, NotAFile, link_target, read_inside
 from harness.runner.records.outputs import StepOutput
 from harness.runner.tables.frames import record_keys
 
@@ -49,14 +62,21 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "spearman": (float, int), "ci95": (list, type(None)), "similarity": (str, type(None)), "gold": (str, type(None)),
     "env": (dict,),
 }
+# Line breaks of str.splitlines that JSON keeps raw in a string (json.dumps escapes the others):
+# escaped on write, so a reader that splits like splitlines still sees one entry per line.
+_RAW_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def _store_blob(folder: Path, data: bytes, suffix: str) -> str:
     """Write ``data`` as ``<sha256><suffix>`` unless it is there already; returns the sha256."""
     digest = hashlib.sha256(data).hexdigest()
     path = folder / f"{digest}{suffix}"
-    if not path.is_file():
-        atomic_write_bytes(path, data)
+    try:
+        kept = stat.S_ISREG(os.lstat(path).st_mode)  # lstat: a link under the name is written over
+    except FileNotFoundError:
+        kept = False
+    if not kept:
+        atomic_write_bytes(path, data)  # os.replace replaces a link itself, never its target
     return digest
 
 
@@ -66,7 +86,10 @@ def read_blob(folder: Path, digest: str | None, suffix: str) -> bytes | None:
         return None
     path = folder / f"{digest}{suffix}"
     try:
-        data = path.read_bytes()
+        data = read_inside(path, folder.parent)
+    except NotAFile as err:
+        log.warning("history: %s %s; not read", path, err.strerror)
+        return None
     except OSError:
         return None
     if hashlib.sha256(data).hexdigest() != digest:
@@ -135,8 +158,9 @@ def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
     if not lines:
         return None
     path = out_dir / HISTORY_FILE
-    data = "".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines).encode("utf-8")
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    data = "".join(json.dumps(line, ensure_ascii=False, allow_nan=False).translate(_RAW_BREAKS) + "\n"
+                   for line in lines).encode("utf-8")
+    fd = _open_for_append(path)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -146,6 +170,33 @@ def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
     finally:
         os.close(fd)
     return path
+
+
+def _open_for_append(path: Path) -> int:
+    """``history.jsonl`` opened to append, never through a link. A link under its name (planted: the
+    tool writes none) is removed with one warning and a new history started: appending to its target
+    would write outside the output folder, and refusing the run would leave its reports half built,
+    and every later run refused, for a link the user did not make. A FIFO or a folder under the name
+    is one exit-3 line (a FIFO would block the run; nothing there is the tool's)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(3):  # another run may replace the same link at the same moment
+        if not os.path.islink(path):
+            try:
+                fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+            except OSError as err:
+                if err.errno not in (errno.ELOOP, errno.EMLINK):
+                    raise
+            else:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    return fd
+                os.close(fd)
+                raise ResourceError(f"{path} is not a regular file; sts-bench appends its history there: remove it")
+        log.warning("history: %s was a symbolic link (to %s); nothing is written through a link in the output "
+                    "folder: the link is replaced by a new history (the target is untouched, and its lines are not "
+                    "read)", path, link_target(path))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    raise ResourceError(f"{path}: keeps being replaced by a symbolic link; remove it and run again")
 
 
 def valid(line: Any) -> bool:
@@ -163,12 +214,15 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
     """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and skipped."""
     path = out_dir / HISTORY_FILE
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_inside(path).decode("utf-8", errors="replace")
     except FileNotFoundError:
+        return []
+    except NotAFile as err:
+        log.warning("history: %s %s; not read (the next run replaces it by a file of its own)", path, err.strerror)
         return []
     entries: list[dict[str, Any]] = []
     skipped = 0
-    for raw in text.splitlines():
+    for raw in text.split("\n"):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
         try:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:

@@ -112,7 +112,9 @@ def history_png(series: list[Series], commits: list[str], moves: list[dict[str, 
              "commits": commits, "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
              "code": code_digest(plots.__name__, __name__)}
     key = hashlib.sha256(canonical_json(drawn).encode("utf-8")).hexdigest()
-    if plots.drawn_from(path) == key:
+    # drawn_from reads through a link; a link under the name is never kept (the page would show its
+    # target): it is drawn again, and the atomic write replaces the link, not its target.
+    if not path.is_symlink() and plots.drawn_from(path) == key:
         return path
     return _draw_history(series, commits, moves, path, key)
 

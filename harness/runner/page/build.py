@@ -28,13 +28,19 @@ def write_pages(cfg: BenchConfig, every_run: Sequence[Record], marks: set,
 
 
 def history_pages(cfg: BenchConfig) -> tuple[list[Path], str]:
-    """``--history``: rebuild the pages from what is on disk, running nothing."""
+    """``--history``: rebuild the pages from what is on disk, running nothing. Under the output
+    folder's lock, like a run's report stage: a run finishing meanwhile does not interleave its
+    pages with these, and a folder of the tool's that is a link is refused before anything is read
+    (:mod:`harness.runner.records.lock`)."""
+    from harness.runner.records.lock import output_lock
     from harness.runner.records.store import load_results
     from harness.runner.tables.comparisons import comparisons
 
-    every_run = load_results(Path(cfg.output_dir) / "runs")
-    significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-    return write_pages(cfg, every_run, marks, significance)
+    out = Path(cfg.output_dir)
+    with output_lock(out):
+        every_run = load_results(out / "runs")
+        significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
+        return write_pages(cfg, every_run, marks, significance)
 
 
 class Page:

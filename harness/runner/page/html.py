@@ -7,6 +7,12 @@ history of scores by commit (``history.jsonl``) and every plot under ``plots/``.
 settings show on hover (its ``title``) and in full under the row's "settings" expander; every table
 sorts by a click on its header. CSS and JavaScript are inline and plots are ``data:`` URIs, so
 nothing is fetched when the page is viewed.
+
+The page embeds only PNGs this tool wrote (:func:`tool_png`): a regular file in ``plots/`` (read
+without following a link: a link to ``~/.ssh/id_rsa`` named ``plots/x.png`` would otherwise ship that
+file, base64, inside the page), a whole PNG (signature, every chunk's CRC, ``IEND`` last) and one
+that carries the text chunk the tool's renderer writes. Anything else is left out with one warning.
+Files the page reads (``paper-*.csv``) are read the same way: a link is skipped with one warning.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import io
 import json
 import logging
 import math
 import re
+import struct
+import zlib
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from pathlib import Path
@@ -25,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.page.assets import CSS, JS
+from harness.runner.records.lock import NotAFile, link_target, read_inside
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import (
     AVG,
@@ -37,6 +47,7 @@ from harness.runner.tables.frames import (
     wide_rows,
 )
 from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line
+from harness.runner.tables.plots import INPUT_KEY
 
 if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
@@ -198,10 +209,13 @@ def papers(out_dir: Path) -> str:
     parts = []
     for path in sorted(out_dir.glob("paper-*.csv")):
         try:
-            with path.open(encoding="utf-8", newline="") as handle:
-                reader = csv.DictReader(handle)
-                missing = [c for c in PAPER_COLUMNS if c not in (reader.fieldnames or [])]
-                rows = [{c: row.get(c, "") for c in PAPER_COLUMNS} for row in reader] if not missing else []
+            # Read without following a link (the output folder is closed: harness.runner.records.lock).
+            reader = csv.DictReader(io.StringIO(read_inside(path).decode("utf-8"), newline=""))
+            missing = [c for c in PAPER_COLUMNS if c not in (reader.fieldnames or [])]
+            rows = [{c: row.get(c, "") for c in PAPER_COLUMNS} for row in reader] if not missing else []
+        except NotAFile as err:
+            log.warning("report: %s %s; left out of the page", path, err.strerror)
+            continue
         except (OSError, UnicodeDecodeError, csv.Error) as err:
             missing, rows = [f"unreadable ({err})"], []
         if missing:
@@ -281,23 +295,87 @@ def paper_command(paper: str, reason: str, tasks: list[str], backbone: str | Non
     return command
 
 
-def png_uri(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Text chunks the tool's renderer (harness.runner.tables.plots.save_figure) writes: the digest of a
+# figure's inputs where it has one (history.png), and matplotlib's own "Software" line on every figure.
+TOOL_TEXT = (INPUT_KEY.encode("latin-1") + b"\0", b"Software\0Matplotlib version")
 
 
-def _figure(path: Path, caption: str) -> str:
-    return f"<figure><img alt='{esc(caption)}' src='{png_uri(path)}'><figcaption>{esc(caption)}</figcaption></figure>"
+def png_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a PNG the tool wrote (None: it is one): the PNG signature, an ``IHDR``
+    first, every chunk whole with its CRC right, ``IEND`` last and nothing after it, and a text chunk
+    of :data:`TOOL_TEXT`.
+
+    >>> png_problem(b"-----BEGIN OPENSSH PRIVATE KEY-----")
+    'not a PNG (no PNG signature)'
+    """
+    if not data.startswith(PNG_SIGNATURE):
+        return "not a PNG (no PNG signature)"
+    offset, first, ours = len(PNG_SIGNATURE), True, False
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        crc = data[offset + 8 + length:offset + 12 + length]
+        if len(body) != length or len(crc) != 4 or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
+            return f"a damaged PNG (chunk {kind.decode('latin-1')!r} at byte {offset})"
+        if first and kind != b"IHDR":
+            return "not a PNG (no IHDR chunk first)"
+        first = False
+        ours = ours or (kind == b"tEXt" and body.startswith(TOOL_TEXT))
+        offset += 12 + length
+        if kind == b"IEND":
+            if offset != len(data):
+                return f"a PNG with {len(data) - offset} byte(s) after its end"
+            return None if ours else "a PNG sts-bench did not write (no text chunk of its renderer)"
+    return "a truncated PNG (no IEND chunk)"
 
 
-def _history(history: HistoryReport | None, out_dir: Path) -> str:
+def tool_png(path: Path, out_dir: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a PNG this tool wrote inside ``out_dir`` (see the module
+    docstring), else None after one warning naming the file and why it is left out."""
+    try:
+        data = read_inside(path, out_dir)
+    except NotAFile as err:
+        log.warning("report: %s %s; left out of the page (it embeds only PNGs sts-bench wrote)", path, err.strerror)
+        return None
+    except OSError as err:
+        log.warning("report: %s cannot be read (%s); left out of the page", path, err.strerror or err)
+        return None
+    problem = png_problem(data)
+    if problem is not None:
+        log.warning("report: %s is %s; left out of the page (it embeds only PNGs sts-bench wrote)", path, problem)
+        return None
+    return data
+
+
+def png_uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def _figure(data: bytes, caption: str) -> str:
+    return f"<figure><img alt='{esc(caption)}' src='{png_uri(data)}'><figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def _plots(out_dir: Path) -> dict[str, bytes]:
+    """Every PNG of ``plots/`` the page may embed, by file stem (see :func:`tool_png`); a ``plots/``
+    that is a link is left out whole, with one warning (its target is never listed)."""
+    folder = out_dir / "plots"
+    if folder.is_symlink():
+        log.warning("report: %s is a symbolic link (to %s); its images are left out of the page", folder,
+                    link_target(folder))
+        return {}
+    found = {path.stem: tool_png(path, out_dir) for path in sorted(folder.glob("*.png"))}
+    return {stem: data for stem, data in found.items() if data is not None}
+
+
+def _history(history: HistoryReport | None, png: bytes | None) -> str:
     if history is None or not history.series:
         return ("<p class='note'>No history yet: every run appends to history.jsonl; "
                 "<code>python run_bench.py --history</code> draws it.</p>")
     rows = [{"commit": m["commit"], "after": m["previous"], "method": m["method"], "task": m["task"],
              "before": m["before"], "now": m["after"], "change": m["change"], "p": m["p_value"], "test": m["test"]}
             for m in history.moves]
-    png = out_dir / "plots" / "history.png"
-    figure = _figure(png, "score by commit; red rings: moved by more than its noise") if png.is_file() else ""
+    figure = _figure(png, "score by commit; red rings: moved by more than its noise") if png is not None else ""
     moves = _table(rows, ("before", "now", "change", "p"),  # every move beat its noise: coloured by sign
                    colour=lambda row, c: signed_class(row[c]) if c == "change" else "") if rows else \
         "<p class='note'>No score moved by more than its noise.</p>"
@@ -327,7 +405,8 @@ def render(records: Sequence[Record], marks: set, significance: list[dict[str, A
         note = f"<p class='note'>{esc(inputs)}</p>" if inputs else ""
         boards.append(f"<h2>Protocol: {esc(protocol_line(group_dict))}</h2>{note}{board}"
                       f"{_significance(significance, group_dict)}")
-    plots = [_figure(p, p.stem) for p in sorted((out_dir / "plots").glob("*.png")) if p.stem != "history"]
+    images = _plots(out_dir)
+    plots = [_figure(data, stem) for stem, data in images.items() if stem != "history"]
     paper = papers(out_dir)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -341,7 +420,7 @@ Hover a score for its settings; open "settings" for a row's full record; click a
 <p class="legend">{esc(LEGEND)}</p>
 <section id="boards">{''.join(boards) or "<p class='note'>No result yet.</p>"}</section>
 <section id="papers"><h2>Paper deltas</h2>{paper or "<p class='note'>No paper-*.csv in this folder.</p>"}</section>
-<section id="history"><h2>History</h2>{_history(history, out_dir)}</section>
+<section id="history"><h2>History</h2>{_history(history, images.get("history"))}</section>
 <section id="plots"><h2>Plots</h2>{''.join(plots) or "<p class='note'>No plot.</p>"}</section>
 <script>{JS}</script>
 </body></html>

@@ -19,18 +19,24 @@ MTEB task), as fractions. ``dataset_revision`` is MTEB's pinned revision when th
 from MTEB's dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's
 tokenized text, the packaged STS-B, local files), so different data never passes for MTEB's.
 MTEB is not imported: the files are plain JSON in MTEB's schema.
+
+No link is followed (the output folder is closed, :mod:`.lock`): each file is written atomically (a
+link under its name is replaced, not its target), a folder link under ``mteb/`` is refused, and the
+model_meta.json read back is read without following a link (a link: skipped with one warning).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.core.hashing import atomic_write_text, key_hash, strict_json
+from harness.runner.records.lock import NotAFile, read_inside, refuse_linked_folders
 from harness.runner.records.outputs import StepOutput
 from harness.runner.records.store import file_slug
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 
 IDENTITY_PROTOCOL = ("similarity", "source", "fit_set", "first_last_layers", "max_length", "dtype")
 ENGLISH = ["eng-Latn"]  # the language of every registered task (STS12-16, STS-B, SICK-R)
+log = logging.getLogger("sts_bench.results")
 
 
 def mteb_version() -> str | None:
@@ -132,7 +139,10 @@ def model_meta(name: str, revision: str, adapted_from: str | None, max_tokens: i
 def _trained_on(meta_path: Path, name: str, revision: str) -> set[str]:
     """The tasks an existing model_meta.json of this model already lists (verified: same name and revision)."""
     try:
-        old = json.loads(meta_path.read_text(encoding="utf-8"))
+        old = json.loads(read_inside(meta_path).decode("utf-8"))
+    except NotAFile as err:
+        log.warning("mteb: %s %s; not read (it is written again as a file)", meta_path, err.strerror)
+        return set()
     except (OSError, ValueError):
         return set()
     if not isinstance(old, dict) or old.get("name") != name or old.get("revision") != revision:
@@ -151,6 +161,7 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
     name, revision = model_identity(method["label"], method["spec"], record.get("backbone"), record["protocol"])
     folder = out_dir / name.replace("/", "__") / revision
     path = folder / f"{task_name}.json"
+    refuse_linked_folders(out_dir.parent, path)  # mteb/<model>/<revision>/: real folders only
     atomic_write_text(path, json.dumps(strict_json(task_result(record, task_name)), indent=2, allow_nan=False) + "\n")
     trained_on = _trained_on(folder / "model_meta.json", name, revision)
     if record["protocol"].get("transductive"):

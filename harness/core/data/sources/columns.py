@@ -4,10 +4,11 @@ unknown split, too few pairs). Shared by the ``file`` and ``hf`` sources."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from harness.core.data.declared import COLUMN_KEYS, SPLIT_NAMES
+from harness.core.data.declared import COLUMN_KEYS, SPLIT_NAMES, decimal
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import OwnSource, SplitData, TaskSpec
 from harness.core.errors import UserError
@@ -75,7 +76,7 @@ class PairSplits:
         s1, s2, gold, labels, wheres = self.rows.setdefault(split, ([], [], [], [], []))
         s1.append(check_sentence(_text(values["s1"]), where, "sentence 1"))
         s2.append(check_sentence(_text(values["s2"]), where, "sentence 2"))
-        gold.append(parse_score(_text(values["score"]).strip(), where))
+        gold.append(gold_score(_text(values["score"]).strip(), where))
         if self.subset_column:
             labels.append(check_sentence(_text(values["subset"]), where, "subset").strip())
         wheres.append(where)
@@ -102,3 +103,18 @@ class PairSplits:
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def gold_score(text: str, where: str) -> float:
+    """A gold score written as a plain decimal number (:func:`~harness.core.data.declared.decimal`):
+    ``float`` alone reads ``0_5`` as 5.0 and ``٥`` as 5.0, silently another score than the file's.
+    Anything else float() refuses, or a NaN or infinity, gets :func:`parse_score`'s line."""
+    if decimal(text) is None:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan  # not a number at all: parse_score says so
+        if math.isfinite(value):
+            raise UserError(f"{where}: gold score {text[:40]!r} is not a plain decimal number; write it with the "
+                            "digits 0-9, an optional sign, '.' and exponent, like 0.5 or 4")
+    return parse_score(text, where)

@@ -1,10 +1,16 @@
-"""A task's own file of pairs (``--tasks file:PATH``): CSV, TSV or JSONL, one pair per row.
+r"""A task's own file of pairs (``--tasks file:PATH``): CSV, TSV or JSONL, one pair per row.
 
 * CSV: read with the ``csv`` module (quotes protect commas and line breaks inside a sentence);
   errors name the line the row starts on.
 * TSV: split at tabs, nothing else; quote characters are text, as in the STS files (a sentence
   cannot hold a tab).
-* JSONL: one JSON object per line, its keys the columns.
+* JSONL: one JSON object per line, its keys the columns; a sentence must be a JSON string (a number,
+  an object or a list would be scored as its Python spelling).
+
+TSV and JSONL lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also cuts at U+2028, U+2029,
+NEL, form feed, vertical tab and the file/group/record separators, which a sentence may hold (JSON
+keeps them raw, a TSV field too), and would shift the line numbers of every error after them.
+A gold score must be a plain decimal number (``0_5`` is refused, where ``float`` reads 5.0).
 
 Without ``split`` column every pair belongs to the scored split (``eval``, default test). Sentences
 are taken as written (no whitespace folding), so a file holding STS-B's test pairs scores exactly as
@@ -30,11 +36,14 @@ def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitD
     assert own is not None and own.kind == "file"
     path = Path(own.location).expanduser()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = path.read_bytes()  # bytes: text mode would also end a line at a lone "\r"
     except FileNotFoundError:
         raise UserError(f"{own.entry}: {path}: no such file") from None
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+        line = data[:err.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
     rows = _json_rows(text, path) if own.format == "jsonl" else _table_rows(text, path, own)
     pairs: PairSplits | None = None
     roles: dict[str, Any] = {}
@@ -62,12 +71,35 @@ def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[s
         missing = [key for key in roles.values() if key not in row]
         if missing:
             raise UserError(f"{where}: no '{missing[0]}' key in this line (the first line has it); fix that line")
+        for role, side in (("s1", "sentence 1"), ("s2", "sentence 2")):
+            value = row[roles[role]]
+            if not isinstance(value, str):  # str() would score 5, {"a": 1} or [..] as their Python text
+                raise UserError(f"{where}: {side} ('{roles[role]}') is {_json_kind(value)}, not text; a sentence "
+                                "must be a JSON string in quotes")
         return {role: row[key] for role, key in roles.items()}
     needed = max(roles.values()) + 1
     if len(row) < needed:
         sep = "tab-separated" if own.format == "tsv" else "comma-separated"
         raise UserError(f"{where}: expected at least {needed} {sep} fields, got {len(row)}")
     return {role: row[index] for role, index in roles.items()}
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words, with its start: ``a number (5)``, ``an object ({"a": 1})``."""
+    kind = ("true/false" if isinstance(value, bool) else "a number" if isinstance(value, int | float)
+            else "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else "null")
+    return kind if value is None else f"{kind} ({json.dumps(value, ensure_ascii=False)[:40]})"
+
+
+def lines(text: str) -> Iterator[tuple[int, str]]:
+    r"""``(line number, line)`` of ``text``, cut at ``\n`` only, a ``\r`` before it dropped (see the
+    module docstring).
+
+    >>> list(lines("a\u2028b\r\nc\x0cd\n"))
+    [(1, 'a\u2028b'), (2, 'c\x0cd'), (3, '')]
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        yield number, line.removesuffix("\r")
 
 
 # Each row: (its file:line, the column names, the row, the file:line that named the columns).
@@ -77,7 +109,7 @@ Rows = Iterator[tuple[str, list[str] | None, Any, str]]
 def _json_rows(text: str, path: Path) -> Rows:
     names: list[str] | None = None
     named_at = f"{path}:1"
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in lines(text):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -95,13 +127,12 @@ def _json_rows(text: str, path: Path) -> Rows:
 
 def _table_rows(text: str, path: Path, own: OwnSource) -> Rows:
     if own.format == "tsv":  # split at tabs only: quotes are text
-        lines: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in
-                                                  enumerate(text.splitlines(), start=1) if line.strip())
-    else:
-        lines = _csv_lines(text, path)
+        rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in lines(text) if line.strip())
+    else:  # the csv module ends a row at \r, \n or \r\n only; text mode's newlines, as before
+        rows = _csv_lines(text.replace("\r\n", "\n").replace("\r", "\n"), path)
     names: list[str] | None = None
     named_at = f"{path}:1"
-    for lineno, fields in lines:
+    for lineno, fields in rows:
         where = f"{path}:{lineno}"
         if own.header and names is None:
             names, named_at = [field.strip() for field in fields], where

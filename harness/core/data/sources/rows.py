@@ -5,16 +5,19 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from harness.core.data.declared import decimal
 from harness.core.data.splits import SplitData
 from harness.core.errors import UserError
 
 
 def parse_score(text: str, where: str) -> float:
-    """A gold score as float; anything else is a user-facing error naming ``where``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise UserError(f"{where}: expected a numeric gold score, got {text[:40]!r}") from None
+    """A gold score as float; anything else is a user-facing error naming ``where``. A plain
+    decimal only (:func:`harness.core.data.declared.decimal`): ``float`` also reads ``0_5`` as 5."""
+    value = decimal(text.strip())
+    if value is None:
+        if text.strip().lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+            raise UserError(f"{where}: gold score {text!r} is not a finite number")
+        raise UserError(f"{where}: expected a numeric gold score, got {text[:40]!r}")
     if not math.isfinite(value):
         raise UserError(f"{where}: gold score {text!r} is not a finite number")
     return value
@@ -28,11 +31,20 @@ def check_sentence(text: str, where: str, side: str) -> str:
 
 
 def read_lines(path: Path) -> list[str]:
-    """UTF-8 lines without line endings; a bad encoding is reported with the file name."""
+    """UTF-8 lines without line endings, split at LF (a CR before it dropped) and nowhere else:
+    ``str.splitlines`` also splits at U+2028, NEL and form feed, which may sit inside a sentence,
+    and SentEval's input and gold files are matched line by line. A bad encoding is reported with
+    the file name and line."""
+    data = path.read_bytes()
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+        line = data[:err.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def read_stsb_csv(path: Path, normalize_space: bool = False) -> SplitData:
