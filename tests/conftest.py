@@ -109,3 +109,18 @@ def bench(tmp_path, capsys):
         return code, captured.out, captured.err
 
     return call
+
+
+@pytest.fixture
+def forget_plugins():
+    """Plugins loaded by a test are forgotten after it: the registry is per process."""
+    import methods
+    from methods import plugins
+
+    held, modules = dict(methods.REGISTERED), set(sys.modules)
+    yield
+    methods.REGISTERED.clear()
+    methods.REGISTERED.update(held)
+    for name in set(sys.modules) - modules:
+        if name.startswith(plugins.FILE_PREFIX):
+            del sys.modules[name]

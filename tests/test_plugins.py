@@ -21,7 +21,6 @@ from fixtures import pairs
 from scipy.stats import spearmanr
 
 import harness
-import methods
 from harness.core.api import SpecRequest
 from harness.core.data.fitsets import build_fit_set, make_fit_set
 from harness.core.data.tasks import TASKS, load_task
@@ -34,16 +33,7 @@ CENTERED = ROOT / "examples" / "centered_avg.py"
 SENTENCES = list(dict.fromkeys(s for a, b, _ in pairs(np.random.default_rng(3), 20) for s in (a, b)))
 
 
-@pytest.fixture(autouse=True)
-def forget_plugins():
-    """Plugins loaded by a test are forgotten after it: the registry is per process."""
-    held, modules = dict(methods.REGISTERED), set(sys.modules)
-    yield
-    methods.REGISTERED.clear()
-    methods.REGISTERED.update(held)
-    for name in set(sys.modules) - modules:
-        if name.startswith(plugins.FILE_PREFIX):
-            del sys.modules[name]
+pytestmark = pytest.mark.usefixtures("forget_plugins")  # conftest: plugins a test loads are forgotten after it
 
 
 @pytest.fixture(scope="module")

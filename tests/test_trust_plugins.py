@@ -27,7 +27,6 @@ import harness
 import methods
 from harness.core.errors import PluginError, UserError
 from harness.runner.settings.config import BenchConfig
-from methods import plugins
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_EXIT = 5
@@ -83,16 +82,7 @@ class Bad(PairScoringMethod):
 '''
 
 
-@pytest.fixture(autouse=True)
-def forget_plugins():
-    """Plugins loaded by a test are forgotten after it: the registry is per process."""
-    held, modules = dict(methods.REGISTERED), set(sys.modules)
-    yield
-    methods.REGISTERED.clear()
-    methods.REGISTERED.update(held)
-    for name in set(sys.modules) - modules:
-        if name.startswith(plugins.FILE_PREFIX):
-            del sys.modules[name]
+pytestmark = pytest.mark.usefixtures("forget_plugins")  # conftest: plugins a test loads are forgotten after it
 
 
 def write_pairs(path: Path, n: int = 12, odd: str = "") -> Path:
