@@ -42,17 +42,18 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def weight_dtype(ref: BackboneRef, dtype: str) -> str:
+def weight_dtype(ref: BackboneRef, dtype: str, impl: str = "transformers") -> str:
     """The dtype a backbone's weights are loaded in on the transformers path: a decoder's in the
     run's ``--dtype`` (an LLM in fp32 takes twice the memory for no better vectors at bf16), an
-    encoder's in fp32 with ``--dtype`` as autocast (the setting its vectors have always had).
+    encoder's in fp32 with ``--dtype`` as autocast (the setting its vectors have always had). The
+    native encoder (``impl`` native) keeps fp32 master weights and does its own mixed precision.
 
     >>> from dataclasses import replace
     >>> ref = BackboneRef("x", "/x", "local", None, "f", 2, 32, False)
     >>> weight_dtype(ref, "bf16"), weight_dtype(replace(ref, causal=True), "bf16")
     ('fp32', 'bf16')
     """
-    return dtype if ref.causal else "fp32"
+    return dtype if ref.causal and impl == "transformers" else "fp32"
 
 
 def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:

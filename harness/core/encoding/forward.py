@@ -131,7 +131,7 @@ class ForwardPass:
                     warn_emulated_half(self.settings.dtype)
             from harness.core.encoding.memory import check_weights_fit
 
-            weights = weight_dtype(self.ref, self.settings.dtype) if self.impl == "transformers" else "fp32"
+            weights = weight_dtype(self.ref, self.settings.dtype, self.impl)
             check_weights_fit(self.ref, weights, self.device)  # before loading: one line, not an OOM kill
             engine_class = NativeEngine if self.impl == "native" else TransformersEngine
             self._engine = engine_class(self.ref, self.settings, self.device)

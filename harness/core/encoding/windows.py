@@ -63,7 +63,7 @@ def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: 
     libraries it runs on."""
     return {"kind": "view", **ref.key(), "prompt": view.prompt.key(), "pooling": view.pooling, "layer": view.layer,
             "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl,
-            "weights": weight_dtype(ref, settings.dtype) if impl == "transformers" else "fp32",
+            "weights": weight_dtype(ref, settings.dtype, impl),
             "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",)))}
 
 

@@ -50,7 +50,7 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
             "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl,
             "hub_id": hub_id(ref), "n_parameters": n_parameters, "causal": ref.causal,
             # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
-            "weights": weight_dtype(ref, ctx.encode.dtype) if impl == "transformers" else "fp32"}
+            "weights": weight_dtype(ref, ctx.encode.dtype, impl or "")}
 
 
 def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
