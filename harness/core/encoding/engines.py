@@ -152,7 +152,8 @@ class NativeEngine:
         from harness.core.encoding.native import NativeTokenizer, load_native
 
         folder = Path(ref.path)
-        self.tokenizer = NativeTokenizer(folder, usable_length(settings.max_length, ref.max_positions))
+        self.max_length = usable_length(settings.max_length, ref.max_positions)
+        self.tokenizer = NativeTokenizer(folder, self.max_length)
         self.model = load_native(folder).to(device)
         compute = torch_dtype(settings.dtype)
         if compute is not None:

@@ -228,8 +228,8 @@ class ForwardPass:
     def _warn_cut_prompts(self, prompt: Prompt, texts: Sequence[str], lengths: Sequence[int], engine) -> None:
         """A prompted text cut at --max-length loses the prompt's end (PromptEOL's ``means in one
         word:"``), so its last token is no longer the prompt's: say how many, once per prompt."""
-        limit = getattr(engine, "max_length", None) or getattr(engine.tokenizer, "max_length", None)
-        if not prompt.parts()[1] or not limit:
+        limit = engine.max_length  # both engines truncate there
+        if not prompt.parts()[1]:
             return
         cut = sum(1 for length in lengths if length >= limit)
         if cut and prompt not in self._cut_warned:
