@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sts-bench command line: parse flags into a BenchConfig, run it, map the outcome to an exit code.
 
-    python run_bench.py                                  # every default method, STS-B, packaged MiniLM
+    python run_bench.py                         # every default method, STS-B, packaged MiniLM
     python run_bench.py --methods whitening avg --tasks stsb --backbone bert-base-uncased
     python run_bench.py --list
 

@@ -35,8 +35,16 @@ def autocast_table() -> list[str]:
     lines = ["| dtype | avg Spearman | encode sentences/s |", "|---|---:|---:|"]
     for dtype in ("fp32", "bf16", "fp16"):
         with tempfile.TemporaryDirectory() as tmp:
-            cfg = harness.BenchConfig(methods=("avg",), device="cuda:0", dtype=dtype, cache_dir=tmp,
-                                      output_dir=f"{tmp}/out", progress=False, plots=False, bootstrap=0)
+            cfg = harness.BenchConfig(
+                methods=("avg",),
+                device="cuda:0",
+                dtype=dtype,
+                cache_dir=tmp,
+                output_dir=f"{tmp}/out",
+                progress=False,
+                plots=False,
+                bootstrap=0,
+            )
             outcome = harness.run(cfg)
             record = outcome.records[0]
             rate = outcome.sentences_forwarded / record["timings"]["encode_stage_s"]
@@ -50,8 +58,11 @@ def vectors(device: str, texts: list[str], batch_size: int, cache: str):
     from harness.core.encoding.provider import ViewProvider
     from harness.core.encoding.settings import EncodeSettings
 
-    provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(device=device, batch_size=batch_size,
-                                                                       max_length=512, progress=False), Path(cache))
+    provider = ViewProvider(
+        resolve_backbone("minilm"),
+        EncodeSettings(device=device, batch_size=batch_size, max_length=512, progress=False),
+        Path(cache),
+    )
     from harness.runner.execution.backends import Backend
 
     provider.executor = Backend("local", device, None).executor()
@@ -76,8 +87,11 @@ def oom_check() -> list[str]:
         seconds = time.perf_counter() - started
         cap = provider.forward._cap
     difference = float(np.abs(gpu - cpu).max())
-    return [f"OOM back-off: batch 512 of 400-token sentences with 97 % of GPU memory taken: finished in "
-            f"{seconds:.1f} s, later batches capped at {cap}; max |gpu - cpu| = {difference:.2e}"]
+    return [
+        "OOM back-off: batch 512 of 400-token sentences with 97 % of GPU memory taken: finished "
+        "in "
+        f"{seconds:.1f} s, later batches capped at {cap}; max |gpu - cpu| = {difference:.2e}"
+    ]
 
 
 def multi_gpu_check() -> list[str]:
@@ -94,7 +108,10 @@ def multi_gpu_check() -> list[str]:
         two, _ = vectors("cuda:0,1", texts, 256, f"{tmp}/two")
         double = time.perf_counter() - started
     equal = one.tobytes() == two.tobytes()
-    return [f"several devices: cuda:0 {single:.1f} s, cuda:0,1 {double:.1f} s, byte-equal vectors: {equal}"]
+    return [
+        f"several devices: cuda:0 {single:.1f} s, cuda:0,1 {double:.1f} s, byte-equal vectors: "
+        f"{equal}"
+    ]
 
 
 def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str]:
@@ -109,8 +126,10 @@ def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str
 
     s1, s2, _ = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))[:count]
-    lines = ["| shape | fp32 max abs(native - AutoModel) | bf16 native s | bf16 AutoModel s | × |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| shape | fp32 max abs(native - AutoModel) | bf16 native s | bf16 AutoModel s | × |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for shape in ("bert-base", "mpnet-base", "deberta-v3-base"):
         ref = resolve_backbone(str(build(shape)))
         view = View("mean", ref.num_layers)
@@ -118,14 +137,19 @@ def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str
         seconds: dict[str, float] = {}
         for dtype in ("fp32", "bf16"):
             for impl in ("native", "transformers"):
-                forward = ForwardPass(ref, EncodeSettings(device=device, dtype=dtype, impl=impl, progress=False))
+                forward = ForwardPass(
+                    ref, EncodeSettings(device=device, dtype=dtype, impl=impl, progress=False)
+                )
                 forward.encode_all(texts[:64], [view])  # load, first-call costs
                 started = time.perf_counter()
                 got[(dtype, impl)] = forward.encode_all(texts, [view])[view]
                 seconds[f"{dtype} {impl}"] = time.perf_counter() - started
         difference = float(np.abs(got[("fp32", "native")] - got[("fp32", "transformers")]).max())
         native, auto_model = seconds["bf16 native"], seconds["bf16 transformers"]
-        lines.append(f"| {shape} | {difference:.1e} | {native:.2f} | {auto_model:.2f} | {auto_model / native:.2f} |")
+        lines.append(
+            f"| {shape} | {difference:.1e} | {native:.2f} | {auto_model:.2f} | "
+            f"{auto_model / native:.2f} |"
+        )
     return lines
 
 
@@ -145,19 +169,28 @@ def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
 
     s1, s2, _ = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))[:count]
-    lines = ["| decoder | fp32 max abs(device - cpu), last | same, PromptEOL | bf16 weights dtype |",
-             "|---|---:|---:|---|"]
+    lines = [
+        "| decoder | fp32 max abs(device - cpu), last | same, PromptEOL | bf16 weights dtype |",
+        "|---|---:|---:|---|",
+    ]
     for family in ("qwen2", "opt"):
         ref = resolve_backbone(str(write_tiny_decoder(Path(tempfile.mkdtemp()) / family, family)))
         views = [View("last", ref.num_layers), View("last", ref.num_layers, PROMPTEOL)]
-        on = {where: ForwardPass(ref, EncodeSettings(device=where, progress=False)).encode_all(texts, views)
-              for where in ("cpu", device)}
+        on = {
+            where: ForwardPass(ref, EncodeSettings(device=where, progress=False)).encode_all(
+                texts, views
+            )
+            for where in ("cpu", device)
+        }
         deltas = [float(np.abs(on[device][view] - on["cpu"][view]).max()) for view in views]
         half = ForwardPass(ref, EncodeSettings(device=device, dtype="bf16", progress=False))
         half.encode_all(texts[:8], views)
         loaded = next(half._engine.model.parameters()).dtype  # type: ignore[union-attr]
-        lines.append(f"| {family} | {deltas[0]:.1e} | {deltas[1]:.1e} | {str(loaded).removeprefix('torch.')} "
-                     f"({'ok' if loaded == torch.bfloat16 else 'WRONG'}) |")
+        lines.append(
+            f"| {family} | {deltas[0]:.1e} | {deltas[1]:.1e} | "
+            f"{str(loaded).removeprefix('torch.')} "
+            f"({'ok' if loaded == torch.bfloat16 else 'WRONG'}) |"
+        )
     return lines
 
 
@@ -170,9 +203,20 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU is visible to torch: nothing to check here (exit 0)")
         return 0
-    print(f"GPU: {torch.cuda.get_device_name(0)} × {torch.cuda.device_count()}, torch {torch.__version__}")
-    for line in [*autocast_table(), "", *oom_check(), *multi_gpu_check(), "", *native_families_check(), "",
-                 *decoder_check()]:
+    print(
+        f"GPU: {torch.cuda.get_device_name(0)} × {torch.cuda.device_count()}, torch "
+        f"{torch.__version__}"
+    )
+    for line in [
+        *autocast_table(),
+        "",
+        *oom_check(),
+        *multi_gpu_check(),
+        "",
+        *native_families_check(),
+        "",
+        *decoder_check(),
+    ]:
         print(line)
     return 0
 

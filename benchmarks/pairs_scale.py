@@ -1,6 +1,7 @@
-"""Time and peak memory of scoring 10k, 100k and 1M synthetic pairs with the bootstrap and a paired test.
+"""Time and peak memory of scoring 10k, 100k and 1M synthetic pairs with the bootstrap and a paired
+test.
 
-    .venv/bin/python benchmarks/pairs_scale.py                          # 10k, 100k, 1M; ~5 minutes on 2 cores
+    .venv/bin/python benchmarks/pairs_scale.py         # 10k, 100k, 1M; ~5 minutes on 2 cores
     .venv/bin/python benchmarks/pairs_scale.py --sizes 10000 30000 --rounds 200
     .venv/bin/python benchmarks/pairs_scale.py --subsets 5 --json out.json
 
@@ -40,7 +41,8 @@ DEFAULT_SIZES = [10_000, 100_000, 1_000_000]
 
 
 def high_water_mib() -> float:
-    """This process's peak resident memory in MiB: VmHWM from /proc, else ru_maxrss (KiB on Linux)."""
+    """This process's peak resident memory in MiB: VmHWM from /proc, else ru_maxrss (KiB on
+    Linux)."""
     try:
         for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
             if line.startswith("VmHWM:"):
@@ -64,7 +66,9 @@ def child(n: int, rounds: int, subsets: int) -> dict[str, float]:
     b = gold + rng.normal(0, 1.3, n)
     labels = [f"subset-{i * subsets // n}" for i in range(n)] if subsets > 1 else None
     aggregation = "wmean" if subsets > 1 else "all"
-    score_split(a[:100], gold[:100], None, "all", 10, 1)  # one-time costs (the code digest's parse) are not timed
+    score_split(
+        a[:100], gold[:100], None, "all", 10, 1
+    )  # one-time costs (the code digest's parse) are not timed
     bootstrap._memo.clear()
     before = high_water_mib()
     start = resource.getrusage(resource.RUSAGE_SELF)
@@ -74,31 +78,56 @@ def child(n: int, rounds: int, subsets: int) -> dict[str, float]:
     second = score_split(b, gold, labels, aggregation, rounds, 1234)
     t1 = time.perf_counter()
     bootstrap._memo.clear()  # time the paired test's own resampling (see the module docstring)
-    one, two = scored(a, gold, labels, aggregation, rounds, 1234), scored(b, gold, labels, aggregation, rounds, 1234)
+    one, two = (
+        scored(a, gold, labels, aggregation, rounds, 1234),
+        scored(b, gold, labels, aggregation, rounds, 1234),
+    )
     test, other = paired_bootstrap(one, two), williams(one, two, gold)
     t2 = time.perf_counter()
     assert first.ci95 is not None and second.ci95 is not None
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"pairs": n, "rounds": rounds, "subsets": subsets, "score_s": t1 - t0, "paired_s": t2 - t1,
-            "cpu_s": usage.ru_utime + usage.ru_stime - cpu_before,
-            "peak_rss_mib": high_water_mib(), "rss_before_mib": before,
-            "spearman_a": first.spearman, "ci_a": list(first.ci95), "delta": test.delta,
-            "delta_ci": [test.ci_low, test.ci_high], "p_bootstrap": test.p_value, "p_williams": other.p_value}
+    return {
+        "pairs": n,
+        "rounds": rounds,
+        "subsets": subsets,
+        "score_s": t1 - t0,
+        "paired_s": t2 - t1,
+        "cpu_s": usage.ru_utime + usage.ru_stime - cpu_before,
+        "peak_rss_mib": high_water_mib(),
+        "rss_before_mib": before,
+        "spearman_a": first.spearman,
+        "ci_a": list(first.ci95),
+        "delta": test.delta,
+        "delta_ci": [test.ci_low, test.ci_high],
+        "p_bootstrap": test.p_value,
+        "p_williams": other.p_value,
+    }
 
 
 def table(rows: list[dict[str, float]], rounds: int, subsets: int, load: str) -> list[str]:
-    lines = [f"{rounds} bootstrap resamples, two methods, {subsets} subset(s), one process per size; {load}", "",
-             "| pairs | score 2 methods (s) | paired test (s) | total (s) | s per 100k pairs | CPU s per 100k pairs "
-             "| peak RSS (MiB) | MiB per 100k pairs above the first |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{rounds} bootstrap resamples, two methods, {subsets} subset(s), one process per size; "
+        f"{load}",
+        "",
+        "| pairs | score 2 methods (s) | paired test (s) | total (s) | s per 100k pairs | CPU s "
+        "per 100k pairs "
+        "| peak RSS (MiB) | MiB per 100k pairs above the first |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     base = rows[0]
     for row in rows:
         total = row["score_s"] + row["paired_s"]
         extra = row["pairs"] - base["pairs"]
-        growth = f"{(row['peak_rss_mib'] - base['peak_rss_mib']) / extra * 1e5:.1f}" if extra > 0 else "—"
-        lines.append(f"| {row['pairs']:,} | {row['score_s']:.1f} | {row['paired_s']:.1f} | {total:.1f} "
-                     f"| {total / row['pairs'] * 1e5:.2f} | {row['cpu_s'] / row['pairs'] * 1e5:.2f} "
-                     f"| {row['peak_rss_mib']:.0f} | {growth} |")
+        growth = (
+            f"{(row['peak_rss_mib'] - base['peak_rss_mib']) / extra * 1e5:.1f}"
+            if extra > 0
+            else "—"
+        )
+        lines.append(
+            f"| {row['pairs']:,} | {row['score_s']:.1f} | {row['paired_s']:.1f} | {total:.1f} "
+            f"| {total / row['pairs'] * 1e5:.2f} | {row['cpu_s'] / row['pairs'] * 1e5:.2f} "
+            f"| {row['peak_rss_mib']:.0f} | {growth} |"
+        )
     return lines
 
 
@@ -107,9 +136,15 @@ def main() -> None:
         print(json.dumps(child(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))))
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES, help="pair counts (one process each)")
-    parser.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples (the run's default: 1000)")
-    parser.add_argument("--subsets", type=int, default=1, help="subsets the pairs are split into (wmean over them)")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=DEFAULT_SIZES, help="pair counts (one process each)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1000, help="bootstrap resamples (the run's default: 1000)"
+    )
+    parser.add_argument(
+        "--subsets", type=int, default=1, help="subsets the pairs are split into (wmean over them)"
+    )
     parser.add_argument("--json", help="also write the measurements to this file")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
@@ -118,17 +153,27 @@ def main() -> None:
     started = os.getloadavg()
     rows = []
     for n in sorted(args.sizes):
-        done = subprocess.run([sys.executable, __file__, "--child", str(n), str(args.rounds), str(args.subsets)],
-                              capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", str(n), str(args.rounds), str(args.subsets)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if done.returncode != 0:
             raise SystemExit(done.stderr[-2000:])
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"{n:,} pairs: {rows[-1]['score_s'] + rows[-1]['paired_s']:.1f} s, "
-              f"peak {rows[-1]['peak_rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+        print(
+            f"{n:,} pairs: {rows[-1]['score_s'] + rows[-1]['paired_s']:.1f} s, "
+            f"peak {rows[-1]['peak_rss_mib']:.0f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
     emit(table(rows, args.rounds, args.subsets, load_line(started)), args.out)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "load": load_line(started)}, indent=1) + "\n",
-                                   encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"rows": rows, "load": load_line(started)}, indent=1) + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

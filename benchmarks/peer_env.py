@@ -24,9 +24,17 @@ WORKER = Path(__file__).resolve().parent / "peer_worker.py"
 # What ``pip install torch==2.13.0 "sentence-transformers[onnx,openvino]"`` resolved to when the
 # numbers in docs/PERFORMANCE.md were measured; pinned so they can be measured again.
 PEER_REQUIREMENTS = (
-    "torch==2.13.0", "sentence-transformers[onnx,openvino]==5.7.0", "transformers==4.57.6",
-    "optimum==2.1.0", "optimum-intel==1.27.0", "optimum-onnx==0.1.0", "onnxruntime==1.32.0",
-    "openvino==2026.4.1", "openvino-tokenizers==2026.4.1.0", "nncf==3.4.0", "tokenizers==0.22.2",
+    "torch==2.13.0",
+    "sentence-transformers[onnx,openvino]==5.7.0",
+    "transformers==4.57.6",
+    "optimum==2.1.0",
+    "optimum-intel==1.27.0",
+    "optimum-onnx==0.1.0",
+    "onnxruntime==1.32.0",
+    "openvino==2026.4.1",
+    "openvino-tokenizers==2026.4.1.0",
+    "nncf==3.4.0",
+    "tokenizers==0.22.2",
 )
 
 
@@ -37,7 +45,10 @@ def peer_python() -> Path:
     wanted = "\n".join(PEER_REQUIREMENTS)
     if python.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         return python
-    print(f"building {PEER_VENV} (sentence-transformers with ONNX Runtime and OpenVINO) ...", file=sys.stderr)
+    print(
+        f"building {PEER_VENV} (sentence-transformers with ONNX Runtime and OpenVINO) ...",
+        file=sys.stderr,
+    )
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(PEER_VENV)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
@@ -59,12 +70,27 @@ def exported(model_dir: str, backend: str) -> str:
         return model_dir
     weights = sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
     stat = weights[0].stat() if weights else Path(model_dir).stat()
-    tag = hashlib.sha256(f"{Path(model_dir).resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    tag = hashlib.sha256(
+        f"{Path(model_dir).resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()
+    ).hexdigest()[:12]
     target = EXPORTS / f"{Path(model_dir).name}-{tag}-{backend}"
     if not (target / "modules.json").is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([str(python_for(backend)), str(WORKER), "export", "--model", model_dir,
-                               "--backend", backend, "--to", str(target)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                str(python_for(backend)),
+                str(WORKER),
+                "export",
+                "--model",
+                model_dir,
+                "--backend",
+                backend,
+                "--to",
+                str(target),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"exporting {model_dir} to {backend} failed:\n{done.stderr[-2000:]}")
     return str(target)
@@ -74,15 +100,31 @@ class PeerProcess:
     """One loaded peer (``peer_worker.py serve``) answering encode requests, so its timings can be
     interleaved with the harness's in one run. It waits on its stdin between requests."""
 
-    def __init__(self, model_dir: str, backend: str, dtype: str, texts_file: Path, threads: int = 0) -> None:
+    def __init__(
+        self, model_dir: str, backend: str, dtype: str, texts_file: Path, threads: int = 0
+    ) -> None:
         self.label = f"ST {backend} {dtype}"
         EXPORTS.mkdir(parents=True, exist_ok=True)
         self.log = EXPORTS / f"worker-{backend}-{dtype}.log"
         with self.log.open("w", encoding="utf-8") as log:
-            self._proc = subprocess.Popen([str(python_for(backend)), str(WORKER), "serve"], cwd=ROOT, text=True,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-        self.ask({"op": "load", "model": exported(model_dir, backend), "backend": backend, "dtype": dtype,
-                  "texts": str(texts_file), "threads": threads})
+            self._proc = subprocess.Popen(
+                [str(python_for(backend)), str(WORKER), "serve"],
+                cwd=ROOT,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        self.ask(
+            {
+                "op": "load",
+                "model": exported(model_dir, backend),
+                "backend": backend,
+                "dtype": dtype,
+                "texts": str(texts_file),
+                "threads": threads,
+            }
+        )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._proc.stdin is not None and self._proc.stdout is not None

@@ -68,8 +68,9 @@ def load(model: str, backend: str, dtype: str, threads: int = 0):
 
 
 def export(model: str, backend: str, to: str) -> None:
-    """Export ``model`` (a local folder) to ONNX or OpenVINO IR and save it as a sentence-transformers
-    folder, so loading it later reads the exported graph instead of exporting again. Offline."""
+    """Export ``model`` (a local folder) to ONNX or OpenVINO IR and save it as a
+    sentence-transformers folder, so loading it later reads the exported graph instead of exporting
+    again. Offline."""
     from sentence_transformers import SentenceTransformer
 
     SentenceTransformer(model, device="cpu", backend=backend).save_pretrained(to)
@@ -78,8 +79,10 @@ def export(model: str, backend: str, to: str) -> None:
 def encode(st, texts: list[str], batch_size: int):
     import numpy as np
 
-    return np.asarray(st.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False),
-                      dtype=np.float32)
+    return np.asarray(
+        st.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False),
+        dtype=np.float32,
+    )
 
 
 def serve() -> None:
@@ -90,7 +93,9 @@ def serve() -> None:
         request = json.loads(line)
         op = request["op"]
         if op == "load":
-            st = load(request["model"], request["backend"], request["dtype"], request.get("threads", 0))
+            st = load(
+                request["model"], request["backend"], request["dtype"], request.get("threads", 0)
+            )
             texts = json.loads(Path(request["texts"]).read_text(encoding="utf-8"))
             encode(st, texts[:64], 32)  # first-call costs out of the timings
             answer: dict[str, Any] = {"ok": True}

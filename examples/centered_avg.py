@@ -25,7 +25,9 @@ from harness.method_api import BASE_VIEWS, FitSet, Option, PostProcessor, npy_by
 
 class Centered(PostProcessor):
     name = "centered"
-    summary = "a pooled view minus its mean over --fit-set (all-but-the-top with no direction removed)"
+    summary = (
+        "a pooled view minus its mean over --fit-set (all-but-the-top with no direction removed)"
+    )
     options = (Option("view", "avg", "pooled view to centre", choices=BASE_VIEWS),)
 
     def fit(self, fit_set: FitSet) -> None:
@@ -35,7 +37,9 @@ class Centered(PostProcessor):
 
     def _mean(self, x: np.ndarray) -> np.ndarray:
         digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest()
-        folder = self.ctx.artifacts.folder("centered", {"vectors": digest, "shape": list(x.shape)}, code=self.code())
+        folder = self.ctx.artifacts.folder(
+            "centered", {"vectors": digest, "shape": list(x.shape)}, code=self.code()
+        )
         if folder.complete():
             return np.load(folder.path("mean.npy"), allow_pickle=False)
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)

@@ -42,21 +42,38 @@ def published_activation(folder: Path) -> str:
 
 class CrossEncoder(TrainedMethod, PairScoringMethod):
     name = "cross-encoder"
-    summary = f"pair scorer (the DSE teacher): {PUBLISHED}, or trained here from --backbone on STS-B train"
+    summary = (
+        f"pair scorer (the DSE teacher): {PUBLISHED}, or trained here from --backbone on STS-B "
+        "train"
+    )
     post = "cross-encoder"
     artifact_kind = "cross-encoder"
     artifact_noun = "trained teacher"
     options = (
-        Option("model", "auto", f"HF id or folder of a cross-encoder, or '{TRAIN}' to train one from --backbone; "
-               f"auto = train for the packaged MiniLM (offline), else {PUBLISHED}"),
+        Option(
+            "model",
+            "auto",
+            f"HF id or folder of a cross-encoder, or '{TRAIN}' to train one from --backbone; "
+            f"auto = train for the packaged MiniLM (offline), else {PUBLISHED}",
+        ),
         Option("epochs", 4.0, "training epochs over STS-B train (4)", type=float),
         Option("lr", 2e-5, "peak learning rate (2e-5)", type=float),
         Option("batch_size", 16, "pairs per batch (16)", type=int),
         Option("warmup", 0.1, "linear warm-up, fraction of the steps (0.1)", type=float),
         Option("max_length", 128, "tokens per pair (128)", type=int),
-        Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
-        Option("base", "", "model the teacher is trained from with model=train (default: --backbone; DSE's "
-               "teacher: bert-large-uncased-whole-word-masking)", in_label=False),
+        Option(
+            "precision",
+            "auto",
+            "training precision: auto, fp32, bf16",
+            choices=("auto", "fp32", "bf16"),
+        ),
+        Option(
+            "base",
+            "",
+            "model the teacher is trained from with model=train (default: --backbone; DSE's "
+            "teacher: bert-large-uncased-whole-word-masking)",
+            in_label=False,
+        ),
         Option("weight_decay", 0.0, "AdamW weight decay (DSE repo's BertAdam: 0.01)", type=float),
     )
 
@@ -74,12 +91,19 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         base = spec.params["base"] or request.backbone
         backbone = base if trains else model
         revision = request.revision if trains and base == request.backbone else None
-        return replace(spec, backbone=backbone, revision=revision, pooling="joint",
-                       layers=(), params={**spec.params, "model_used": model, "seed": request.seed})
+        return replace(
+            spec,
+            backbone=backbone,
+            revision=revision,
+            pooling="joint",
+            layers=(),
+            params={**spec.params, "model_used": model, "seed": request.seed},
+        )
 
     @property
     def labelled_training(self) -> tuple[tuple[str, str], ...]:  # type: ignore[override]
-        """Trained here on STS-B train; the published default (stsb-roberta-base) was trained on it too."""
+        """Trained here on STS-B train; the published default (stsb-roberta-base) was trained on it
+        too."""
         return (("stsb", "train"),) if self.trains or self.spec.backbone == PUBLISHED else ()
 
     @property
@@ -96,11 +120,19 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
     def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         train = self.ctx.task_split("stsb", "train")
-        return {"base": ref.key(), "train": train.fingerprint, "params": dict(self.spec.params),
-                "schema": CROSS_ENCODER_SCHEMA}
+        return {
+            "base": ref.key(),
+            "train": train.fingerprint,
+            "params": dict(self.spec.params),
+            "schema": CROSS_ENCODER_SCHEMA,
+        }
 
     def describe_fit(self, fit_set: FitSet | None = None) -> str:
-        return super().describe_fit(None) if self.trains else f"published checkpoint {self.spec.backbone}"
+        return (
+            super().describe_fit(None)
+            if self.trains
+            else f"published checkpoint {self.spec.backbone}"
+        )
 
     def training_plan(self, fit_set: FitSet | None) -> str:
         train, p = self.ctx.task_split("stsb", "train"), self.spec.params
@@ -110,21 +142,44 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
         """Nothing to hold: the checkpoint is read from its folder when pairs are scored."""
 
-    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+    def train(
+        self, folder: ArtifactDir, fit_set: FitSet | None
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
         from harness.core.encoding.devices import resolve_device
         from methods.training.pair_training import CrossEncoderConfig, train_cross_encoder
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         train, p = self.ctx.task_split("stsb", "train"), self.spec.params
-        config = CrossEncoderConfig(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"], warmup=p["warmup"],
-                                    max_length=p["max_length"], precision=p["precision"],
-                                    weight_decay=p["weight_decay"])
-        result = train_cross_encoder(Path(ref.path), folder.dir, train.s1, train.s2, [g / 5 for g in train.gold],
-                                     config, int(p["seed"]), resolve_device(self.ctx.encode.device),
-                                     self.ctx.encode.progress)
-        info = {"train_pairs": len(train), "train_fingerprint": train.fingerprint, "steps": result.steps,
-                "first_loss": result.first_loss, "final_loss": result.last_loss,
-                "train_seconds": round(result.seconds, 2), "precision": result.precision, "recipe": result.recipe}
+        config = CrossEncoderConfig(
+            epochs=p["epochs"],
+            lr=p["lr"],
+            batch_size=p["batch_size"],
+            warmup=p["warmup"],
+            max_length=p["max_length"],
+            precision=p["precision"],
+            weight_decay=p["weight_decay"],
+        )
+        result = train_cross_encoder(
+            Path(ref.path),
+            folder.dir,
+            train.s1,
+            train.s2,
+            [g / 5 for g in train.gold],
+            config,
+            int(p["seed"]),
+            resolve_device(self.ctx.encode.device),
+            self.ctx.encode.progress,
+        )
+        info = {
+            "train_pairs": len(train),
+            "train_fingerprint": train.fingerprint,
+            "steps": result.steps,
+            "first_loss": result.first_loss,
+            "final_loss": result.last_loss,
+            "train_seconds": round(result.seconds, 2),
+            "precision": result.precision,
+            "recipe": result.recipe,
+        }
         return {}, info
 
     def activation(self) -> str:
@@ -133,8 +188,13 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
     def _scores_store(self) -> VectorStore:
         if self._store is None:
             ref = self.ctx.backbone(str(self.checkpoint()))
-            key = {"kind": "pair-scores", "fingerprint": ref.fingerprint, "max_length": self.spec.params["max_length"],
-                   "dtype": self.ctx.encode.dtype, "activation": self.activation()}
+            key = {
+                "kind": "pair-scores",
+                "fingerprint": ref.fingerprint,
+                "max_length": self.spec.params["max_length"],
+                "dtype": self.ctx.encode.dtype,
+                "activation": self.activation(),
+            }
             self._store = self.ctx.artifacts.vectors(key, code=self.code())
         return self._store
 
@@ -149,12 +209,20 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
 
             position = {key: i for i, key in enumerate(keys)}
             rows = [position[key] for key in missing]
-            scorer = PairScorer(self.checkpoint(), resolve_device(self.ctx.encode.device), self.ctx.encode.dtype,
-                                self.spec.params["max_length"], self.activation())
+            scorer = PairScorer(
+                self.checkpoint(),
+                resolve_device(self.ctx.encode.device),
+                self.ctx.encode.dtype,
+                self.spec.params["max_length"],
+                self.activation(),
+            )
             for start in range(0, len(rows), 4096):  # chunks: an interrupt keeps what was scored
-                chunk = rows[start:start + 4096]
-                values = scorer.score([s1[i] for i in chunk], [s2[i] for i in chunk],
-                                      self.ctx.encode.fixed_batch_size())
+                chunk = rows[start : start + 4096]
+                values = scorer.score(
+                    [s1[i] for i in chunk],
+                    [s2[i] for i in chunk],
+                    self.ctx.encode.fixed_batch_size(),
+                )
                 store.add([keys[i] for i in chunk], values[:, None])
                 self.ctx.count_pairs_scored(len(chunk))
         return store.get(keys)[:, 0]
@@ -164,9 +232,13 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         from harness.core.scoring import spearman
 
         swapped = self.score_pairs(split.s2, split.s1)
-        return {"symmetry": {"spearman_ab_vs_ba": spearman(scores, swapped),
-                             "mean_abs_difference": float(np.abs(scores - swapped).mean())},
-                "activation": self.activation()}  # applied to the logit: changes Pearson, not Spearman
+        return {
+            "symmetry": {
+                "spearman_ab_vs_ba": spearman(scores, swapped),
+                "mean_abs_difference": float(np.abs(scores - swapped).mean()),
+            },
+            "activation": self.activation(),
+        }  # applied to the logit: changes Pearson, not Spearman
 
     def encoder_impl(self) -> str:
         return "transformers (pair scorer)"

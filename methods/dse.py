@@ -1,16 +1,16 @@
 """``dse``: Distilled Sentence Embedding (Barkan et al., AAAI 2020).
 
-A sentence encoder (``--backbone``) trained so that the similarity of its embeddings reproduces
-the teacher's (the run's ``cross-encoder``) scores of sentence pairs. Training pairs are the STS-B
-train pairs (labels unused unless ``--dse-gold-weight``) plus as many shuffled cross-pairs of
-``--dse-pool`` sentences (default ``heldout``: never a sentence it is scored on), so the student also
-sees unrelated pairs. The teacher scores every pair once
-(cached). The student pools like microsoft/Distilled-Sentence-Embedding — the mean of its top 4
-layers, concatenated, [CLS] excluded — or a plain masked mean (``--dse-pooling mean``).
+A sentence encoder (``--backbone``) trained so that the similarity of its embeddings reproduces the
+teacher's (the run's ``cross-encoder``) scores of sentence pairs. Training pairs are the STS-B train
+pairs (labels unused unless ``--dse-gold-weight``) plus as many shuffled cross-pairs of
+``--dse-pool`` sentences (default ``heldout``: never a sentence it is scored on), so the student
+also sees unrelated pairs. The teacher scores every pair once (cached). The student pools like
+microsoft/Distilled-Sentence-Embedding — the mean of its top 4 layers, concatenated, [CLS] excluded
+— or a plain masked mean (``--dse-pooling mean``).
 
 With ``--dse-objective head`` the similarity is the repo's small head over [u, v, u·v, |u−v|]; the
-method is then a pair scorer (:class:`DSEHead`) that scores pairs with that head over cached embeddings.
-Each result records the teacher's score on the same task and the relative degradation,
+method is then a pair scorer (:class:`DSEHead`) that scores pairs with that head over cached
+embeddings. Each result records the teacher's score on the same task and the relative degradation,
 100 · (teacher − student) / teacher: the paper's headline measure.
 """
 
@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
+from harness.core.api import (
+    EmbeddingMethod,
+    MethodContext,
+    MethodSpec,
+    Option,
+    PairScoringMethod,
+    SpecRequest,
+)
 from harness.core.errors import UserError
 from methods.trained import TrainedMethod
 
@@ -48,35 +55,73 @@ def _selection(text: str) -> str:
 def selection_steps(value: str) -> int:
     """The training loop's ``select_every``: 0 off, -1 once per epoch, else every N steps."""
     return {"off": 0, "epoch": -1}[value] if value in ("off", "epoch") else int(value)
+
+
 VS_TEACHER = "vs teacher (%)"
 
 
 class DSE(TrainedMethod, EmbeddingMethod):
     name = "dse"
-    summary = "Distilled Sentence Embedding: a sentence encoder trained to reproduce the cross-encoder's pair scores"
+    summary = (
+        "Distilled Sentence Embedding: a sentence encoder trained to reproduce the cross-encoder's "
+        "pair scores"
+    )
     uses_fit_set = True
     post = "dse"
     artifact_kind = "dse"
     artifact_noun = "student"
     options = (
-        Option("pooling", "top4-concat", "top4-concat (DSE repo: top-k layer means, [CLS] excluded) or mean",
-               choices=("top4-concat", "mean")),
+        Option(
+            "pooling",
+            "top4-concat",
+            "top4-concat (DSE repo: top-k layer means, [CLS] excluded) or mean",
+            choices=("top4-concat", "mean"),
+        ),
         Option("top_k", 4, "layers concatenated by top4-concat (4)", type=int),
-        Option("objective", "cosine", "cosine (MSE of cosine vs teacher) or head ([u, v, u·v, |u−v|] head)",
-               choices=("cosine", "head")),
-        Option("gold_weight", 0.0, "weight of gold/5 on the labelled STS-B train pairs (DSE repo: 0.5)", type=float),
+        Option(
+            "objective",
+            "cosine",
+            "cosine (MSE of cosine vs teacher) or head ([u, v, u·v, |u−v|] head)",
+            choices=("cosine", "head"),
+        ),
+        Option(
+            "gold_weight",
+            0.0,
+            "weight of gold/5 on the labelled STS-B train pairs (DSE repo: 0.5)",
+            type=float,
+        ),
         Option("cross_pairs", 1.0, "shuffled pool pairs per STS-B train pair (1.0)", type=float),
-        Option("pool", "heldout", "fit set the cross-pairs are drawn from (heldout: never a scored sentence; "
-               "target/test mark the score transductive)", in_label=False),
+        Option(
+            "pool",
+            "heldout",
+            "fit set the cross-pairs are drawn from (heldout: never a scored sentence; "
+            "target/test mark the score transductive)",
+            in_label=False,
+        ),
         Option("epochs", 1.0, "epochs over the training pairs (1)", type=float),
         Option("lr", 2e-5, "peak learning rate (2e-5)", type=float),
         Option("batch_size", 32, "pairs per batch (32)", type=int),
         Option("max_length", 128, "tokens per sentence in training (128)", type=int),
-        Option("head_width", 256, "hidden width of the head with --dse-objective head (DSE repo: 512)", type=int),
+        Option(
+            "head_width",
+            256,
+            "hidden width of the head with --dse-objective head (DSE repo: 512)",
+            type=int,
+        ),
         Option("weight_decay", 0.0, "AdamW weight decay (DSE repo's BertAdam: 0.01)", type=float),
-        Option("select_every", "off", "keep the best student on STS-B dev, scored every N steps or every 'epoch' "
-               "('off': keep the last step)", type=_selection),
-        Option("precision", "auto", "training precision: auto, fp32, bf16", choices=("auto", "fp32", "bf16")),
+        Option(
+            "select_every",
+            "off",
+            "keep the best student on STS-B dev, scored every N steps or every 'epoch' "
+            "('off': keep the last step)",
+            type=_selection,
+        ),
+        Option(
+            "precision",
+            "auto",
+            "training precision: auto, fp32, bf16",
+            choices=("auto", "fp32", "bf16"),
+        ),
     )
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
@@ -87,12 +132,19 @@ class DSE(TrainedMethod, EmbeddingMethod):
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         spec = super().make_spec(request, ctx)
         layers_available = ctx.backbone(spec.backbone, spec.revision).num_layers
-        if spec.params["pooling"] == "top4-concat" and not 1 <= spec.params["top_k"] <= layers_available:
-            raise UserError(f"dse: --dse-top-k {spec.params['top_k']} does not fit {spec.backbone}, which has "
-                            f"{layers_available} layers; pass a value from 1 to {layers_available}")
+        if (
+            spec.params["pooling"] == "top4-concat"
+            and not 1 <= spec.params["top_k"] <= layers_available
+        ):
+            raise UserError(
+                f"dse: --dse-top-k {spec.params['top_k']} does not fit {spec.backbone}, which has "
+                f"{layers_available} layers; pass a value from 1 to {layers_available}"
+            )
         pooling = "mean_nocls" if spec.params["pooling"] == "top4-concat" else "mean"
         layers = tuple(range(-spec.params["top_k"], 0)) if pooling == "mean_nocls" else (-1,)
-        return replace(spec, pooling=pooling, layers=layers, params={**spec.params, "seed": request.seed})
+        return replace(
+            spec, pooling=pooling, layers=layers, params={**spec.params, "seed": request.seed}
+        )
 
     @classmethod
     def create(cls, spec: MethodSpec, ctx: MethodContext) -> DSE:
@@ -105,7 +157,8 @@ class DSE(TrainedMethod, EmbeddingMethod):
 
     def teacher(self) -> CrossEncoder:
         """The run's cross-encoder (its --cross-encoder-* flags), as the teacher."""
-        return self.ctx.sibling("cross-encoder")  # type: ignore[return-value]  # that method's class: CrossEncoder
+        # that method's class: CrossEncoder
+        return self.ctx.sibling("cross-encoder")  # type: ignore[return-value]
 
     def training_pairs(self, fit_set: FitSet) -> tuple[list[str], list[str], list[float | None]]:
         """STS-B train pairs (with gold/5) + shuffled cross-pairs of pool sentences (no gold)."""
@@ -117,13 +170,16 @@ class DSE(TrainedMethod, EmbeddingMethod):
         n_cross = round(self.spec.params["cross_pairs"] * len(train))
         if n_cross and len(pool) > 1:
             first = rng.integers(0, len(pool), n_cross)
-            second = (first + rng.integers(1, len(pool), n_cross)) % len(pool)  # never a sentence with itself
+            second = (first + rng.integers(1, len(pool), n_cross)) % len(
+                pool
+            )  # never a sentence with itself
             s1 += [pool[i] for i in first]
             s2 += [pool[i] for i in second]
             gold += [None] * n_cross
         return s1, s2, gold
 
-    def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]  # needs one: uses_fit_set
+    # needs one: uses_fit_set
+    def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]
         """The key names the teacher without training or running it."""
         from harness.core.data.splits import fingerprint_pairs
 
@@ -131,11 +187,16 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher = self.teacher()
         teacher_id = teacher.artifact(None).key if teacher.trains else teacher.spec.to_dict()
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        return {"base": base.key(), "teacher": teacher_id,
-                "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
-                "params": dict(self.spec.params), "schema": DSE_SCHEMA}
+        return {
+            "base": base.key(),
+            "teacher": teacher_id,
+            "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
+            "params": dict(self.spec.params),
+            "schema": DSE_SCHEMA,
+        }
 
-    def training_plan(self, fit_set: FitSet) -> str:  # type: ignore[override]  # needs one: uses_fit_set
+    # needs one: uses_fit_set
+    def training_plan(self, fit_set: FitSet) -> str:  # type: ignore[override]
         s1, _, _ = self.training_pairs(fit_set)
         return f"to train on {len(s1)} pairs; teacher: {self.teacher().describe_fit(None)}"
 
@@ -145,7 +206,11 @@ class DSE(TrainedMethod, EmbeddingMethod):
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
         self._trained = replace(self.spec, backbone=str(folder.path("model")), revision=None)
 
-    def train(self, folder: ArtifactDir, fit_set: FitSet) -> tuple[dict[str, bytes], dict[str, Any]]:  # type: ignore[override]  # needs one: uses_fit_set
+    def train(
+        self,
+        folder: ArtifactDir,
+        fit_set: FitSet,  # type: ignore[override]  # needs one: uses_fit_set
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
         from harness.core.encoding.devices import resolve_device
         from methods.training.pair_training import StudentConfig, train_student
 
@@ -153,22 +218,51 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher_scores = self.teacher().score_pairs(s1, s2)
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         p = self.spec.params
-        config = StudentConfig(pooling=p["pooling"], top_k=p["top_k"], objective=p["objective"],
-                               gold_weight=p["gold_weight"], epochs=p["epochs"], lr=p["lr"],
-                               batch_size=p["batch_size"], max_length=p["max_length"], precision=p["precision"],
-                               head_width=p["head_width"], weight_decay=p["weight_decay"],
-                               select_every=selection_steps(p["select_every"]))
+        config = StudentConfig(
+            pooling=p["pooling"],
+            top_k=p["top_k"],
+            objective=p["objective"],
+            gold_weight=p["gold_weight"],
+            epochs=p["epochs"],
+            lr=p["lr"],
+            batch_size=p["batch_size"],
+            max_length=p["max_length"],
+            precision=p["precision"],
+            head_width=p["head_width"],
+            weight_decay=p["weight_decay"],
+            select_every=selection_steps(p["select_every"]),
+        )
         dev = None
         if p["select_every"] != "off":
             split = self.ctx.task_split("stsb", "dev")
             dev = (split.s1, split.s2, [g / 5 for g in split.gold])
-        result, _ = train_student(Path(base.path), folder.dir, s1, s2, teacher_scores.tolist(), gold, config,
-                                  int(p["seed"]), resolve_device(self.ctx.encode.device), self.ctx.encode.progress, dev)
-        info = {"train_pairs": len(s1), "steps": result.steps, "first_loss": result.first_loss,
-                "final_loss": result.last_loss, "train_seconds": round(result.seconds, 2),
-                "precision": result.precision, "selection": result.selection,
-                "recipe": {**result.recipe, "head_width": config.head_width if p["objective"] == "head" else None,
-                           "loss": f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {p['gold_weight']}"}}
+        result, _ = train_student(
+            Path(base.path),
+            folder.dir,
+            s1,
+            s2,
+            teacher_scores.tolist(),
+            gold,
+            config,
+            int(p["seed"]),
+            resolve_device(self.ctx.encode.device),
+            self.ctx.encode.progress,
+            dev,
+        )
+        info = {
+            "train_pairs": len(s1),
+            "steps": result.steps,
+            "first_loss": result.first_loss,
+            "final_loss": result.last_loss,
+            "train_seconds": round(result.seconds, 2),
+            "precision": result.precision,
+            "selection": result.selection,
+            "recipe": {
+                **result.recipe,
+                "head_width": config.head_width if p["objective"] == "head" else None,
+                "loss": f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {p['gold_weight']}",
+            },
+        }
         return {}, info
 
     def _provider_views(self):
@@ -177,7 +271,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
         if self._trained is None:
             raise RuntimeError("dse: fit() must run before encode()")
         provider = self.ctx.views(self._trained)
-        return provider, [View(self.spec.pooling, provider.ref.layer_index(layer)) for layer in self.spec.layers]
+        return provider, [
+            View(self.spec.pooling, provider.ref.layer_index(layer)) for layer in self.spec.layers
+        ]
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         """The student's vectors: each view of the student's layers, concatenated (the pooling the
@@ -193,21 +289,34 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher = self.teacher()
 
         def rho(values: np.ndarray) -> float | None:
-            return score_split(values, split.gold, split.subsets, self.ctx.aggregation, bootstrap=0).spearman
+            return score_split(
+                values, split.gold, split.subsets, self.ctx.aggregation, bootstrap=0
+            ).spearman
 
         teacher_rho, student_rho = rho(teacher.score_pairs(split.s1, split.s2)), rho(similarity)
-        # Undefined (None) when either score is, or the teacher's is 0: no relative degradation then.
-        degradation = None if teacher_rho is None or student_rho is None or teacher_rho == 0 \
+        # Undefined (None) when either score is, or the teacher's is 0: no relative degradation
+        # then.
+        degradation = (
+            None
+            if teacher_rho is None or student_rho is None or teacher_rho == 0
             else 100 * (teacher_rho - student_rho) / teacher_rho
-        return {"teacher": {"label": teacher.label(), "checkpoint": str(teacher.checkpoint()),
-                            "spearman": teacher_rho, "degradation_pct": degradation},
-                "columns": {VS_TEACHER: degradation} if degradation is not None else {}}
+        )
+        return {
+            "teacher": {
+                "label": teacher.label(),
+                "checkpoint": str(teacher.checkpoint()),
+                "spearman": teacher_rho,
+                "degradation_pct": degradation,
+            },
+            "columns": {VS_TEACHER: degradation} if degradation is not None else {},
+        }
 
     def encoder_impl(self) -> str | None:
         return self.ctx.views(self._trained).impl if self._trained is not None else None
 
     def cost_subjects(self) -> CostSubjects:
-        """``--cost``: the teacher over all Q·C pairs against this student encoding Q + C sentences."""
+        """``--cost``: the teacher over all Q·C pairs against this student encoding Q + C
+        sentences."""
         import json
 
         from harness.core.cost_model import CostSubjects, ModelShape
@@ -216,16 +325,27 @@ class DSE(TrainedMethod, EmbeddingMethod):
         from methods.training.pair_training import PairScorer
 
         if self._trained is None:
-            raise UserError("--cost: the dse student was not trained in this run (no task evaluated it)")
+            raise UserError(
+                "--cost: the dse student was not trained in this run (no task evaluated it)"
+            )
         provider, views = self._provider_views()
         teacher = self.teacher()
         # Both sides through the same engine (transformers) and the same batching (length-sorted,
         # fixed batches), on fresh compute: neither may read the score or vector caches while timed.
-        settings = replace(provider.settings, progress=False, impl="transformers",
-                           batch_size=provider.settings.fixed_batch_size())
+        settings = replace(
+            provider.settings,
+            progress=False,
+            impl="transformers",
+            batch_size=provider.settings.fixed_batch_size(),
+        )
         device = resolve_device(settings.device)
-        scorer = PairScorer(teacher.checkpoint(), device, settings.dtype, teacher.spec.params["max_length"],
-                            teacher.activation())
+        scorer = PairScorer(
+            teacher.checkpoint(),
+            device,
+            settings.dtype,
+            teacher.spec.params["max_length"],
+            teacher.activation(),
+        )
         forward = ForwardPass(provider.ref, settings)
 
         def encode(texts: list[str]) -> np.ndarray:
@@ -233,13 +353,19 @@ class DSE(TrainedMethod, EmbeddingMethod):
             return np.concatenate([arrays[v] for v in views], axis=1)
 
         def shape(folder: Path) -> ModelShape:
-            return ModelShape.from_config(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+            return ModelShape.from_config(
+                json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            )
 
-        return CostSubjects(title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}, both sides "
-                                  f"transformers, length-sorted batches of {settings.batch_size}",
-                            pair_score=lambda a, b: scorer.score(a, b, settings.batch_size), encode=encode,
-                            tokens=forward.token_lengths, cross_shape=shape(teacher.checkpoint()),
-                            student_shape=shape(Path(provider.ref.path)))
+        return CostSubjects(
+            title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}, both sides "
+            f"transformers, length-sorted batches of {settings.batch_size}",
+            pair_score=lambda a, b: scorer.score(a, b, settings.batch_size),
+            encode=encode,
+            tokens=forward.token_lengths,
+            cross_shape=shape(teacher.checkpoint()),
+            student_shape=shape(Path(provider.ref.path)),
+        )
 
 
 class DSEHead(PairScoringMethod, DSE):
@@ -247,9 +373,9 @@ class DSEHead(PairScoringMethod, DSE):
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
-        # a PairHead once load() ran. Typed by a type comment, not an annotation (that would change this module's
-        # cache digest, and with it every trained artifact's key); PairHead is not imported here (an import would
-        # too), so the type is Any
+        # a PairHead once load() ran. Typed by a type comment, not an annotation (that would change
+        # this module's cache digest, and with it every trained artifact's key); PairHead is not
+        # imported here (an import would too), so the type is Any
         self._head = None  # type: Any
 
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
@@ -276,7 +402,9 @@ class DSEHead(PairScoringMethod, DSE):
 
         c = torch.from_numpy(np.ascontiguousarray(candidates))
         with torch.no_grad():
-            return np.stack([self._head(torch.from_numpy(q).expand_as(c), c).numpy() for q in queries])
+            return np.stack(
+                [self._head(torch.from_numpy(q).expand_as(c), c).numpy() for q in queries]
+            )
 
     def cost_subjects(self) -> CostSubjects:
         """As DSE's, but (b) and (c) run the head on all Q·C pairs instead of one matrix product:
@@ -284,5 +412,9 @@ class DSEHead(PairScoringMethod, DSE):
         subjects = super().cost_subjects()
         first = self._head.net[0]
         dim, width = first.in_features // 4, first.out_features
-        return replace(subjects, title=subjects.title + ", head over all Q·C pairs", match=self.head_matrix,
-                       match_flops_per_pair=2.0 * (4 * dim * width + width))
+        return replace(
+            subjects,
+            title=subjects.title + ", head over all Q·C pairs",
+            match=self.head_matrix,
+            match_flops_per_pair=2.0 * (4 * dim * width + width),
+        )

@@ -27,10 +27,18 @@ BASE_VIEWS = ("first-last", "avg", "cls", "last", "prompteol")
 SAME = "same"  # prompt2's default: the second sentence reads the first's prompt
 
 PROMPT_OPTIONS = (
-    Option("prompt", "", "the text read for each sentence: a template with {sentence}, or a prefix (e.g. "
-           "'query: '); empty: the method's own (none for most)"),
-    Option("prompt2", SAME, "the second sentence's prompt of each pair (per-side prompts); same: prompt's; "
-           "none: no prompt"),
+    Option(
+        "prompt",
+        "",
+        "the text read for each sentence: a template with {sentence}, or a prefix (e.g. "
+        "'query: '); empty: the method's own (none for most)",
+    ),
+    Option(
+        "prompt2",
+        SAME,
+        "the second sentence's prompt of each pair (per-side prompts); same: prompt's; "
+        "none: no prompt",
+    ),
 )
 
 
@@ -42,8 +50,13 @@ def base_view(name: str, first_last_layers: Sequence[int]) -> tuple[str, tuple[i
     >>> base_view("prompteol", (1, -1))
     ('last', (-1,))
     """
-    return {"first-last": ("mean", tuple(first_last_layers)), "avg": ("mean", (-1,)), "cls": ("cls", (-1,)),
-            "last": ("last", (-1,)), "prompteol": ("last", (-1,))}[name]
+    return {
+        "first-last": ("mean", tuple(first_last_layers)),
+        "avg": ("mean", (-1,)),
+        "cls": ("cls", (-1,)),
+        "last": ("last", (-1,)),
+        "prompteol": ("last", (-1,)),
+    }[name]
 
 
 class ViewMethod(EmbeddingMethod):
@@ -81,7 +94,9 @@ class ViewMethod(EmbeddingMethod):
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
-        views = [View(self.spec.pooling, ref.layer_index(layer), prompt) for layer in self.spec.layers]
+        views = [
+            View(self.spec.pooling, ref.layer_index(layer), prompt) for layer in self.spec.layers
+        ]
         for view in views:  # at planning, before anything is encoded
             check_view_on(ref.name, ref.causal, view)
         return views
@@ -98,7 +113,8 @@ class ViewMethod(EmbeddingMethod):
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
         provider = self.ctx.views(self.spec)
         arrays = [provider.get(sentences, view) for view in self.side_views(side)]
-        # numpy types a mean as a scalar or an array; over axis 0 of (n, d) arrays it is an (n, d) array
+        # numpy types a mean as a scalar or an array; over axis 0 of (n, d) arrays it is an (n, d)
+        # array
         return arrays[0] if len(arrays) == 1 else np.mean(arrays, axis=0, dtype=np.float32)  # type: ignore[return-value]
 
     def fit_vectors(self, sentences: Sequence[str]) -> np.ndarray:
@@ -117,12 +133,16 @@ class ViewMethod(EmbeddingMethod):
 
     def encode_sides(self, s1: Sequence[str], s2: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if self.side_prompt(1) == self.side_prompt(2):
-            return self.encode(s1), self.encode(s2)  # a subclass's own encode (a plugin's) is honoured
+            return self.encode(s1), self.encode(
+                s2
+            )  # a subclass's own encode (a plugin's) is honoured
         if type(self).encode is not ViewMethod.encode:
             from harness.core.errors import UserError
 
-            raise UserError(f"{self.name}: prompt2 (a prompt per side) needs the method to encode as "
-                            "transform(pooled(...)); this class overrides encode(): give both sides one prompt")
+            raise UserError(
+                f"{self.name}: prompt2 (a prompt per side) needs the method to encode as "
+                "transform(pooled(...)); this class overrides encode(): give both sides one prompt"
+            )
         return self.transform(self.pooled(s1, 1)), self.transform(self.pooled(s2, 2))
 
 
@@ -166,14 +186,19 @@ class FirstLast(ViewMethod):
 
 class Last(ViewMethod):
     name = "last"
-    summary = "the last layer's vector at the last token of the (prompted) text: a decoder LLM's embedding"
+    summary = (
+        "the last layer's vector at the last token of the (prompted) text: a decoder LLM's "
+        "embedding"
+    )
     pooling = "last"
     layers = (-1,)
 
 
 class MeanSentence(ViewMethod):
     name = "avg-sentence"
-    summary = ("masked mean of the last layer over the sentence's own tokens: the prompt and special tokens "
-               "left out (sentence-transformers' include_prompt=False)")
+    summary = (
+        "masked mean of the last layer over the sentence's own tokens: the prompt and special "
+        "tokens left out (sentence-transformers' include_prompt=False)"
+    )
     pooling = "mean_sentence"
     layers = (-1,)

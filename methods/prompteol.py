@@ -21,24 +21,46 @@ DEMO_SEPARATOR = "=>"
 def _demo(text: str) -> str:
     """``SENTENCE=>WORD`` (or empty), checked when the option is read. Not ``|``: the row label
     holds it, and a markdown table would split there."""
-    if text and (text.count(DEMO_SEPARATOR) != 1 or not all(part.strip() for part in text.split(DEMO_SEPARATOR))):
-        raise ValueError(f"a demonstration is 'SENTENCE=>WORD', e.g. 'A jockey riding a horse.=>Equestrian', "
-                         f"not {text!r}")
+    if text and (
+        text.count(DEMO_SEPARATOR) != 1
+        or not all(part.strip() for part in text.split(DEMO_SEPARATOR))
+    ):
+        raise ValueError(
+            "a demonstration is 'SENTENCE=>WORD', e.g. 'A jockey riding a horse.=>Equestrian', "
+            f"not {text!r}"
+        )
     return text
 
 
 class PromptEOL(ViewMethod):
     name = "prompteol"
-    summary = "PromptEOL: the last token of 'This sentence : \"{sentence}\" means in one word:\"' (Jiang et al. 2023)"
+    summary = (
+        'PromptEOL: the last token of \'This sentence : "{sentence}" means in one word:"\' '
+        "(Jiang et al. 2023)"
+    )
     pooling = "last"
     layers = (-1,)
     options = (
-        Option("demo", "", "one in-context demonstration 'SENTENCE=>WORD' put before the template (the paper's "
-               "ICL setting, e.g. 'A jockey riding a horse.=>Equestrian'); empty: none", type=_demo),
-        Option("demo_selected_on", "", "where the demonstration was chosen, for the record and the leaderboard "
-               "mark (the paper's: 'stsb dev'); empty: not selected on labelled data", in_label=False),
-        Option("rule", "prompteol", "sentence preparation before the template: prompteol (its code's) or none",
-               choices=tuple(RULES)),
+        Option(
+            "demo",
+            "",
+            "one in-context demonstration 'SENTENCE=>WORD' put before the template (the paper's "
+            "ICL setting, e.g. 'A jockey riding a horse.=>Equestrian'); empty: none",
+            type=_demo,
+        ),
+        Option(
+            "demo_selected_on",
+            "",
+            "where the demonstration was chosen, for the record and the leaderboard "
+            "mark (the paper's: 'stsb dev'); empty: not selected on labelled data",
+            in_label=False,
+        ),
+        Option(
+            "rule",
+            "prompteol",
+            "sentence preparation before the template: prompteol (its code's) or none",
+            choices=tuple(RULES),
+        ),
         Option("prompt", "", f"the template; empty: PromptEOL's {PROMPTEOL_TEMPLATE!r}"),
         Option("prompt2", SAME, "the second sentence's template of each pair; same: prompt's"),
     )
@@ -62,6 +84,8 @@ class PromptEOL(ViewMethod):
     def selected_on(self) -> str | None:
         where = str(self.spec.params.get("demo_selected_on") or "").strip()
         if where and not self.spec.params.get("demo"):
-            raise UserError("prompteol: demo_selected_on names where a demonstration was chosen, but no demo is set; "
-                            "pass --set prompteol.demo='SENTENCE=>WORD' too")
+            raise UserError(
+                "prompteol: demo_selected_on names where a demonstration was chosen, but no demo "
+                "is set; pass --set prompteol.demo='SENTENCE=>WORD' too"
+            )
         return where or None

@@ -31,4 +31,10 @@ class RandomBaseline(EmbeddingMethod):
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         """No backbone: the vectors depend on the text and the seed only."""
-        return replace(super().make_spec(request, ctx), backbone="none", revision=None, pooling="none", layers=())
+        return replace(
+            super().make_spec(request, ctx),
+            backbone="none",
+            revision=None,
+            pooling="none",
+            layers=(),
+        )

@@ -28,16 +28,27 @@ def choose_pooler(model: str, requested: str) -> str:
     """
     if requested != "auto":
         return requested
-    return "cls_before_pooler" if "unsup" in Path(model).name.lower() or "unsup" in model.lower() else "pooler"
+    return (
+        "cls_before_pooler"
+        if "unsup" in Path(model).name.lower() or "unsup" in model.lower()
+        else "pooler"
+    )
 
 
 class SimCSE(ViewMethod):
     name = "simcse"
-    summary = f"a SimCSE checkpoint with its own pooler (sup: pooler, unsup: cls_before_pooler); {DEFAULT_CHECKPOINT}"
+    summary = (
+        "a SimCSE checkpoint with its own pooler (sup: pooler, unsup: cls_before_pooler); "
+        f"{DEFAULT_CHECKPOINT}"
+    )
     options = (
         Option("model", DEFAULT_CHECKPOINT, "SimCSE checkpoint: HF id or local folder"),
-        Option("pooler", "auto", "auto (by name: 'unsup' → cls_before_pooler, else pooler), pooler, "
-               "cls_before_pooler", choices=POOLERS),
+        Option(
+            "pooler",
+            "auto",
+            "auto (by name: 'unsup' → cls_before_pooler, else pooler), pooler, cls_before_pooler",
+            choices=POOLERS,
+        ),
     )
 
     @classmethod
@@ -48,14 +59,25 @@ class SimCSE(ViewMethod):
         pooler = choose_pooler(model, spec.params["pooler"])
         ref = ctx.backbone(model, revision)
         if pooler == "pooler" and ref.pooler_weights is False:
-            raise UserError(f"simcse: {model} has no trained pooler weights (pooler.dense.*), so 'pooler' would "
-                            "read a randomly initialised layer; pass --simcse-pooler cls_before_pooler "
-                            "(unsupervised SimCSE) or a supervised checkpoint")
+            raise UserError(
+                f"simcse: {model} has no trained pooler weights (pooler.dense.*), so 'pooler' "
+                "would read a randomly initialised layer; pass --simcse-pooler cls_before_pooler "
+                "(unsupervised SimCSE) or a supervised checkpoint"
+            )
         pooling = "pooler" if pooler == "pooler" else "cls"
-        return replace(spec, backbone=model, revision=revision, pooling=pooling, layers=(-1,),
-                       params={**spec.params, "pooler_used": pooler})
+        return replace(
+            spec,
+            backbone=model,
+            revision=revision,
+            pooling=pooling,
+            layers=(-1,),
+            params={**spec.params, "pooler_used": pooler},
+        )
 
     def label(self) -> str:
-        """The checkpoint's own name is the row: two SimCSE checkpoints are two different methods."""
+        """The checkpoint's own name is the row: two SimCSE checkpoints are two different
+        methods."""
         base = f"simcse[{Path(self.spec.params['model']).name}"
-        return base + (f",{self.spec.params['pooler_used']}]" if self.spec.params["pooler"] != "auto" else "]")
+        return base + (
+            f",{self.spec.params['pooler_used']}]" if self.spec.params["pooler"] != "auto" else "]"
+        )

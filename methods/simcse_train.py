@@ -28,24 +28,41 @@ SIMCSE_TRAIN_SCHEMA = 2  # bump whenever the training code changes what it produ
 
 class SimCSETrain(TrainedMethod, EmbeddingMethod):
     name = "simcse-train"
-    summary = "unsupervised SimCSE fine-tuned here on the fit-set sentences, then read as cls_before_pooler"
+    summary = (
+        "unsupervised SimCSE fine-tuned here on the fit-set sentences, then read as "
+        "cls_before_pooler"
+    )
     uses_fit_set = True
     pooling = "cls"
     post = "simcse-train"
     artifact_kind = "simcse-train"
     artifact_noun = "fine-tuned checkpoint"
     options = (
-        Option("corpus", "heldout", "training sentences: a fit set (heldout, train, corpus:FILE, nli, wiki1m:FILE; "
-               "target/test hold the scored sentences and mark the score transductive)", in_label=False),
+        Option(
+            "corpus",
+            "heldout",
+            "training sentences: a fit set (heldout, train, corpus:FILE, nli, wiki1m:FILE; "
+            "target/test hold the scored sentences and mark the score transductive)",
+            in_label=False,
+        ),
         Option("temperature", 0.05, "softmax temperature τ (0.05)", type=float),
         Option("lr", 3e-5, "peak learning rate, linear decay to 0 (3e-5)", type=float),
         Option("batch_size", 64, "sentences per batch (64)", type=int),
         Option("max_length", 32, "training truncation in tokens (32)", type=int),
         Option("epochs", 1.0, "epochs over the corpus (1)", type=float),
-        Option("select_every", 0, "every N steps score STS-B dev and keep the best weights (SimCSE: 125; 0 = keep "
-               "the last step)", type=int),
-        Option("precision", "auto", "auto (bf16 autocast where the hardware has it), fp32, bf16",
-               choices=("auto", "fp32", "bf16")),
+        Option(
+            "select_every",
+            0,
+            "every N steps score STS-B dev and keep the best weights (SimCSE: 125; 0 = keep "
+            "the last step)",
+            type=int,
+        ),
+        Option(
+            "precision",
+            "auto",
+            "auto (bf16 autocast where the hardware has it), fp32, bf16",
+            choices=("auto", "fp32", "bf16"),
+        ),
     )
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
@@ -64,17 +81,33 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
         from methods.training.simcse_loop import SimCSEConfig
 
         p = self.spec.params
-        return SimCSEConfig(temperature=p["temperature"], lr=p["lr"], batch_size=p["batch_size"],
-                            max_length=p["max_length"], epochs=p["epochs"], precision=p["precision"],
-                            select_every=p["select_every"], eval_max_length=self.spec.max_length)
+        return SimCSEConfig(
+            temperature=p["temperature"],
+            lr=p["lr"],
+            batch_size=p["batch_size"],
+            max_length=p["max_length"],
+            epochs=p["epochs"],
+            precision=p["precision"],
+            select_every=p["select_every"],
+            eval_max_length=self.spec.max_length,
+        )
 
-    def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]  # needs one: uses_fit_set
+    # needs one: uses_fit_set
+    def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        return {"base": base.key(), "corpus": fit_set.fingerprint, "params": dict(self.spec.params),
-                "schema": SIMCSE_TRAIN_SCHEMA}
+        return {
+            "base": base.key(),
+            "corpus": fit_set.fingerprint,
+            "params": dict(self.spec.params),
+            "schema": SIMCSE_TRAIN_SCHEMA,
+        }
 
-    def training_plan(self, fit_set: FitSet) -> str:  # type: ignore[override]  # needs one: uses_fit_set
-        steps = -(-int(self.spec.params["epochs"] * len(fit_set.sentences)) // self.spec.params["batch_size"])
+    # needs one: uses_fit_set
+    def training_plan(self, fit_set: FitSet) -> str:  # type: ignore[override]
+        steps = -(
+            -int(self.spec.params["epochs"] * len(fit_set.sentences))
+            // self.spec.params["batch_size"]
+        )
         return f"to train: ~{steps} SimCSE steps on {len(fit_set.sentences)} sentences"
 
     def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
@@ -83,26 +116,41 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
         self._trained = replace(self.spec, backbone=str(folder.path("model")), revision=None)
 
-    def train(self, folder: ArtifactDir, fit_set: FitSet) -> tuple[dict[str, bytes], dict[str, Any]]:  # type: ignore[override]  # needs one: uses_fit_set
+    def train(
+        self,
+        folder: ArtifactDir,
+        fit_set: FitSet,  # type: ignore[override]  # needs one: uses_fit_set
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
         from pathlib import Path
 
         from harness.core.encoding.devices import resolve_device
         from methods.training.simcse_loop import SimCSETrainer
 
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
-        trainer = SimCSETrainer(Path(base.path), folder.dir, self._config(), int(self.spec.params["seed"]),
-                                device=resolve_device(self.ctx.encode.device), progress=self.ctx.encode.progress)
+        trainer = SimCSETrainer(
+            Path(base.path),
+            folder.dir,
+            self._config(),
+            int(self.spec.params["seed"]),
+            device=resolve_device(self.ctx.encode.device),
+            progress=self.ctx.encode.progress,
+        )
         dev = None
         if self.spec.params["select_every"]:
             split = self.ctx.task_split("stsb", "dev")
             dev = (split.s1, split.s2, split.gold)
         result = trainer.train(list(fit_set.sentences), dev)
-        info = {"steps": result.steps, "first_loss": result.first_loss, "final_loss": result.last_loss,
-                "train_seconds": round(result.seconds, 2),
-                "sentences_per_second": round(result.items_per_second, 2),
-                "resumed_from_step": result.resumed_from_step, "precision": result.precision,
-                "recipe": {**result.recipe, "temperature": self.spec.params["temperature"]},
-                "selection": result.selection}
+        info = {
+            "steps": result.steps,
+            "first_loss": result.first_loss,
+            "final_loss": result.last_loss,
+            "train_seconds": round(result.seconds, 2),
+            "sentences_per_second": round(result.items_per_second, 2),
+            "resumed_from_step": result.resumed_from_step,
+            "precision": result.precision,
+            "recipe": {**result.recipe, "temperature": self.spec.params["temperature"]},
+            "selection": result.selection,
+        }
         return {}, info  # the checkpoint files are in place: meta.json marks the folder complete
 
     def encoder_impl(self) -> str | None:

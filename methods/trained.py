@@ -3,7 +3,8 @@
 The sequence is the same for all of them, so it lives here once:
 
     key → folder in the artifact store → complete and every checksum right? load it
-        : (discard a damaged folder with one warning) train (resumable) → save → checksum → mark complete → load
+        : (discard a damaged folder with one warning) train (resumable) → save → checksum
+          → mark complete → load
 
 A subclass says only what differs: its artifact key, how to train into the folder, how to load
 from it, and a line for ``--dry-run``. Fitting twice on the same fit set is a no-op, and loading
@@ -31,15 +32,18 @@ class TrainedMethod(Method):
         self._fitted_on: str | None = None  # fingerprint of the fit set of the loaded artifact
 
     # -- what a subclass defines --------------------------------------------------------------
-    # fit_set is None for a method that trains on fixed data (the cross-encoder). A method that fits on one
-    # (uses_fit_set: the runner then always passes one) takes `fit_set: FitSet` in its hooks, with
-    # `# type: ignore[override]`: narrowing the type by an assert or a helper would change its code, and so
-    # the cache key of everything it trained (harness.core.codekeys).
+    # fit_set is None for a method that trains on fixed data (the cross-encoder). A method that fits
+    # on one (uses_fit_set: the runner then always passes one) takes `fit_set: FitSet` in its hooks,
+    # with `# type: ignore[override]`: narrowing the type by an assert or a helper would change its
+    # code, and so the cache key of everything it trained (harness.core.codekeys).
     def artifact_key(self, fit_set: FitSet | None) -> dict[str, Any]:
-        """Everything that changes the trained artifact (inputs, settings, seed, a schema number)."""
+        """Everything that changes the trained artifact (inputs, settings, seed, a schema
+        number)."""
         raise NotImplementedError
 
-    def train(self, folder: ArtifactDir, fit_set: FitSet | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+    def train(
+        self, folder: ArtifactDir, fit_set: FitSet | None
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
         """Train, writing large files straight into ``folder.dir``; return the small files to commit
         and the facts to record (steps, losses, seconds...)."""
         raise NotImplementedError
@@ -58,10 +62,16 @@ class TrainedMethod(Method):
 
     # -- the shared sequence --------------------------------------------------------------------
     def artifact(self, fit_set: FitSet | None) -> ArtifactDir:
-        return self.ctx.artifacts.folder(self.artifact_kind, self.artifact_key(fit_set), code=self.code())
+        return self.ctx.artifacts.folder(
+            self.artifact_kind, self.artifact_key(fit_set), code=self.code()
+        )
 
     def describe_fit(self, fit_set: FitSet | None) -> str:
-        return f"{self.artifact_noun} cached" if self.artifact(fit_set).complete() else self.training_plan(fit_set)
+        return (
+            f"{self.artifact_noun} cached"
+            if self.artifact(fit_set).complete()
+            else self.training_plan(fit_set)
+        )
 
     def fit(self, fit_set: FitSet | None) -> None:
         marker = fit_set.fingerprint if fit_set is not None else ""

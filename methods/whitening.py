@@ -48,9 +48,12 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     """
     x64 = np.asarray(x, dtype=np.float64)
     if len(np.unique(x64, axis=0)) < 2:
-        raise UserError(f"whitening: the fit set's {len(x64)} vectors are all identical (too short a --max-length, "
-                        "or sentences that differ only in what the tokenizer drops, such as case); "
-                        "fitting needs at least 2 different vectors: use a larger --fit-set or --max-length")
+        raise UserError(
+            f"whitening: the fit set's {len(x64)} vectors are all identical (too short a "
+            "--max-length, or sentences that differ only in what the tokenizer drops, such as "
+            "case); fitting needs at least 2 different vectors: use a larger --fit-set or "
+            "--max-length"
+        )
     mu = x64.mean(axis=0, keepdims=True)
     centered = x64 - mu
     cov = centered.T @ centered / (len(x64) - 1)
@@ -59,23 +62,37 @@ def whitening_transform(x: np.ndarray, k: int | None = None) -> tuple[np.ndarray
     rank = int((s > s[0] * 1e-10).sum()) if s[0] > 0 else 0
     dim = x64.shape[1]
     if k is not None and k > dim:  # say which bound bit: the vectors' size, not the fit set
-        log.warning("whitening: k=%d exceeds the dimension %d of the vectors; keeping all %d (use --set "
-                    "whitening.k=N with N ≤ %d, or leave k unset for all)", k, dim, dim, dim)
+        log.warning(
+            "whitening: k=%d exceeds the dimension %d of the vectors; keeping all %d (use --set "
+            "whitening.k=N with N ≤ %d, or leave k unset for all)",
+            k,
+            dim,
+            dim,
+            dim,
+        )
     wanted = dim if k is None else min(k, dim)
     keep = min(wanted, rank)
     if keep < wanted:
-        log.warning("whitening: covariance has rank %d of %d (fit set has %d sentences); keeping %d "
-                    "components (fit on more sentences than dimensions, e.g. a larger --fit-set, to keep "
-                    "them all; or --set whitening.k=N with N ≤ %d to say so)", rank, dim, len(x64), keep, rank)
+        log.warning(
+            "whitening: covariance has rank %d of %d (fit set has %d sentences); keeping %d "
+            "components (fit on more sentences than dimensions, e.g. a larger --fit-set, to keep "
+            "them all; or --set whitening.k=N with N ≤ %d to say so)",
+            rank,
+            dim,
+            len(x64),
+            keep,
+            rank,
+        )
     w = u[:, :keep] / np.sqrt(s[:keep])
     return mu.astype(np.float32), w.astype(np.float32), rank
 
 
-
-
 class Whitening(PostProcessor):
     name = "whitening"
-    summary = "BERT-whitening: (x - mu) U diag(1/sqrt(S)) fit on --fit-set, on a pooled view (Su et al. 2021)"
+    summary = (
+        "BERT-whitening: (x - mu) U diag(1/sqrt(S)) fit on --fit-set, on a pooled view (Su et al. "
+        "2021)"
+    )
     post = "whitening"
     options = (
         Option("k", None, "keep the top-k whitened dimensions (default: all)", type=_optional_int),
@@ -92,23 +109,38 @@ class Whitening(PostProcessor):
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
         x = self.fit_vectors(fit_set.sentences)
         k = self.spec.params["k"]
-        if k is not None and not 1 <= k <= x.shape[1]:  # the label says k=N: it must not stand for "all" in effect
-            raise UserError(f"whitening: k={k} is outside 1..{x.shape[1]}, the dimension of the vectors; use --set "
-                            f"whitening.k=N with 1 ≤ N ≤ {x.shape[1]}, or leave k unset for all")
+        if (
+            k is not None and not 1 <= k <= x.shape[1]
+        ):  # the label says k=N: it must not stand for "all" in effect
+            raise UserError(
+                f"whitening: k={k} is outside 1..{x.shape[1]}, the dimension of the vectors; use "
+                f"--set whitening.k=N with 1 ≤ N ≤ {x.shape[1]}, or leave k unset for all"
+            )
         self._mu, self._w, rank = self._transform(x)
-        self.fit_info = {"fit_set": fit_set.describe(), "rank": rank, "dims_kept": int(self._w.shape[1])}
+        self.fit_info = {
+            "fit_set": fit_set.describe(),
+            "rank": rank,
+            "dims_kept": int(self._w.shape[1]),
+        }
 
     def _transform(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """:func:`whitening_transform` of ``x``, memoised in the cache by the content of ``x`` and ``k``:
-        a warm re-run reads (mu, W) instead of a covariance and an SVD (whose threaded BLAS can take
-        seconds on a busy machine)."""
+        """:func:`whitening_transform` of ``x``, memoised in the cache by the content of ``x`` and
+        ``k``: a warm re-run reads (mu, W) instead of a covariance and an SVD (whose threaded BLAS
+        can take seconds on a busy machine)."""
         import hashlib
 
         digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest()
-        folder = self.ctx.artifacts.folder("whitening", {"vectors": digest, "shape": list(x.shape),
-                                                         "k": self.spec.params["k"]}, code=self.code())
+        folder = self.ctx.artifacts.folder(
+            "whitening",
+            {"vectors": digest, "shape": list(x.shape), "k": self.spec.params["k"]},
+            code=self.code(),
+        )
         if folder.complete():
-            return np.load(folder.path("mu.npy")), np.load(folder.path("w.npy")), int(folder.meta()["info"]["rank"])
+            return (
+                np.load(folder.path("mu.npy")),
+                np.load(folder.path("w.npy")),
+                int(folder.meta()["info"]["rank"]),
+            )
         mu, w, rank = whitening_transform(x, self.spec.params["k"])
         folder.commit({"mu.npy": npy_bytes(mu), "w.npy": npy_bytes(w)}, {"rank": rank})
         return mu, w, rank

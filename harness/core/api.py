@@ -41,7 +41,9 @@ class Option:
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[Any, ...] | None = None
-    in_label: bool = True  # False when another leaderboard column already shows it (e.g. the fit set)
+    in_label: bool = (
+        True  # False when another leaderboard column already shows it (e.g. the fit set)
+    )
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,14 @@ class MethodContext(Protocol):
     small fake (``tests/fakes.py``) to build a method with no CLI and no config."""
 
     seed: int
-    fit_set: str  # the run's --fit-set: what methods that fit use unless they have their own setting
-    aggregation: str  # the run's aggregation, for methods that report a second score (DSE's teacher)
-    encode: EncodeSettings  # resolved: dtype, device as requested, threads, batching, max_length, progress
+    fit_set: (
+        str  # the run's --fit-set: what methods that fit use unless they have their own setting
+    )
+    aggregation: (
+        str  # the run's aggregation, for methods that report a second score (DSE's teacher)
+    )
+    # resolved: dtype, device as requested, threads, batching, max_length, progress
+    encode: EncodeSettings
     artifacts: ArtifactStore
 
     def backbone(self, name: str, revision: str | None = None) -> BackboneRef: ...
@@ -136,9 +143,16 @@ class Method:
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         """Build this method's spec from the run's settings (backbone, max_length, its own options).
         ``ctx`` resolves backbones for methods whose spec depends on what a checkpoint is."""
-        return MethodSpec(name=cls.name, backbone=request.backbone, revision=request.revision, pooling=cls.pooling,
-                          layers=cls.layers, max_length=request.max_length, post=cls.post,
-                          params=cls.params_from(request))
+        return MethodSpec(
+            name=cls.name,
+            backbone=request.backbone,
+            revision=request.revision,
+            pooling=cls.pooling,
+            layers=cls.layers,
+            max_length=request.max_length,
+            post=cls.post,
+            params=cls.params_from(request),
+        )
 
     @classmethod
     def params_from(cls, request: SpecRequest) -> dict[str, Any]:
@@ -147,7 +161,8 @@ class Method:
 
     @classmethod
     def create(cls, spec: MethodSpec, ctx: MethodContext) -> Method:
-        """The instance for ``spec``: a method whose shape depends on an option picks its class here."""
+        """The instance for ``spec``: a method whose shape depends on an option picks its class
+        here."""
         return cls(spec, ctx)
 
     @classmethod
@@ -163,8 +178,11 @@ class Method:
 
     def label(self) -> str:
         """Leaderboard row name: the method name plus any option that differs from its default."""
-        changed = [f"{o.name}={self.spec.params[o.name]}" for o in self.options
-                   if o.in_label and self.spec.params.get(o.name) != o.default]
+        changed = [
+            f"{o.name}={self.spec.params[o.name]}"
+            for o in self.options
+            if o.in_label and self.spec.params.get(o.name) != o.default
+        ]
         return f"{self.name}[{','.join(changed)}]" if changed else self.name
 
     def encoder_impl(self) -> str | None:
@@ -173,7 +191,8 @@ class Method:
         return self.ctx.views(self.spec).impl if self.backbone_views() else None
 
     def backbone_views(self) -> list[View]:
-        """Pooled views this method reads from the shared backbone pass ([] if it has its own model)."""
+        """Pooled views this method reads from the shared backbone pass ([] if it has its own
+        model)."""
         return []
 
     def prepare(self, sentences: Sequence[str]) -> None:
@@ -202,7 +221,8 @@ class Method:
         return {}
 
     def cost_subjects(self) -> CostSubjects | None:
-        """What ``--cost`` times for this method (a pair scorer against a sentence encoder), or None."""
+        """What ``--cost`` times for this method (a pair scorer against a sentence encoder), or
+        None."""
         return None
 
     def inputs(self) -> str | None:
@@ -211,8 +231,8 @@ class Method:
         return None
 
     def selected_on(self) -> str | None:
-        """Labelled data one of the method's settings was chosen on (PromptEOL's demonstration: STS-B
-        dev), for the record and the leaderboard's § mark; None when nothing was."""
+        """Labelled data one of the method's settings was chosen on (PromptEOL's demonstration:
+        STS-B dev), for the record and the leaderboard's § mark; None when nothing was."""
         return None
 
 

@@ -1,5 +1,6 @@
 """What ``--cost`` compares: a pair scorer over all Q·C pairs against a sentence encoder over Q + C
-sentences. A method that has such a pair declares it (``Method.cost_subjects``); the runner times it.
+sentences. A method that has such a pair declares it (``Method.cost_subjects``); the runner times
+it.
 
 FLOPs are estimated from the model shape: a BERT forward over a sequence of n tokens costs
 ≈ 2·P·n + 4·L·n²·H (P non-embedding parameters, L layers, H hidden size: the matrix products plus
@@ -28,9 +29,9 @@ class ModelShape:
 
     def forward_flops(self, lengths: Sequence[int]) -> float:
         """≈ FLOPs of one forward pass over sequences of these token lengths."""
-        params = self.layers * (4 * self.hidden ** 2 + 2 * self.hidden * self.intermediate)
+        params = self.layers * (4 * self.hidden**2 + 2 * self.hidden * self.intermediate)
         n = np.asarray(lengths, dtype=np.float64)
-        return float((2 * params * n + 4 * self.layers * n ** 2 * self.hidden).sum())
+        return float((2 * params * n + 4 * self.layers * n**2 * self.hidden).sum())
 
 
 @dataclass(frozen=True)

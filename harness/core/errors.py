@@ -51,7 +51,8 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-# The Python spelling of each command-line flag, while a Python API call is running (:func:`spelled`).
+# The Python spelling of each command-line flag, while a Python API call is running
+# (:func:`spelled`).
 _SPELLINGS: ContextVar[Mapping[str, str] | None] = ContextVar("sts_bench_spellings", default=None)
 
 

@@ -37,7 +37,8 @@ def strict_json(value: Any) -> Any:
 
 
 def key_hash(key: Mapping[str, Any], length: int = 32) -> str:
-    """Short hex id of a cache key. ``key_hash({"a": 1}) == key_hash({"a": 1})``; any field change differs."""
+    """Short hex id of a cache key. ``key_hash({"a": 1}) == key_hash({"a": 1})``; any field change
+    differs."""
     return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()[:length]
 
 
@@ -60,7 +61,11 @@ def _model_files(folder: Path) -> list[Path]:
     files = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if path.is_file() and path.name not in _IGNORED_NAMES and not any(p.startswith(".") for p in rel.parts):
+        if (
+            path.is_file()
+            and path.name not in _IGNORED_NAMES
+            and not any(p.startswith(".") for p in rel.parts)
+        ):
             files.append(path)
     return files
 
@@ -104,7 +109,8 @@ def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` then rename: readers see the old file or the new one."""
+    """Write to a temporary file beside ``path`` then rename: readers see the old file or the new
+    one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{os.getpid()}-{os.urandom(4).hex()}-{path.name}")
     try:
@@ -114,7 +120,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as err:
-        if err.filename is None:  # a failed write (disk full) names no file; the user needs to know which
+        if (
+            err.filename is None
+        ):  # a failed write (disk full) names no file; the user needs to know which
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     finally:
@@ -127,7 +135,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def npy_bytes(array: Any) -> bytes:
-    """``array`` as the bytes of a ``.npy`` file (no pickle), ready for :func:`atomic_write_bytes`."""
+    """``array`` as the bytes of a ``.npy`` file (no pickle), ready for
+    :func:`atomic_write_bytes`."""
     import io
 
     import numpy as np

@@ -42,9 +42,25 @@ class LineProgress:
     passed since the last line (or the start), and on ``close`` a last ``done`` line if it wrote any
     (a step shorter than the interval stays silent)."""
 
-    def __init__(self, total: int, desc: str, unit: str, *, write: Callable[[str], None],
-                 now: Callable[[], float], interval: float, initial: int = 0) -> None:
-        self.total, self.desc, self.unit, self.write, self.now, self.interval = total, desc, unit, write, now, interval
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        unit: str,
+        *,
+        write: Callable[[str], None],
+        now: Callable[[], float],
+        interval: float,
+        initial: int = 0,
+    ) -> None:
+        self.total, self.desc, self.unit, self.write, self.now, self.interval = (
+            total,
+            desc,
+            unit,
+            write,
+            now,
+            interval,
+        )
         self.n = self.start_n = initial
         self.started = self.last = now()
         self.postfix = ""
@@ -75,8 +91,10 @@ class LineProgress:
         if self.lines:
             at = self.now()
             self.lines = 0  # close twice (``with`` and ``finally``) writes once
-            self.write(f"{self.desc}: {self.n}/{self.total} {self.unit}s · {self._rate(at):.0f}/s · done in "
-                       f"{duration(at - self.started)}")
+            self.write(
+                f"{self.desc}: {self.n}/{self.total} {self.unit}s · {self._rate(at):.0f}/s · done "
+                f"in {duration(at - self.started)}"
+            )
 
     def __enter__(self) -> LineProgress:
         return self
@@ -106,9 +124,16 @@ class _Silent:
         pass
 
 
-def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial: int = 0,
-                 stream: IO[str] | None = None, interval: float | None = None,
-                 now: Callable[[], float] | None = None) -> Any:
+def progress_bar(
+    total: int,
+    desc: str,
+    unit: str,
+    enabled: bool = True,
+    initial: int = 0,
+    stream: IO[str] | None = None,
+    interval: float | None = None,
+    now: Callable[[], float] | None = None,
+) -> Any:
     """A bar on ``stream`` (stderr): tqdm on a terminal, :class:`LineProgress` elsewhere, nothing
     when ``enabled`` is false (``--no-progress``). Every caller uses the ``update``/``set_postfix``/
     ``close`` that both have."""
@@ -123,5 +148,12 @@ def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial
     def write(line: str) -> None:
         print(line, file=stream, flush=True)
 
-    return LineProgress(total, desc, unit, write=write, now=now or clock,
-                        interval=INTERVAL_S if interval is None else interval, initial=initial)
+    return LineProgress(
+        total,
+        desc,
+        unit,
+        write=write,
+        now=now or clock,
+        interval=INTERVAL_S if interval is None else interval,
+        initial=initial,
+    )

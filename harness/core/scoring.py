@@ -4,7 +4,8 @@ Aggregations (see REFERENCE.md; they are the #1 reason published numbers disagre
 
 * ``all``   — one correlation over every pair of the split (SBERT, SimCSE, MTEB).
 * ``mean``  — correlation per subset, unweighted average (SentEval's default, WhiteningBERT).
-* ``wmean`` — correlation per subset, averaged with weights = subset sizes (BERT-flow, BERT-whitening).
+* ``wmean`` — correlation per subset, averaged with weights = subset sizes (BERT-flow,
+  BERT-whitening).
 
 Worked example (the unit test's): seven pairs, subsets A = pairs 0-3 and B = pairs 4-6::
 
@@ -74,7 +75,9 @@ def _rank(x: np.ndarray) -> np.ndarray:
     ends = np.ones(x.shape, dtype=bool)  # True where a run ends
     ends[..., :-1] = starts[..., 1:]
     first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, position, n), axis=-1), axis=-1), axis=-1)
+    last = np.flip(
+        np.minimum.accumulate(np.flip(np.where(ends, position, n), axis=-1), axis=-1), axis=-1
+    )
     ranks = np.empty(x.shape, dtype=np.float64)
     np.put_along_axis(ranks, order, (first + last) / 2 + 1, axis=-1)
     return ranks
@@ -98,7 +101,9 @@ def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) ->
     return float(_pearson_rows(np.asarray(x, float), np.asarray(y, float)))
 
 
-def undefined_reason(similarity: Sequence[float] | np.ndarray | None, gold: Sequence[float] | np.ndarray) -> str | None:
+def undefined_reason(
+    similarity: Sequence[float] | np.ndarray | None, gold: Sequence[float] | np.ndarray
+) -> str | None:
     """Why a correlation of ``similarity`` with ``gold`` is undefined, or None when it is defined.
     ``similarity`` None checks the data alone (before anything is encoded).
 
@@ -121,8 +126,12 @@ def undefined_reason(similarity: Sequence[float] | np.ndarray | None, gold: Sequ
     return None
 
 
-def split_undefined(similarity: Sequence[float] | np.ndarray | None, gold: Sequence[float] | np.ndarray,
-                    subsets: Sequence[str] | None, aggregation: str) -> str | None:
+def split_undefined(
+    similarity: Sequence[float] | np.ndarray | None,
+    gold: Sequence[float] | np.ndarray,
+    subsets: Sequence[str] | None,
+    aggregation: str,
+) -> str | None:
     """Why the aggregated score of a split is undefined under ``aggregation`` (None: defined).
     ``mean``/``wmean`` over several subsets need every subset defined; ``all`` needs the split."""
     labels = list(subsets) if subsets is not None else [""] * len(gold)
@@ -136,12 +145,16 @@ def split_undefined(similarity: Sequence[float] | np.ndarray | None, gold: Seque
     for name, idx in subset_indices(labels).items():
         reason = undefined_reason(None if sim is None else sim[idx], gold_arr[idx])
         if reason:
-            return f"subset {name}: {reason} (under --aggregation {aggregation} every subset must be defined)"
+            return (
+                f"subset {name}: {reason} (under --aggregation {aggregation} every subset must be "
+                "defined)"
+            )
     return None
 
 
 def aggregate(values: dict[str, float], sizes: dict[str, int], how: str) -> float:
-    """Combine per-subset correlations; ``how`` is ``mean`` or ``wmean`` (``all`` is not an average)."""
+    """Combine per-subset correlations; ``how`` is ``mean`` or ``wmean`` (``all`` is not an
+    average)."""
     names = list(values)
     if how == "mean":
         return float(np.mean([values[n] for n in names]))
@@ -170,9 +183,16 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def score_split(cos: np.ndarray, gold: Sequence[float] | np.ndarray, subsets: Sequence[str] | None, aggregation: str,
-                bootstrap: int = 1000, seed: int = 1234, n_zero: int = 0,
-                memo: ResampleMemo | None = None) -> TaskScores:
+def score_split(
+    cos: np.ndarray,
+    gold: Sequence[float] | np.ndarray,
+    subsets: Sequence[str] | None,
+    aggregation: str,
+    bootstrap: int = 1000,
+    seed: int = 1234,
+    n_zero: int = 0,
+    memo: ResampleMemo | None = None,
+) -> TaskScores:
     """Score cosines against gold under ``aggregation``; bootstrap resamples pairs within subsets, a
     chunk of resamples at a time (:mod:`harness.core.bootstrap`), so memory grows with the pairs.
 
@@ -182,7 +202,12 @@ def score_split(cos: np.ndarray, gold: Sequence[float] | np.ndarray, subsets: Se
     """
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation {aggregation!r}")
-    from harness.core.bootstrap import check_fits, percentile_interval, resampled_scores, subset_indices
+    from harness.core.bootstrap import (
+        check_fits,
+        percentile_interval,
+        resampled_scores,
+        subset_indices,
+    )
 
     check_fits(len(cos), bootstrap)
     cos = np.asarray(cos, dtype=np.float64)
@@ -192,29 +217,49 @@ def score_split(cos: np.ndarray, gold: Sequence[float] | np.ndarray, subsets: Se
     per_subset = {}
     for name, idx in groups.items():
         reason = undefined_reason(cos[idx], gold_arr[idx])
-        per_subset[name] = {"spearman": None if reason else 100 * spearman(cos[idx], gold_arr[idx]),
-                            "pearson": None if reason else _finite(100 * pearson(cos[idx], gold_arr[idx])),
-                            "n": len(idx), "undefined": reason}
+        per_subset[name] = {
+            "spearman": None if reason else 100 * spearman(cos[idx], gold_arr[idx]),
+            "pearson": None if reason else _finite(100 * pearson(cos[idx], gold_arr[idx])),
+            "n": len(idx),
+            "undefined": reason,
+        }
     sizes = {name: len(idx) for name, idx in groups.items()}
     undefined = split_undefined(cos, gold_arr, subsets, aggregation)
     if undefined:
-        return TaskScores(spearman=None, pearson=None, aggregation=aggregation, n_pairs=len(cos), n_zero_vectors=n_zero,
-                          subsets=per_subset if subsets is not None else {}, ci95=None, undefined=undefined)
+        return TaskScores(
+            spearman=None,
+            pearson=None,
+            aggregation=aggregation,
+            n_pairs=len(cos),
+            n_zero_vectors=n_zero,
+            subsets=per_subset if subsets is not None else {},
+            ci95=None,
+            undefined=undefined,
+        )
     if aggregation == "all" or len(groups) == 1:
         rho, r = 100 * spearman(cos, gold_arr), 100 * pearson(cos, gold_arr)
     else:
-        # split_undefined has just said every subset is defined, so their scores are numbers, not None
+        # split_undefined has just said every subset is defined, so their scores are numbers, not
+        # None
         rho = aggregate({n: s["spearman"] for n, s in per_subset.items()}, sizes, aggregation)  # type: ignore[misc]
         r = aggregate({n: s["pearson"] for n, s in per_subset.items()}, sizes, aggregation)  # type: ignore[misc]
     ci = None
     if bootstrap > 0:
-        low, high = percentile_interval(resampled_scores(cos, gold_arr, labels, aggregation, bootstrap, seed,
-                                                         memo))
+        low, high = percentile_interval(
+            resampled_scores(cos, gold_arr, labels, aggregation, bootstrap, seed, memo)
+        )
         ci = (low, high) if math.isfinite(low) and math.isfinite(high) else None
         if ci is not None and rho is not None and math.isfinite(rho):
             # On a handful of pairs a percentile interval can miss its own estimate (8 pairs under
             # wmean: by 2 points); an interval that excludes the score it qualifies says nothing
             # true, and a record whose score lies outside its interval is refused on read.
             ci = (min(ci[0], rho), max(ci[1], rho))
-    return TaskScores(spearman=rho, pearson=_finite(r), aggregation=aggregation, n_pairs=len(cos),
-                      n_zero_vectors=n_zero, subsets=per_subset if subsets is not None else {}, ci95=ci)
+    return TaskScores(
+        spearman=rho,
+        pearson=_finite(r),
+        aggregation=aggregation,
+        n_pairs=len(cos),
+        n_zero_vectors=n_zero,
+        subsets=per_subset if subsets is not None else {},
+        ci95=ci,
+    )

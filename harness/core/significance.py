@@ -43,13 +43,16 @@ class Comparison:
 
 
 def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4)."""
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes
+    6.4)."""
     tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
     d = 1 / (d if abs(d) > tiny else tiny)
     h = d
     for m in range(1, 10_000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1 + numerator * d
             d = 1 / (d if abs(d) > tiny else tiny)
             c = 1 + numerator / c
@@ -71,8 +74,17 @@ def student_t_sf(t: float, df: float) -> float:
     if math.isinf(t):
         return 0.0 if t > 0 else 1.0
     a, b, x = df / 2, 0.5, df / (df + t * t)
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) \
-        if 0 < x < 1 else 0.0
+    front = (
+        math.exp(
+            math.lgamma(a + b)
+            - math.lgamma(a)
+            - math.lgamma(b)
+            + a * math.log(x)
+            + b * math.log1p(-x)
+        )
+        if 0 < x < 1
+        else 0.0
+    )
     if x == 0:
         tail = 0.0
     elif x < (a + 1) / (a + b + 2):
@@ -86,9 +98,9 @@ def williams_t(r12: float, r13: float, r23: float, n: int) -> tuple[float, float
     """Williams' t for H0: r12 = r13 (correlations sharing variable 1); returns (t, two-sided p)."""
     if n < 4:
         return math.nan, math.nan
-    det = 1 - r12 ** 2 - r13 ** 2 - r23 ** 2 + 2 * r12 * r13 * r23
+    det = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
     mean_r = (r12 + r13) / 2
-    denominator = 2 * (n - 1) / (n - 3) * det + mean_r ** 2 * (1 - r23) ** 3
+    denominator = 2 * (n - 1) / (n - 3) * det + mean_r**2 * (1 - r23) ** 3
     if r12 == r13:
         return 0.0, 1.0  # identical correlations (also covers identical methods, where 0/0)
     if denominator <= 0:
@@ -106,10 +118,17 @@ class Scored:
     resamples: np.ndarray
 
 
-def scored(similarity: np.ndarray, gold: Sequence[float], subsets: Sequence[str] | None, aggregation: str,
-           rounds: int = 1000, seed: int = 1234, memo: ResampleMemo | None = None) -> Scored:
-    """Score once and resample once per method; every comparison of it reuses both. The score must be
-    defined: an undefined one (:func:`harness.core.scoring.score_split`) would put None into
+def scored(
+    similarity: np.ndarray,
+    gold: Sequence[float],
+    subsets: Sequence[str] | None,
+    aggregation: str,
+    rounds: int = 1000,
+    seed: int = 1234,
+    memo: ResampleMemo | None = None,
+) -> Scored:
+    """Score once and resample once per method; every comparison of it reuses both. The score must
+    be defined: an undefined one (:func:`harness.core.scoring.score_split`) would put None into
     ``Scored.spearman``, and :func:`paired_bootstrap` would fail on it. The callers (the runner's
     significance table and history report) only pass scores whose split is defined.
 
@@ -122,8 +141,11 @@ def scored(similarity: np.ndarray, gold: Sequence[float], subsets: Sequence[str]
     similarity = np.asarray(similarity, dtype=np.float64)
     check_fits(len(gold_arr), rounds)
     # float | None: None for an undefined score, which the callers never pass (see the docstring)
-    return Scored(similarity, score_split(similarity, gold_arr, subsets, aggregation, bootstrap=0).spearman,  # type: ignore[arg-type]
-                  resampled_scores(similarity, gold_arr, labels, aggregation, rounds, seed, memo))
+    return Scored(
+        similarity,
+        score_split(similarity, gold_arr, subsets, aggregation, bootstrap=0).spearman,  # type: ignore[arg-type]
+        resampled_scores(similarity, gold_arr, labels, aggregation, rounds, seed, memo),
+    )
 
 
 def paired_bootstrap(a: Scored, b: Scored) -> Comparison:
@@ -134,11 +156,14 @@ def paired_bootstrap(a: Scored, b: Scored) -> Comparison:
     low, high = percentile_interval(diffs)
     tail = min(int((diffs <= 0).sum()), int((diffs >= 0).sum()))
     p_value = min(1.0, 2 * (tail + 1) / (len(diffs) + 1)) if len(diffs) else math.nan
-    return Comparison(a.spearman - b.spearman, low, high, p_value, f"{BOOTSTRAP_TEST} (B={len(a.resamples)})")
+    return Comparison(
+        a.spearman - b.spearman, low, high, p_value, f"{BOOTSTRAP_TEST} (B={len(a.resamples)})"
+    )
 
 
 def williams(a: Scored, b: Scored, gold: Sequence[float]) -> Comparison:
-    """A − B (the protocol's Spearman ×100), tested with Williams' t on the Spearman over all pairs."""
+    """A − B (the protocol's Spearman ×100), tested with Williams' t on the Spearman over all
+    pairs."""
     r12, r13 = spearman(a.similarity, gold), spearman(b.similarity, gold)
     r23 = spearman(a.similarity, b.similarity)
     _, p_value = williams_t(r12, r13, r23, len(gold))

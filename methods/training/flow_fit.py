@@ -24,9 +24,17 @@ from methods.training.glow import Glow
 class AdamWeightDecay(torch.optim.Optimizer):
     """m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p − lr·(m / (√v + ε) + wd·p)."""
 
-    def __init__(self, params, lr: float, weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6) -> None:
-        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "betas": betas, "eps": eps})
+    def __init__(
+        self,
+        params,
+        lr: float,
+        weight_decay: float = 0.01,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__(
+            params, {"lr": lr, "weight_decay": weight_decay, "betas": betas, "eps": eps}
+        )
 
     @torch.no_grad()
     def step(self, closure=None):  # the update rule is the class docstring
@@ -36,7 +44,10 @@ class AdamWeightDecay(torch.optim.Optimizer):
                 continue
             for p in params:
                 if not self.state[p]:
-                    self.state[p]["m"], self.state[p]["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                    self.state[p]["m"], self.state[p]["v"] = (
+                        torch.zeros_like(p),
+                        torch.zeros_like(p),
+                    )
             grads = [p.grad for p in params]
             ms, vs = [self.state[p]["m"] for p in params], [self.state[p]["v"] for p in params]
             beta1, beta2 = group["betas"]
@@ -77,8 +88,16 @@ class FitStats:
     recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
 
 
-def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int, device: str = "cpu",
-               progress: bool = True, pairs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Glow, FitStats]:
+def train_flow(
+    batches_of_epoch,
+    dim: int,
+    n: int,
+    config: FlowConfig,
+    seed: int,
+    device: str = "cpu",
+    progress: bool = True,
+    pairs: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[Glow, FitStats]:
     """Fit a Glow. ``batches_of_epoch(epoch)`` returns that epoch's (n, dim) float32 array (the same
     cached vectors every epoch, or freshly dropout-encoded ones); rows are shuffled with ``seed``.
 
@@ -103,7 +122,10 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     else:
         total = max(1, int(config.epochs * items / config.batch_size))
         last_start = items - config.batch_size + 1  # drop remainder
-        side_a, side_b = torch.from_numpy(np.asarray(pairs[0])), torch.from_numpy(np.asarray(pairs[1]))
+        side_a, side_b = (
+            torch.from_numpy(np.asarray(pairs[0])),
+            torch.from_numpy(np.asarray(pairs[1])),
+        )
     started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
     bar = progress_bar(total, "fit flow", "step", progress)
     try:
@@ -118,12 +140,13 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
             for start in range(0, max(last_start, 1), config.batch_size):
                 if step == total:
                     break
-                chosen = order[start:start + config.batch_size]
+                chosen = order[start : start + config.batch_size]
                 if pairs is None:
                     loss = flow.bits_per_dim(data[chosen].to(device))
                 else:
-                    loss = (flow.bits_per_dim(data[side_a[chosen]].to(device))
-                            + flow.bits_per_dim(data[side_b[chosen]].to(device)))
+                    loss = flow.bits_per_dim(data[side_a[chosen]].to(device)) + flow.bits_per_dim(
+                        data[side_b[chosen]].to(device)
+                    )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(flow.parameters(), config.clip)
@@ -137,11 +160,20 @@ def train_flow(batches_of_epoch, dim: int, n: int, config: FlowConfig, seed: int
     finally:
         bar.close()
     flow.eval()
-    recipe = {"optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)", "lr": config.lr,
-              "betas": list(optimizer.defaults["betas"]), "eps": optimizer.defaults["eps"],
-              "weight_decay": config.weight_decay, "schedule": "constant", "warmup_fraction": 0.0,
-              "clip_grad_norm": config.clip, "device": device,
-              "batches": "sentences" if pairs is None else "pairs (loss: side a + side b; remainder dropped)"}
+    recipe = {
+        "optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)",
+        "lr": config.lr,
+        "betas": list(optimizer.defaults["betas"]),
+        "eps": optimizer.defaults["eps"],
+        "weight_decay": config.weight_decay,
+        "schedule": "constant",
+        "warmup_fraction": 0.0,
+        "clip_grad_norm": config.clip,
+        "device": device,
+        "batches": "sentences"
+        if pairs is None
+        else "pairs (loss: side a + side b; remainder dropped)",
+    }
     return flow, FitStats(step, first, running, time.perf_counter() - started, recipe)
 
 
@@ -150,6 +182,8 @@ def latents(flow: Glow, x: np.ndarray, device: str = "cpu", batch: int = 4096) -
     out = []
     with torch.no_grad():
         for start in range(0, len(x), batch):
-            chunk = torch.from_numpy(np.ascontiguousarray(x[start:start + batch], dtype=np.float32)).to(device)
+            chunk = torch.from_numpy(
+                np.ascontiguousarray(x[start : start + batch], dtype=np.float32)
+            ).to(device)
             out.append(flow(chunk)[0].cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, flow.dim), np.float32)

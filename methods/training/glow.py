@@ -14,10 +14,10 @@ matrix product over channels. The flow, from input x to latent z:
 * coupling: x = [x1, x2]; ``additive``: z2 = x2 + NN(x1); ``affine``: z2 = (x2 + t)·sigmoid(r + 2),
   (t, r) = NN(x1). NN = linear → actnorm → relu → linear → actnorm → relu → zero-initialised linear.
 
-log p(x) = log N(z; 0, I) + log|det ∂z/∂x|, where the log-determinant is the sum of the layers'
-own: Σ 3·s for actnorm, Σ log_s for conv1x1, Σ log sigmoid(r + 2) for affine, and 0 for permute,
-additive and splits. The loss is −log p(x) / (D · ln 2): bits per dimension. Worked example
-(D = 1, a single actnorm with b = 0, s = 0): z = x, log p(x) = log N(x; 0, 1), and at x = 0 the loss is
+log p(x) = log N(z; 0, I) + log|det ∂z/∂x|, where the log-determinant is the sum of the layers' own:
+Σ 3·s for actnorm, Σ log_s for conv1x1, Σ log sigmoid(r + 2) for affine, and 0 for permute, additive
+and splits. The loss is −log p(x) / (D · ln 2): bits per dimension. Worked example (D = 1, a single
+actnorm with b = 0, s = 0): z = x, log p(x) = log N(x; 0, 1), and at x = 0 the loss is
 0.5·ln(2π)/ln 2 ≈ 1.33 bits.
 """
 
@@ -47,7 +47,8 @@ class ActNorm(nn.Module):
                 std = ((x - mean) ** 2).mean(dim=0).sqrt()
                 self.bias.copy_(-mean)
                 self.logs.copy_(torch.log(1.0 / (std + 1e-6)) / LOGSCALE_FACTOR)
-                self.initialized.fill_(True)  # type: ignore[operator]  # a buffer: mypy sees Module.__getattr__'s Tensor | Module
+                # a buffer: mypy sees Module.__getattr__'s Tensor | Module
+                self.initialized.fill_(True)  # type: ignore[operator]
         scale = self.logs * LOGSCALE_FACTOR
         logdet = scale.sum().expand(x.shape[0])
         if reverse:
@@ -67,7 +68,9 @@ class InvConv1x1(nn.Module):
 
     def __init__(self, channels: int, generator: torch.Generator) -> None:
         super().__init__()
-        rotation, _ = torch.linalg.qr(torch.rand(channels, channels, generator=generator, dtype=torch.float64))
+        rotation, _ = torch.linalg.qr(
+            torch.rand(channels, channels, generator=generator, dtype=torch.float64)
+        )
         p, lower, upper = torch.linalg.lu(rotation)
         diag = torch.diagonal(upper)
         self.register_buffer("p", p.float())
@@ -78,7 +81,8 @@ class InvConv1x1(nn.Module):
         self.log_s = nn.Parameter(torch.log(diag.abs()).float())
 
     def weight(self) -> torch.Tensor:
-        # p, sign_s and mask are buffers (register_buffer): mypy types them as Module.__getattr__'s Tensor | Module
+        # p, sign_s and mask are buffers (register_buffer): mypy types them as Module.__getattr__'s
+        # Tensor | Module
         eye = torch.eye(self.mask.shape[0], device=self.mask.device, dtype=self.log_s.dtype)  # type: ignore[index, arg-type]
         lower = self.lower * self.mask + eye  # type: ignore[operator]
         upper = self.upper * self.mask.T + torch.diag(self.sign_s * torch.exp(self.log_s))  # type: ignore[operator]
@@ -117,12 +121,14 @@ class Coupling(nn.Module):
     def __init__(self, channels: int, width: int, kind: str, generator: torch.Generator) -> None:
         super().__init__()
         self.kind = kind
-        self.keep = channels - channels // 2  # x1: the half that conditions; x2: the half that moves
+        self.keep = (
+            channels - channels // 2
+        )  # x1: the half that conditions; x2: the half that moves
         moved = channels // 2
         self.net = CouplingNet(self.keep, width, moved * (2 if kind == "affine" else 1), generator)
 
     def forward(self, x: torch.Tensor, reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        x1, x2 = x[:, :self.keep], x[:, self.keep:]
+        x1, x2 = x[:, : self.keep], x[:, self.keep :]
         out = self.net(x1)
         if self.kind == "additive":
             x2 = x2 - out if reverse else x2 + out
@@ -137,8 +143,16 @@ class Coupling(nn.Module):
 class Glow(nn.Module):
     """A multi-scale Glow on (batch, D) vectors. ``forward`` returns (z, log p(x))."""
 
-    def __init__(self, dim: int, levels: int = 2, depth: int = 3, width: int = 32, coupling: str = "additive",
-                 mixing: str = "permute", seed: int = 1234) -> None:
+    def __init__(
+        self,
+        dim: int,
+        levels: int = 2,
+        depth: int = 3,
+        width: int = 32,
+        coupling: str = "additive",
+        mixing: str = "permute",
+        seed: int = 1234,
+    ) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         self.dim = dim
@@ -150,7 +164,11 @@ class Glow(nn.Module):
             steps = nn.ModuleList()
             for _ in range(depth):
                 mix = Permute() if mixing == "permute" else InvConv1x1(channels, generator)
-                steps.append(nn.ModuleList([ActNorm(channels), mix, Coupling(channels, width, coupling, generator)]))
+                steps.append(
+                    nn.ModuleList(
+                        [ActNorm(channels), mix, Coupling(channels, width, coupling, generator)]
+                    )
+                )
             self.levels.append(steps)
             if level < levels - 1:
                 channels -= channels // 2  # the second half is factored out
@@ -159,7 +177,8 @@ class Glow(nn.Module):
         logdet = x.new_zeros(x.shape[0])
         factored = []
         for number, steps in enumerate(self.levels):
-            # a level is a ModuleList of steps, each a ModuleList of layers; torch types ModuleList items as Module
+            # a level is a ModuleList of steps, each a ModuleList of layers; torch types ModuleList
+            # items as Module
             for step in steps:  # type: ignore[attr-defined]
                 for layer in step:
                     x, delta = layer(x)
@@ -169,7 +188,7 @@ class Glow(nn.Module):
                 factored.append(x[:, keep:])
                 x = x[:, :keep]
         z = torch.cat([*factored, x], dim=1)
-        log_prior = -0.5 * (z ** 2).sum(dim=1) - 0.5 * self.dim * math.log(2 * math.pi)
+        log_prior = -0.5 * (z**2).sum(dim=1) - 0.5 * self.dim * math.log(2 * math.pi)
         return z, log_prior + logdet
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
@@ -179,7 +198,8 @@ class Glow(nn.Module):
         for number in reversed(range(len(self.levels))):
             if number < len(self.levels) - 1:
                 x = torch.cat([x, factored.pop()], dim=1)
-            for step in reversed(self.levels[number]):  # type: ignore[call-overload]  # a ModuleList, typed as Module
+            # a ModuleList, typed as Module
+            for step in reversed(self.levels[number]):  # type: ignore[call-overload]
                 for layer in reversed(step):
                     x, _ = layer(x, reverse=True)
         return x

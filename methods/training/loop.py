@@ -33,8 +33,10 @@ def bf16_available(device: str) -> bool:
     if device.startswith("cuda"):
         return torch.cuda.is_bf16_supported()
     cpu = getattr(torch, "cpu", None)
-    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
-                or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+    return bool(
+        getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+        or getattr(cpu, "_is_amx_tile_supported", lambda: False)()
+    )
 
 
 def resolve_precision(requested: str, device: str) -> str:
@@ -45,7 +47,9 @@ def resolve_precision(requested: str, device: str) -> str:
 
 
 def autocast(device: str, precision: str) -> torch.autocast:
-    return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
+    return torch.autocast(
+        device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16"
+    )
 
 
 ADAMW_BETAS = (0.9, 0.999)
@@ -53,10 +57,14 @@ ADAMW_EPS = 1e-8
 CLIP_NORM = 1.0  # HF Trainer's default gradient clipping
 
 
-def adamw_linear(params, lr: float, total_steps: int, warmup_fraction: float = 0.0, weight_decay: float = 0.0):
+def adamw_linear(
+    params, lr: float, total_steps: int, warmup_fraction: float = 0.0, weight_decay: float = 0.0
+):
     """AdamW (ε 1e-8) with linear warm-up over ``warmup_fraction`` of the steps, then linear decay
     to 0 — the HF Trainer / sentence-transformers schedule the reference recipes used."""
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, eps=ADAMW_EPS, betas=ADAMW_BETAS)
+    optimizer = torch.optim.AdamW(
+        params, lr=lr, weight_decay=weight_decay, eps=ADAMW_EPS, betas=ADAMW_BETAS
+    )
     warmup = int(total_steps * warmup_fraction)
 
     def factor(step: int) -> float:
@@ -74,10 +82,19 @@ class TrainState:
         self.blob = Path(workdir) / "partial" / "state.safetensors"
         self.meta = Path(workdir) / "partial" / "state.json"
         self.identity = json.loads(json.dumps(identity))
-        self.kept: dict[str, torch.Tensor] = {}  # tensors a loop keeps aside (the best dev weights), restored by load
+        self.kept: dict[
+            str, torch.Tensor
+        ] = {}  # tensors a loop keeps aside (the best dev weights), restored by load
 
-    def save(self, modules: dict[str, nn.Module], optimizer, scheduler, step: int, extra: dict[str, Any],
-             kept: dict[str, torch.Tensor] | None = None) -> None:
+    def save(
+        self,
+        modules: dict[str, nn.Module],
+        optimizer,
+        scheduler,
+        step: int,
+        extra: dict[str, Any],
+        kept: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         from safetensors.torch import save
 
         tensors: dict[str, torch.Tensor] = {f"keep.{k}": v for k, v in (kept or {}).items()}
@@ -86,15 +103,25 @@ class TrainState:
         opt = optimizer.state_dict()
         for index, state in opt["state"].items():
             for name, value in state.items():
-                tensors[f"opt.{index}.{name}"] = value if torch.is_tensor(value) else torch.tensor(value)
+                tensors[f"opt.{index}.{name}"] = (
+                    value if torch.is_tensor(value) else torch.tensor(value)
+                )
         tensors["rng"] = torch.get_rng_state()
         blob = save({k: v.detach().contiguous().cpu() for k, v in tensors.items()})
         atomic_write_bytes(self.blob, blob)
-        info = {"identity": self.identity, "step": step, "scheduler_last_epoch": scheduler.last_epoch,
-                "param_groups": opt["param_groups"], "extra": extra, "sha256": hashlib.sha256(blob).hexdigest()}
+        info = {
+            "identity": self.identity,
+            "step": step,
+            "scheduler_last_epoch": scheduler.last_epoch,
+            "param_groups": opt["param_groups"],
+            "extra": extra,
+            "sha256": hashlib.sha256(blob).hexdigest(),
+        }
         atomic_write_text(self.meta, json.dumps(info))  # last: marks the state complete
 
-    def load(self, modules: dict[str, nn.Module], optimizer, scheduler) -> tuple[int, dict[str, Any]]:
+    def load(
+        self, modules: dict[str, nn.Module], optimizer, scheduler
+    ) -> tuple[int, dict[str, Any]]:
         """Restore and return (step, extra); (0, {}) when there is no usable state."""
         from safetensors import SafetensorError
         from safetensors.torch import load
@@ -108,14 +135,20 @@ class TrainState:
                 raise ValueError("state.safetensors does not match the checksum in state.json")
             tensors = load(blob)
         except (OSError, ValueError, SafetensorError) as err:
-            log.warning("training state under %s is unusable (%s); training starts over", self.meta.parent, err)
+            log.warning(
+                "training state under %s is unusable (%s); training starts over",
+                self.meta.parent,
+                err,
+            )
             self.discard()
             return 0, {}
         if info.get("identity") != self.identity:
             return 0, {}
         for prefix, module in modules.items():
             cut = len(prefix) + 1
-            module.load_state_dict({k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")})
+            module.load_state_dict(
+                {k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+            )
         state: dict[int, dict[str, Any]] = {}
         for key, value in tensors.items():
             if key.startswith("opt."):
@@ -123,7 +156,9 @@ class TrainState:
                 state.setdefault(int(index), {})[name] = value
         optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
         scheduler.last_epoch = info["scheduler_last_epoch"]
-        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # LambdaLR keeps the lr here
+        scheduler._last_lr = [
+            group["lr"] for group in optimizer.param_groups
+        ]  # LambdaLR keeps the lr here
         torch.set_rng_state(tensors["rng"])
         self.kept = {k[5:]: v for k, v in tensors.items() if k.startswith("keep.")}
         return int(info["step"]), dict(info.get("extra", {}))
@@ -145,10 +180,11 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
 
 @dataclass(frozen=True)
 class DevSelection:
-    """Model selection on a dev set, as SimCSE's and DSE's recipes do: every ``every`` optimiser steps
-    (-1: at the end of every epoch) and at the last step, ``evaluate()`` scores the current weights
-    (higher is better, e.g. Spearman on STS-B dev); the best weights are kept and restored at the end.
-    ``data`` names the dev set for the record. Never a scored split: the caller makes sure."""
+    """Model selection on a dev set, as SimCSE's and DSE's recipes do: every ``every`` optimiser
+    steps (-1: at the end of every epoch) and at the last step, ``evaluate()`` scores the current
+    weights (higher is better, e.g. Spearman on STS-B dev); the best weights are kept and restored
+    at the end. ``data`` names the dev set for the record. Never a scored split: the caller makes
+    sure."""
 
     every: int
     evaluate: Callable[[], float]
@@ -156,14 +192,19 @@ class DevSelection:
 
 
 def _snapshot(modules: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
-    return {f"{prefix}.{k}": v.detach().cpu().clone() for prefix, module in modules.items()
-            for k, v in module.state_dict().items()}
+    return {
+        f"{prefix}.{k}": v.detach().cpu().clone()
+        for prefix, module in modules.items()
+        for k, v in module.state_dict().items()
+    }
 
 
 def _restore(modules: dict[str, nn.Module], tensors: dict[str, torch.Tensor]) -> None:
     for prefix, module in modules.items():
         cut = len(prefix) + 1
-        module.load_state_dict({k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")})
+        module.load_state_dict(
+            {k[cut:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+        )
 
 
 @dataclass
@@ -176,20 +217,49 @@ class LoopResult:
     resumed_from_step: int
     precision: str
     recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
-    selection: dict[str, Any] | None = None  # dev selection: the chosen step, its dev score, every evaluation
+    selection: dict[str, Any] | None = (
+        None  # dev selection: the chosen step, its dev score, every evaluation
+    )
 
 
-def loop_recipe(lr: float, warmup: float, weight_decay: float, device: str, precision: str) -> dict[str, Any]:
+def loop_recipe(
+    lr: float, warmup: float, weight_decay: float, device: str, precision: str
+) -> dict[str, Any]:
     """What :func:`run_loop` trains with, as data."""
-    return {"optimizer": "AdamW", "lr": lr, "betas": list(ADAMW_BETAS), "eps": ADAMW_EPS,
-            "weight_decay": weight_decay, "schedule": "linear warm-up, then linear decay to 0",
-            "warmup_fraction": warmup, "clip_grad_norm": CLIP_NORM, "device": device, "precision": precision}
+    return {
+        "optimizer": "AdamW",
+        "lr": lr,
+        "betas": list(ADAMW_BETAS),
+        "eps": ADAMW_EPS,
+        "weight_decay": weight_decay,
+        "schedule": "linear warm-up, then linear decay to 0",
+        "warmup_fraction": warmup,
+        "clip_grad_norm": CLIP_NORM,
+        "device": device,
+        "precision": precision,
+    }
 
 
-def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: int, batch_size: int, epochs: float,
-             lr: float, warmup: float, seed: int, precision: str, device: str, progress: bool, desc: str,
-             save_every: int, batch_loss, on_step=None, selection: DevSelection | None = None,
-             weight_decay: float = 0.0) -> LoopResult:
+def run_loop(
+    workdir: Path,
+    identity: dict,
+    modules: dict[str, nn.Module],
+    n: int,
+    batch_size: int,
+    epochs: float,
+    lr: float,
+    warmup: float,
+    seed: int,
+    precision: str,
+    device: str,
+    progress: bool,
+    desc: str,
+    save_every: int,
+    batch_loss,
+    on_step=None,
+    selection: DevSelection | None = None,
+    weight_decay: float = 0.0,
+) -> LoopResult:
     """The shared training loop: seeded order per epoch, AdamW + linear schedule, gradient clipping
     at norm 1.0 (HF Trainer's default), autocast, a running loss on the bar, resumable state.
     ``batch_loss(indices)`` returns the loss of those items; ``on_step(steps_done_this_run)`` is
@@ -211,7 +281,7 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
     try:
         while step < total:
             epoch, offset = divmod(step, per_epoch)
-            indices = epoch_order(n, seed, epoch)[offset * batch_size:(offset + 1) * batch_size]
+            indices = epoch_order(n, seed, epoch)[offset * batch_size : (offset + 1) * batch_size]
             with autocast(device, precision):
                 loss = batch_loss(indices)
             optimizer.zero_grad(set_to_none=True)
@@ -236,8 +306,14 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
                     best = _snapshot(modules)
                 evaluations.append([step, score])
             if step % save_every == 0 and step < total:
-                state.save(modules, optimizer, scheduler, step, {"first_loss": first, "running_loss": running,
-                                                                 "evaluations": evaluations}, best)
+                state.save(
+                    modules,
+                    optimizer,
+                    scheduler,
+                    step,
+                    {"first_loss": first, "running_loss": running, "evaluations": evaluations},
+                    best,
+                )
             if on_step is not None:
                 on_step(step - start)
     finally:
@@ -248,7 +324,21 @@ def run_loop(workdir: Path, identity: dict, modules: dict[str, nn.Module], n: in
     if selection is not None and evaluations:
         _restore(modules, best)
         step_kept, score_kept = max(evaluations, key=lambda e: e[1])
-        chosen = {"data": selection.data, "every_steps": every, "chosen_step": int(step_kept),
-                  "dev_score": score_kept, "evaluations": evaluations}
-    return LoopResult(step, first, running, seconds, seen / seconds if seconds else math.nan, start, precision,
-                      loop_recipe(lr, warmup, weight_decay, device, precision), chosen)
+        chosen = {
+            "data": selection.data,
+            "every_steps": every,
+            "chosen_step": int(step_kept),
+            "dev_score": score_kept,
+            "evaluations": evaluations,
+        }
+    return LoopResult(
+        step,
+        first,
+        running,
+        seconds,
+        seen / seconds if seconds else math.nan,
+        start,
+        precision,
+        loop_recipe(lr, warmup, weight_decay, device, precision),
+        chosen,
+    )

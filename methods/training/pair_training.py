@@ -30,6 +30,7 @@ from methods.training.loop import LoopResult, resolve_precision, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CrossEncoderConfig:
     epochs: float = 4.0
@@ -42,9 +43,19 @@ class CrossEncoderConfig:
     save_every: int = 200
 
 
-def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str], gold01: Sequence[float],
-                        config: CrossEncoderConfig, seed: int, device: str, progress: bool) -> LoopResult:
-    """Fine-tune ``base`` as a 1-output regressor on (s1, s2) → gold/5; saves to ``workdir/model``."""
+def train_cross_encoder(
+    base: Path,
+    workdir: Path,
+    s1: Sequence[str],
+    s2: Sequence[str],
+    gold01: Sequence[float],
+    config: CrossEncoderConfig,
+    seed: int,
+    device: str,
+    progress: bool,
+) -> LoopResult:
+    """Fine-tune ``base`` as a 1-output regressor on (s1, s2) → gold/5; saves to
+    ``workdir/model``."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from harness.core.encoding.engines import quiet_transformers
@@ -52,22 +63,45 @@ def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequen
     quiet_transformers()
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True).to(device)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base, num_labels=1, local_files_only=True
+    ).to(device)
     model.train()
     target = torch.tensor(list(gold01), dtype=torch.float32)
     length = usable_length(config.max_length, max_positions(model.config.to_dict()))
     precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
-        inputs = tokenizer([s1[i] for i in indices], [s2[i] for i in indices], padding=True, truncation=True,
-                           max_length=length, return_tensors="pt").to(device)
+        inputs = tokenizer(
+            [s1[i] for i in indices],
+            [s2[i] for i in indices],
+            padding=True,
+            truncation=True,
+            max_length=length,
+            return_tensors="pt",
+        ).to(device)
         predicted = model(**inputs).logits.squeeze(-1).float()
         return F.mse_loss(predicted, target[indices].to(device))
 
     identity = {"config": asdict(config), "seed": seed, "n": len(s1)}
-    result = run_loop(workdir, identity, {"model": model}, len(s1), config.batch_size, config.epochs, config.lr,
-                      config.warmup, seed, precision, device, progress, "train cross-encoder", config.save_every,
-                      batch_loss, weight_decay=config.weight_decay)
+    result = run_loop(
+        workdir,
+        identity,
+        {"model": model},
+        len(s1),
+        config.batch_size,
+        config.epochs,
+        config.lr,
+        config.warmup,
+        seed,
+        precision,
+        device,
+        progress,
+        "train cross-encoder",
+        config.save_every,
+        batch_loss,
+        weight_decay=config.weight_decay,
+    )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
     tokenizer.save_pretrained(workdir / "model")
@@ -77,7 +111,9 @@ def train_cross_encoder(base: Path, workdir: Path, s1: Sequence[str], s2: Sequen
 class PairScorer:
     """Runs a cross-encoder checkpoint over sentence pairs, length-sorted, in batches."""
 
-    def __init__(self, folder: Path, device: str, dtype: str, max_length: int, activation: str) -> None:
+    def __init__(
+        self, folder: Path, device: str, dtype: str, max_length: int, activation: str
+    ) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from harness.core.encoding.devices import torch_dtype
@@ -98,17 +134,33 @@ class PairScorer:
 
         if not len(s1):
             return np.empty(0, dtype=np.float32)
-        lengths = [len(ids) for ids in self.tokenizer(list(s1), list(s2), truncation=True,
-                                                      max_length=self.max_length)["input_ids"]]
+        lengths = [
+            len(ids)
+            for ids in self.tokenizer(
+                list(s1), list(s2), truncation=True, max_length=self.max_length
+            )["input_ids"]
+        ]
         out = np.empty(len(s1), dtype=np.float32)
         device_type = self.device.split(":")[0]
         for ids in equal_length_batches(lengths, batch_size, 0):
             rows = topped_up(ids, lengths)
-            inputs = self.tokenizer([s1[i] for i in rows], [s2[i] for i in rows], padding=True, truncation=True,
-                                    max_length=self.max_length, return_tensors="pt").to(self.device)
-            with torch.inference_mode(), torch.autocast(device_type, dtype=self.autocast_dtype or torch.float32,
-                                                        enabled=self.autocast_dtype is not None):
-                logits = self.model(**inputs).logits[:len(ids), 0].float()
+            inputs = self.tokenizer(
+                [s1[i] for i in rows],
+                [s2[i] for i in rows],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            with (
+                torch.inference_mode(),
+                torch.autocast(
+                    device_type,
+                    dtype=self.autocast_dtype or torch.float32,
+                    enabled=self.autocast_dtype is not None,
+                ),
+            ):
+                logits = self.model(**inputs).logits[: len(ids), 0].float()
             if self.activation == "sigmoid":
                 logits = torch.sigmoid(logits)
             out[ids] = logits.cpu().numpy()
@@ -116,6 +168,7 @@ class PairScorer:
 
 
 # -- the student ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StudentConfig:
@@ -135,7 +188,9 @@ class StudentConfig:
     save_every: int = 200
 
 
-def student_pool(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str, top_k: int) -> torch.Tensor:
+def student_pool(
+    hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str, top_k: int
+) -> torch.Tensor:
     """``mean``: masked mean of the last layer. ``top4-concat``: masked means of the last k layers
     with position 0 ([CLS]) excluded, concatenated (k·H dims). Both through the one pooling table,
     as :meth:`methods.dse.DSE.encode` reads the trained student."""
@@ -159,12 +214,23 @@ def student_similarity(u: torch.Tensor, v: torch.Tensor, head: PairHead | None) 
     return head(u, v) if head is not None else F.cosine_similarity(u, v, dim=-1)
 
 
-def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str], teacher: Sequence[float],
-                  gold01: Sequence[float | None], config: StudentConfig, seed: int, device: str,
-                  progress: bool, dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
-                  dev_name: str = "STS-B dev") -> tuple[LoopResult, PairHead | None]:
+def train_student(
+    base: Path,
+    workdir: Path,
+    s1: Sequence[str],
+    s2: Sequence[str],
+    teacher: Sequence[float],
+    gold01: Sequence[float | None],
+    config: StudentConfig,
+    seed: int,
+    device: str,
+    progress: bool,
+    dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+    dev_name: str = "STS-B dev",
+) -> tuple[LoopResult, PairHead | None]:
     """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``. With
-    ``config.select_every`` and ``dev`` pairs, the saved student (and head) is the best on ``dev``."""
+    ``config.select_every`` and ``dev`` pairs, the saved student (and head) is the best on
+    ``dev``."""
     from transformers import AutoModel, AutoTokenizer
 
     from harness.core.encoding.engines import quiet_transformers
@@ -172,7 +238,9 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
     quiet_transformers()
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModel.from_pretrained(base, local_files_only=True, add_pooling_layer=False).to(device)
+    model = AutoModel.from_pretrained(base, local_files_only=True, add_pooling_layer=False).to(
+        device
+    )
     model.train()
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
     head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
@@ -183,11 +251,14 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
         texts = [s1[i] for i in indices] + [s2[i] for i in indices]
-        inputs = tokenizer(texts, padding=True, truncation=True, max_length=length,
-                           return_tensors="pt").to(device)
+        inputs = tokenizer(
+            texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
+        ).to(device)
         states = model(**inputs, output_hidden_states=True).hidden_states
-        pooled = student_pool(states, inputs["attention_mask"], config.pooling, config.top_k).float()
-        u, v = pooled[: len(indices)], pooled[len(indices):]
+        pooled = student_pool(
+            states, inputs["attention_mask"], config.pooling, config.top_k
+        ).float()
+        u, v = pooled[: len(indices)], pooled[len(indices) :]
         similarity = student_similarity(u, v, head)
         loss = F.mse_loss(similarity, teacher_t[indices].to(device))
         gold = gold_t[indices].to(device)
@@ -203,19 +274,38 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
         from methods.training.select import dev_spearman
 
         def embed(texts: list[str]) -> torch.Tensor:
-            inputs = tokenizer(texts, padding=True, truncation=True, max_length=length,
-                               return_tensors="pt").to(device)
+            inputs = tokenizer(
+                texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
+            ).to(device)
             states = model(**inputs, output_hidden_states=True).hidden_states
             return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
 
-        selection = DevSelection(config.select_every,
-                                 lambda: dev_spearman(embed, *dev, lambda u, v: student_similarity(u, v, head)),
-                                 dev_name)
+        selection = DevSelection(
+            config.select_every,
+            lambda: dev_spearman(embed, *dev, lambda u, v: student_similarity(u, v, head)),
+            dev_name,
+        )
     modules: dict[str, nn.Module] = {"model": model, **({"head": head} if head is not None else {})}
     identity = {"config": asdict(config), "seed": seed, "n": len(s1)}
-    result = run_loop(workdir, identity, modules, len(s1), config.batch_size, config.epochs, config.lr, config.warmup,
-                      seed, precision, device, progress, "distil student", config.save_every, batch_loss,
-                      selection=selection, weight_decay=config.weight_decay)
+    result = run_loop(
+        workdir,
+        identity,
+        modules,
+        len(s1),
+        config.batch_size,
+        config.epochs,
+        config.lr,
+        config.warmup,
+        seed,
+        precision,
+        device,
+        progress,
+        "distil student",
+        config.save_every,
+        batch_loss,
+        selection=selection,
+        weight_decay=config.weight_decay,
+    )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
     tokenizer.save_pretrained(workdir / "model")
@@ -223,5 +313,8 @@ def train_student(base: Path, workdir: Path, s1: Sequence[str], s2: Sequence[str
         from safetensors.torch import save_file
 
         head.eval()
-        save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(workdir / "head.safetensors"))
+        save_file(
+            {k: v.contiguous() for k, v in head.state_dict().items()},
+            str(workdir / "head.safetensors"),
+        )
     return result, head

@@ -10,8 +10,8 @@ i.e. cross-entropy over the n × n cosine matrix divided by τ, the diagonal bei
 encoder, read at test time through ``cls_before_pooler``. Optimiser as SimCSE's HF Trainer run:
 AdamW (weight decay 0, ε 1e-8), linear decay to 0, no warm-up, gradient norm clipped at 1.0.
 
-Training state is saved every ``save_every`` steps (:class:`methods.training.loop.TrainState`), so an
-interrupted run resumes where it stopped.
+Training state is saved every ``save_every`` steps (:class:`methods.training.loop.TrainState`), so
+an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -45,8 +45,12 @@ class SimCSEConfig:
     epochs: float = 1.0
     precision: str = "auto"  # "auto" | "fp32" | "bf16"
     save_every: int = 50
-    select_every: int = 0  # > 0: score STS-B dev every this many steps and keep the best weights (SimCSE: 125)
-    eval_max_length: int = 128  # truncation when scoring dev: the evaluation's, not training's max_length
+    select_every: int = (
+        0  # > 0: score STS-B dev every this many steps and keep the best weights (SimCSE: 125)
+    )
+    eval_max_length: int = (
+        128  # truncation when scoring dev: the evaluation's, not training's max_length
+    )
 
 
 class _Mlp(nn.Module):
@@ -64,14 +68,26 @@ class _Mlp(nn.Module):
 class SimCSETrainer:
     """Trains ``base`` (a local model folder) on ``sentences``; state lives under ``workdir``."""
 
-    def __init__(self, base: Path, workdir: Path, config: SimCSEConfig, seed: int, device: str = "cpu",
-                 progress: bool = True, on_step=None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        workdir: Path,
+        config: SimCSEConfig,
+        seed: int,
+        device: str = "cpu",
+        progress: bool = True,
+        on_step=None,
+    ) -> None:
         self.base, self.workdir, self.config, self.seed = base, workdir, config, seed
         self.device, self.progress = device, progress
         self.on_step = on_step  # called with the steps done in this run (tests interrupt with it)
 
-    def train(self, sentences: list[str], dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
-              dev_name: str = "STS-B dev") -> LoopResult:
+    def train(
+        self,
+        sentences: list[str],
+        dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+        dev_name: str = "STS-B dev",
+    ) -> LoopResult:
         """Run the recipe; the fine-tuned encoder (no MLP) is saved to ``workdir/model``. With
         ``config.select_every`` and ``dev`` pairs, the saved encoder is the best on ``dev``."""
         from transformers import AutoModel, AutoTokenizer
@@ -82,19 +98,31 @@ class SimCSETrainer:
         config = self.config
         torch.manual_seed(self.seed)
         tokenizer = AutoTokenizer.from_pretrained(self.base, local_files_only=True)
-        model = AutoModel.from_pretrained(self.base, local_files_only=True, add_pooling_layer=False).to(self.device)
+        model = AutoModel.from_pretrained(
+            self.base, local_files_only=True, add_pooling_layer=False
+        ).to(self.device)
         model.train()
         std = getattr(model.config, "initializer_range", 0.02)
         positions = max_positions(model.config.to_dict())
-        mlp = _Mlp(model.config.hidden_size, std, torch.Generator().manual_seed(self.seed)).to(self.device)
+        mlp = _Mlp(model.config.hidden_size, std, torch.Generator().manual_seed(self.seed)).to(
+            self.device
+        )
 
         def batch_loss(indices: list[int]) -> torch.Tensor:
-            doubled = [sentences[i] for i in indices for _ in (0, 1)]  # each twice: two dropout masks
-            inputs = tokenizer(doubled, padding=True, truncation=True,
-                               max_length=usable_length(config.max_length, positions),
-                               return_tensors="pt").to(self.device)
+            doubled = [
+                sentences[i] for i in indices for _ in (0, 1)
+            ]  # each twice: two dropout masks
+            inputs = tokenizer(
+                doubled,
+                padding=True,
+                truncation=True,
+                max_length=usable_length(config.max_length, positions),
+                return_tensors="pt",
+            ).to(self.device)
             # [CLS] through the pooling table: what cls_before_pooler reads at evaluation
-            z = mlp(POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])).float()
+            z = mlp(
+                POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])
+            ).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 
         selection = None
@@ -102,17 +130,38 @@ class SimCSETrainer:
             from methods.training.select import dev_spearman
 
             def embed(texts: list[str]) -> torch.Tensor:
-                inputs = tokenizer(texts, padding=True, truncation=True,
-                                   max_length=usable_length(config.eval_max_length, positions),
-                                   return_tensors="pt").to(self.device)
+                inputs = tokenizer(
+                    texts,
+                    padding=True,
+                    truncation=True,
+                    max_length=usable_length(config.eval_max_length, positions),
+                    return_tensors="pt",
+                ).to(self.device)
                 return POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])
 
-            selection = DevSelection(config.select_every, lambda: dev_spearman(embed, *dev), dev_name)
+            selection = DevSelection(
+                config.select_every, lambda: dev_spearman(embed, *dev), dev_name
+            )
         identity = {"config": asdict(config), "seed": self.seed, "n": len(sentences)}
-        result = run_loop(self.workdir, identity, {"model": model, "mlp": mlp}, len(sentences), config.batch_size,
-                          config.epochs, config.lr, 0.0, self.seed, resolve_precision(config.precision, self.device),
-                          self.device, self.progress, "simcse-train", config.save_every, batch_loss, self.on_step,
-                          selection)
+        result = run_loop(
+            self.workdir,
+            identity,
+            {"model": model, "mlp": mlp},
+            len(sentences),
+            config.batch_size,
+            config.epochs,
+            config.lr,
+            0.0,
+            self.seed,
+            resolve_precision(config.precision, self.device),
+            self.device,
+            self.progress,
+            "simcse-train",
+            config.save_every,
+            batch_loss,
+            self.on_step,
+            selection,
+        )
         model.eval()
         model.save_pretrained(self.workdir / "model", safe_serialization=True)
         tokenizer.save_pretrained(self.workdir / "model")

@@ -18,22 +18,37 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.method_api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest, UserError, View
+from harness.method_api import (
+    EmbeddingMethod,
+    MethodContext,
+    MethodSpec,
+    Option,
+    SpecRequest,
+    UserError,
+    View,
+)
 
 
 class RandomProjection(EmbeddingMethod):
     name = "randproj"
-    summary = "avg (masked mean of a layer) times a seeded Gaussian d x dim matrix (Johnson-Lindenstrauss)"
+    summary = (
+        "avg (masked mean of a layer) times a seeded Gaussian d x dim matrix "
+        "(Johnson-Lindenstrauss)"
+    )
     options = (
         Option("dim", 128, "output dimension", type=int),
-        Option("layer", -1, "hidden_states index to mean-pool (0 = embeddings, -1 = last)", type=int),
+        Option(
+            "layer", -1, "hidden_states index to mean-pool (0 = embeddings, -1 = last)", type=int
+        ),
     )
 
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
         spec = super().make_spec(request, ctx)
         if spec.params["dim"] < 1:
-            raise UserError(f"--set randproj.dim={spec.params['dim']}: the output dimension must be at least 1")
+            raise UserError(
+                f"--set randproj.dim={spec.params['dim']}: the output dimension must be at least 1"
+            )
         return replace(spec, pooling="mean", layers=(spec.params["layer"],))
 
     def backbone_views(self) -> list[View]:

@@ -4,7 +4,8 @@ config file's ``[[task]]`` tables, parsed into a :class:`TaskSpec` that carries 
 An entry is ``KIND:LOCATION``, optionally followed by ``?KEY=VALUE&KEY=VALUE...`` (quote it in a
 shell: ``&`` and ``?`` are shell syntax)::
 
-    file:my_pairs.tsv                                  header names the columns (sentence1, sentence2, score)
+    file:my_pairs.tsv                                  header names the columns (sentence1,
+                                                       sentence2, score)
     'file:pairs.csv?s1=text_a&s2=text_b&score=label&range=-1,1&name=paraphrase'
     'file:sts-test.csv?format=tsv&header=no&score=5&s1=6&s2=7'    fields by number, 1-based
     'hf:./my_dataset?score=label&eval=validation'      a datasets folder (save_to_disk) or a hub id
@@ -38,7 +39,14 @@ COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
 KEYS = (*COLUMN_KEYS, "name", "range", "eval", "format", "header", "revision")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 # What a split is called in files and datasets → sts-bench's split.
-SPLIT_NAMES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "val": "dev", "test": "test"}
+SPLIT_NAMES = {
+    "train": "train",
+    "dev": "dev",
+    "validation": "dev",
+    "valid": "dev",
+    "val": "dev",
+    "test": "test",
+}
 SPLITS = ("train", "dev", "test")
 SYNTAX = "file:PATH or hf:DIR_OR_ID, then ?KEY=VALUE&... (keys: " + ", ".join(KEYS) + ")"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -54,6 +62,8 @@ def decimal(text: str) -> float | None:
     (0.5, -0.001, None, None, None)
     """
     return float(text) if DECIMAL.fullmatch(text) else None
+
+
 _YES = {"yes": True, "true": True, "1": True, "no": False, "false": False, "0": False}
 
 
@@ -77,7 +87,10 @@ def parse_entry(entry: str, where: str = "--tasks") -> TaskSpec:
         if not eq or not value.strip():
             raise UserError(f"{where} {entry}: '{part}' is not KEY=VALUE; expected {SYNTAX}")
         if key not in KEYS:
-            raise UserError(f"{where} {entry}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {', '.join(KEYS)}")
+            raise UserError(
+                f"{where} {entry}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: "
+                f"{', '.join(KEYS)}"
+            )
         if key in options:
             raise UserError(f"{where} {entry}: '{key}' is given twice")
         options[key] = value.strip()
@@ -89,35 +102,67 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
     if kind == "file":
         path = Path(location).expanduser()
         if not path.is_file():
-            raise UserError(f"{where} {entry}: {path}: no such file (a CSV, TSV or JSONL file of sentence pairs)")
+            raise UserError(
+                f"{where} {entry}: {path}: no such file (a CSV, TSV or JSONL file of sentence "
+                "pairs)"
+            )
         fmt = options.get("format", "").lower() or FORMATS.get(path.suffix.lower(), "")
         if fmt not in FORMATS.values():
-            raise UserError(f"{where} {entry}: cannot tell the format of {path.name} from its extension; name "
-                            "it .csv, .tsv or .jsonl, or add format=csv|tsv|jsonl")
+            raise UserError(
+                f"{where} {entry}: cannot tell the format of {path.name} from its extension; name "
+                "it .csv, .tsv or .jsonl, or add format=csv|tsv|jsonl"
+            )
         default_name = path.stem
     else:
         if options.get("format") or options.get("header"):
-            raise UserError(f"{where} {entry}: format and header are for file: tasks; a dataset has named columns")
+            raise UserError(
+                f"{where} {entry}: format and header are for file: tasks; a dataset has named "
+                "columns"
+            )
         default_name = Path(location.rstrip("/")).name or location
     header = _flag(options.get("header", "yes"), entry, where)
     if not header and fmt == "jsonl":
-        raise UserError(f"{where} {entry}: header=no is for csv and tsv; JSONL lines name their keys")
+        raise UserError(
+            f"{where} {entry}: header=no is for csv and tsv; JSONL lines name their keys"
+        )
     columns = tuple((key, options[key]) for key in COLUMN_KEYS if key in options)
     if not header:
         bad = [f"{k}={v}" for k, v in columns if not (v.isdigit() and int(v) >= 1)]
         if bad:
-            raise UserError(f"{where} {entry}: without a header, columns are field numbers from 1: {', '.join(bad)}")
+            raise UserError(
+                f"{where} {entry}: without a header, columns are field numbers from 1: "
+                f"{', '.join(bad)}"
+            )
     name = options.get("name", default_name)
     if not _NAME.match(name):
-        raise UserError(f"{where} {entry}: task name {name!r} must be letters, digits, '.', '_', '+' or '-'; "
-                        "give one with name=NAME")
+        raise UserError(
+            f"{where} {entry}: task name {name!r} must be letters, digits, '.', '_', '+' or '-'; "
+            "give one with name=NAME"
+        )
     eval_split = SPLIT_NAMES.get(options.get("eval", "test").lower())
     if eval_split is None:
-        raise UserError(f"{where} {entry}: eval={options['eval']}: expected one of {', '.join(SPLIT_NAMES)}")
-    own = OwnSource(kind=kind, location=location, columns=columns, format=fmt, header=header,
-                    revision=options.get("revision", ""), entry=entry)
-    return TaskSpec(name=name, title=name, description=f"{kind}: {location}", splits=SPLITS, senteval_dir="",
-                    eval_split=eval_split, gold_range=_range(options.get("range", "0,5"), entry, where), own=own)
+        raise UserError(
+            f"{where} {entry}: eval={options['eval']}: expected one of {', '.join(SPLIT_NAMES)}"
+        )
+    own = OwnSource(
+        kind=kind,
+        location=location,
+        columns=columns,
+        format=fmt,
+        header=header,
+        revision=options.get("revision", ""),
+        entry=entry,
+    )
+    return TaskSpec(
+        name=name,
+        title=name,
+        description=f"{kind}: {location}",
+        splits=SPLITS,
+        senteval_dir="",
+        eval_split=eval_split,
+        gold_range=_range(options.get("range", "0,5"), entry, where),
+        own=own,
+    )
 
 
 def _flag(text: str, entry: str, where: str) -> bool:
@@ -129,7 +174,10 @@ def _flag(text: str, entry: str, where: str) -> bool:
 def _range(text: str, entry: str, where: str) -> tuple[float, float]:
     parts = [decimal(p.strip()) for p in text.split(",")]
     if len(parts) != 2 or None in parts:  # plain numbers only: float() reads "0_5" as 5
-        raise UserError(f"{where} {entry}: range={text}: expected LOW,HIGH of plain decimal numbers like 0,5 or -1,1")
+        raise UserError(
+            f"{where} {entry}: range={text}: expected LOW,HIGH of plain decimal numbers like 0,5 "
+            "or -1,1"
+        )
     low, high = (float(p) for p in parts if p is not None)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise UserError(f"{where} {entry}: range={text}: expected finite LOW < HIGH")
@@ -142,8 +190,10 @@ def table_entry(table: Mapping[str, Any], base: Path | None, where: str = "[[tas
     ``file:<base>/p.tsv?range=0,1``."""
     kinds = [k for k in KINDS if k in table]
     if len(kinds) != 1:
-        raise UserError(f"{where}: give exactly one of file = \"PATH\" or hf = \"DIR_OR_ID\" "
-                        f"(got {', '.join(table) or 'nothing'})")
+        raise UserError(
+            f'{where}: give exactly one of file = "PATH" or hf = "DIR_OR_ID" '
+            f"(got {', '.join(table) or 'nothing'})"
+        )
     kind = kinds[0]
     location = table[kind]
     if not isinstance(location, str) or not location.strip():
@@ -154,7 +204,10 @@ def table_entry(table: Mapping[str, Any], base: Path | None, where: str = "[[tas
         if key == kind:
             continue
         if key not in KEYS:
-            raise UserError(f"{where}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {kind}, {', '.join(KEYS)}")
+            raise UserError(
+                f"{where}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {kind}, "
+                f"{', '.join(KEYS)}"
+            )
         if key == "range" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         elif isinstance(value, bool):

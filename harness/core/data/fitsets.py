@@ -4,8 +4,8 @@ The fit set changes published numbers as much as the method does (BERT-flow "tar
 so it is one named setting, shared by every method that fits, recorded with its fingerprint
 in every score:
 
-* ``target``      — both sides of every pair of every split the source has for the task (labels unused):
-                    the papers' *transductive* setting, since it holds the scored sentences
+* ``target``      — both sides of every pair of every split the source has for the task (labels
+                    unused): the papers' *transductive* setting, since it holds the scored sentences
 * ``target-pairs``— the same sentences as they occur in the pairs, repeats kept (BERT-whitening's
                     and BERT-flow's code fit on this)
 * ``heldout``     — every split but the scored one, minus any scored sentence: what methods that
@@ -31,7 +31,16 @@ from harness.core.data.splits import LoadedTask, TaskSpec, unique
 from harness.core.errors import UserError
 
 TASK_KINDS = ("target", "target-pairs", "heldout", "test", "train")
-FIT_SET_KINDS = ("target", "target-pairs", "heldout", "test", "train", "corpus:FILE", "wiki1m:FILE", "nli")
+FIT_SET_KINDS = (
+    "target",
+    "target-pairs",
+    "heldout",
+    "test",
+    "train",
+    "corpus:FILE",
+    "wiki1m:FILE",
+    "nli",
+)
 FILE_KINDS = ("corpus:", "wiki1m:")
 NLI_DATASETS = ("stanfordnlp/snli", "nyu-mll/multi_nli")
 
@@ -47,18 +56,27 @@ class FitSet:
     pairs: tuple[tuple[str, str], ...] = ()
 
     def overlap(self, sentences: Iterable[str]) -> int:
-        """How many of ``sentences`` (distinct) the fit set holds: > 0 makes a score transductive."""
+        """How many of ``sentences`` (distinct) the fit set holds: > 0 makes a score
+        transductive."""
         mine = set(self.sentences)
         return sum(1 for s in set(sentences) if s in mine)
 
     def describe(self) -> dict[str, object]:
-        return {"name": self.name, "n_sentences": len(self.sentences), "fingerprint": self.fingerprint,
-                "origin": self.origin}
+        return {
+            "name": self.name,
+            "n_sentences": len(self.sentences),
+            "fingerprint": self.fingerprint,
+            "origin": self.origin,
+        }
 
 
-def make_fit_set(name: str, sentences: list[str], origin: str, pairs: Iterable[tuple[str, str]] = ()) -> FitSet:
+def make_fit_set(
+    name: str, sentences: list[str], origin: str, pairs: Iterable[tuple[str, str]] = ()
+) -> FitSet:
     digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-    return FitSet(name=name, sentences=tuple(sentences), fingerprint=digest, origin=origin, pairs=tuple(pairs))
+    return FitSet(
+        name=name, sentences=tuple(sentences), fingerprint=digest, origin=origin, pairs=tuple(pairs)
+    )
 
 
 def task_pairs(task: LoadedTask, splits: Iterable[str]) -> list[tuple[str, str]]:
@@ -79,8 +97,10 @@ def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
         return spec.splits
     if name == "train":
         if "train" not in spec.splits:
-            raise UserError(f"--fit-set train: {spec.title} has no train split; "
-                            "use --fit-set target, test or corpus:FILE")
+            raise UserError(
+                f"--fit-set train: {spec.title} has no train split; use --fit-set target, test or "
+                "corpus:FILE"
+            )
         return ("train",)
     return ()
 
@@ -107,11 +127,17 @@ def read_nli(hub_root: str | None) -> FitSet:
     origins = []
     for repo in NLI_DATASETS:
         location = str(Path(hub_root).expanduser() / repo.split("/")[-1]) if hub_root else repo
-        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s Callables
-        rows = once(("dataset", location, "train"),
-                    lambda location=location: load_dataset(location, split="train"),  # type: ignore[misc]
-                    lambda err, location=location: f"--fit-set nli: could not load {location}: {first_line(err)}; "  # type: ignore[misc]
-                    "offline, pass --hub-root DIR holding snli/ and multi_nli/ with premise and hypothesis columns")
+        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s
+        # Callables
+        rows = once(
+            ("dataset", location, "train"),
+            lambda location=location: load_dataset(location, split="train"),  # type: ignore[misc]
+            lambda err, location=location: (
+                f"--fit-set nli: could not load {location}: {first_line(err)}; "  # type: ignore[misc]
+                "offline, pass --hub-root DIR holding snli/ and multi_nli/ with premise and "
+                "hypothesis columns"
+            ),
+        )
         missing = [c for c in ("premise", "hypothesis") if c not in rows.column_names]
         if missing:
             raise UserError(f"--fit-set nli: {location} lacks column(s) {', '.join(missing)}")
@@ -124,17 +150,21 @@ def read_nli(hub_root: str | None) -> FitSet:
 
 
 def heldout(task: LoadedTask) -> FitSet:
-    """Every split but the evaluated one, minus any sentence that also occurs in the evaluated split:
-    the default corpus of methods that *train* (simcse-train, DSE's cross-pairs), so they never
-    see a sentence they are scored on."""
+    """Every split but the evaluated one, minus any sentence that also occurs in the evaluated
+    split: the default corpus of methods that *train* (simcse-train, DSE's cross-pairs), so they
+    never see a sentence they are scored on."""
     others = [name for name in task.splits if name != task.spec.eval_split]
     scored = set(task.eval.sentences())
     sentences = [s for s in task.sentences(others) if s not in scored]
     if not sentences:
-        raise UserError(f"fit set heldout: the {task.source} source has no split of {task.spec.title} besides "
-                        f"'{task.spec.eval_split}' to train on; pass a corpus apart from the scored sentences "
-                        "(e.g. --simcse-train-corpus corpus:FILE or --dse-pool corpus:FILE)")
-    return make_fit_set("heldout", sentences, f"{task.spec.title} {'+'.join(others)} minus {task.spec.eval_split}")
+        raise UserError(
+            f"fit set heldout: the {task.source} source has no split of {task.spec.title} besides "
+            f"'{task.spec.eval_split}' to train on; pass a corpus apart from the scored sentences "
+            "(e.g. --simcse-train-corpus corpus:FILE or --dse-pool corpus:FILE)"
+        )
+    return make_fit_set(
+        "heldout", sentences, f"{task.spec.title} {'+'.join(others)} minus {task.spec.eval_split}"
+    )
 
 
 def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
@@ -145,13 +175,24 @@ def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> F
     if name == "nli":
         return read_nli(hub_root)
     if name == "test":
-        return make_fit_set("test", task.eval.sentences(), f"{task.spec.title} test",
-                            task_pairs(task, [task.spec.eval_split]))
+        return make_fit_set(
+            "test",
+            task.eval.sentences(),
+            f"{task.spec.title} test",
+            task_pairs(task, [task.spec.eval_split]),
+        )
     if name == "train":
         if "train" not in task.splits:
-            raise UserError(f"--fit-set train: the {task.source} source has no train split for "
-                            f"{task.spec.title}; use --fit-set target, test or corpus:FILE")
-        return make_fit_set("train", task.sentences(["train"]), f"{task.spec.title} train", task_pairs(task, ["train"]))
+            raise UserError(
+                f"--fit-set train: the {task.source} source has no train split for "
+                f"{task.spec.title}; use --fit-set target, test or corpus:FILE"
+            )
+        return make_fit_set(
+            "train",
+            task.sentences(["train"]),
+            f"{task.spec.title} train",
+            task_pairs(task, ["train"]),
+        )
     origin = f"{task.spec.title} {'+'.join(task.splits)}"
     if name == "target":
         return make_fit_set("target", task.sentences(), origin, task_pairs(task, task.splits))
@@ -159,8 +200,12 @@ def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> F
         # BERT-whitening's eval.py and BERT-flow's run_siamese.py: both sides of every pair of every
         # split, in pair order, repeats kept (a sentence in five pairs weighs five times).
         pairs = task_pairs(task, task.splits)
-        return make_fit_set("target-pairs", [s for pair in pairs for s in pair], origin + " (pairs, repeats kept)",
-                            pairs)
+        return make_fit_set(
+            "target-pairs",
+            [s for pair in pairs for s in pair],
+            origin + " (pairs, repeats kept)",
+            pairs,
+        )
     if name == "heldout":
         return heldout(task)
     raise UserError(f"--fit-set {name}: expected one of {', '.join(FIT_SET_KINDS)}")

@@ -24,20 +24,30 @@ if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactStore
 
 # datasets.config attributes derived from HF_DATASETS_CACHE at import, relative to it.
-_DATASETS_PATHS = {"HF_DATASETS_CACHE": (), "DOWNLOADED_DATASETS_PATH": ("downloads",),
-                   "EXTRACTED_DATASETS_PATH": ("downloads", "extracted")}
+_DATASETS_PATHS = {
+    "HF_DATASETS_CACHE": (),
+    "DOWNLOADED_DATASETS_PATH": ("downloads",),
+    "EXTRACTED_DATASETS_PATH": ("downloads", "extracted"),
+}
 
 
 def cache_places(store: ArtifactStore) -> dict[str, Path]:
-    """Where the datasets cache and MTEB's cache go: the user's own variables if set, else under ``store``."""
-    return {"HF_DATASETS_CACHE": Path(os.environ.get("HF_DATASETS_CACHE") or store.datasets_cache).expanduser(),
-            "MTEB_CACHE": Path(os.environ.get("MTEB_CACHE") or store.mteb_cache).expanduser()}
+    """Where the datasets cache and MTEB's cache go: the user's own variables if set, else under
+    ``store``."""
+    return {
+        "HF_DATASETS_CACHE": Path(
+            os.environ.get("HF_DATASETS_CACHE") or store.datasets_cache
+        ).expanduser(),
+        "MTEB_CACHE": Path(os.environ.get("MTEB_CACHE") or store.mteb_cache).expanduser(),
+    }
 
 
 def describe(places: dict[str, Path]) -> str:
     """The log line that says where the two caches are."""
-    return (f"caches: HuggingFace datasets in {places['HF_DATASETS_CACHE']}, MTEB in {places['MTEB_CACHE']} "
-            "(set HF_DATASETS_CACHE / MTEB_CACHE to use others)")
+    return (
+        f"caches: HuggingFace datasets in {places['HF_DATASETS_CACHE']}, MTEB in "
+        f"{places['MTEB_CACHE']} (set HF_DATASETS_CACHE / MTEB_CACHE to use others)"
+    )
 
 
 @contextlib.contextmanager
@@ -47,7 +57,9 @@ def caches_under(store: ArtifactStore) -> Iterator[dict[str, Path]]:
     saved_env = {name: os.environ.get(name) for name in places}
     os.environ.update({name: str(path) for name, path in places.items()})
     config = sys.modules.get("datasets.config")
-    saved_config = {name: getattr(config, name) for name in _DATASETS_PATHS if hasattr(config, name)}
+    saved_config = {
+        name: getattr(config, name) for name in _DATASETS_PATHS if hasattr(config, name)
+    }
     if config is not None:
         for name, parts in _DATASETS_PATHS.items():
             setattr(config, name, places["HF_DATASETS_CACHE"].joinpath(*parts))
@@ -62,7 +74,9 @@ def caches_under(store: ArtifactStore) -> Iterator[dict[str, Path]]:
         if config is not None:
             for name, value in saved_config.items():
                 setattr(config, name, value)
-        elif (loaded := sys.modules.get("datasets.config")) is not None:  # imported inside: back to its default
+        elif (
+            loaded := sys.modules.get("datasets.config")
+        ) is not None:  # imported inside: back to its default
             default = Path(os.environ.get("HF_DATASETS_CACHE") or loaded.DEFAULT_HF_DATASETS_CACHE)
             for name, parts in _DATASETS_PATHS.items():
                 setattr(loaded, name, default.joinpath(*parts))

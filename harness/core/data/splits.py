@@ -47,14 +47,22 @@ class TaskSpec:
     hub_revision: str = ""
     hub_splits: tuple[str, ...] = ("test",)
     eval_split: str = "test"
-    in_stsb: bool = False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
-    mteb_name: str = ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
-    gold_range: tuple[float, float] = (0.0, 5.0)  # what the annotators could give; SICK's scale is 1-5
+    in_stsb: bool = (
+        False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
+    )
+    mteb_name: str = (
+        ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
+    )
+    gold_range: tuple[float, float] = (
+        0.0,
+        5.0,
+    )  # what the annotators could give; SICK's scale is 1-5
     own: OwnSource | None = None  # a declared task's own source; None = the run's --source
 
     @property
     def source(self) -> str:
-        """The task's own source (``file``, ``hf``); "" for a registry task (the run's ``--source``)."""
+        """The task's own source (``file``, ``hf``); "" for a registry task (the run's
+        ``--source``)."""
         return self.own.kind if self.own else ""
 
 
@@ -63,7 +71,8 @@ class SplitData:
     """The pairs of one split, as parallel tuples, plus where they came from.
 
     ``subsets`` is the subset label of each pair (STS12-16 from SentEval); ``None`` when the source
-    does not keep subsets (STS-B, SICK-R, and MTEB's hub copies, which store each year as one split).
+    does not keep subsets (STS-B, SICK-R, and MTEB's hub copies, which store each year as one
+    split).
     """
 
     s1: tuple[str, ...]
@@ -81,7 +90,9 @@ class SplitData:
         if self.subsets is not None and len(self.subsets) != len(self.s1):
             raise ValueError("subsets must label every pair")
         if not self.fingerprint:
-            object.__setattr__(self, "fingerprint", fingerprint_pairs(self.s1, self.s2, self.gold, self.subsets))
+            object.__setattr__(
+                self, "fingerprint", fingerprint_pairs(self.s1, self.s2, self.gold, self.subsets)
+            )
 
     def __len__(self) -> int:
         return len(self.s1)

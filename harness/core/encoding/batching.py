@@ -35,7 +35,9 @@ from collections.abc import Sequence
 MIN_BATCH_TOKENS = 64
 
 
-def equal_length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+def equal_length_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int
+) -> list[list[int]]:
     """Index batches, longest length first (an out-of-memory error shows up in the first batch),
     each holding items of one length: ``batch_size`` items, or (``batch_size`` 0) as many as fit
     ``max_tokens`` tokens.
@@ -52,7 +54,7 @@ def equal_length_batches(lengths: Sequence[int], batch_size: int, max_tokens: in
     for length in sorted(groups, reverse=True):
         ids = groups[length]
         size = batch_size if batch_size > 0 else max(1, max_tokens // max(1, length))
-        batches += [ids[i:i + size] for i in range(0, len(ids), size)]
+        batches += [ids[i : i + size] for i in range(0, len(ids), size)]
     return batches
 
 
@@ -69,7 +71,11 @@ def packed_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> 
     batches: list[list[int]] = []
     tokens = 0
     for index in order:
-        if not batches or (len(batches[-1]) >= batch_size if batch_size > 0 else tokens + lengths[index] > max_tokens):
+        if not batches or (
+            len(batches[-1]) >= batch_size
+            if batch_size > 0
+            else tokens + lengths[index] > max_tokens
+        ):
             batches.append([])
             tokens = 0
         batches[-1].append(index)
@@ -79,7 +85,8 @@ def packed_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> 
 
 def topped_up(ids: Sequence[int], lengths: Sequence[int]) -> list[int]:
     """``ids`` repeated in turn until the batch has at least ``MIN_BATCH_TOKENS`` tokens
-    (``lengths[i]``: tokens of item ``i``); the caller keeps the first ``len(ids)`` rows of the result.
+    (``lengths[i]``: tokens of item ``i``); the caller keeps the first ``len(ids)`` rows of the
+    result.
 
     >>> topped_up([0, 1], [10, 10])
     [0, 1, 0, 1, 0, 1, 0]

@@ -30,7 +30,14 @@ from typing import Any
 import numpy as np
 
 from harness.core import authenticity
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, file_sha256, key_hash, npy_bytes, text_digest
+from harness.core.hashing import (
+    atomic_write_bytes,
+    atomic_write_text,
+    file_sha256,
+    key_hash,
+    npy_bytes,
+    text_digest,
+)
 
 CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-mates)
 log = logging.getLogger("sts_bench.cache")
@@ -72,16 +79,23 @@ class VectorStore:
             return self._index
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(meta.get("dim"), int)
+            ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(
+                meta.get("dim"), int
+            )
         except (OSError, ValueError):
             ok = False
         if not ok:
-            log.warning("cache: %s does not match its key (damaged or foreign); discarding it, "
-                        "its sentences will be encoded again", meta_path)
+            log.warning(
+                "cache: %s does not match its key (damaged or foreign); discarding it, "
+                "its sentences will be encoded again",
+                meta_path,
+            )
             shutil.rmtree(self.dir, ignore_errors=True)
             return self._index
         self.dim = int(meta["dim"])
-        for path in sorted(self.dir.glob("part-*.npy")):  # by name: the first part holding a sentence wins
+        for path in sorted(
+            self.dir.glob("part-*.npy")
+        ):  # by name: the first part holding a sentence wins
             part = self._open_part(path)
             if part is None:
                 continue
@@ -107,8 +121,12 @@ class VectorStore:
     def _without_repeats(self, path: Path, part: np.ndarray, rows: list[int]) -> np.ndarray | None:
         """Rewrite a part that repeats sentences an earlier part holds (two runs encoding the same
         window at once), keeping only ``rows``: the store never keeps two rows for one sentence."""
-        log.info("cache: %s repeats %d sentence(s) of earlier parts; keeping %d new row(s)", path,
-                 len(part) - len(rows), len(rows))
+        log.info(
+            "cache: %s repeats %d sentence(s) of earlier parts; keeping %d new row(s)",
+            path,
+            len(part) - len(rows),
+            len(rows),
+        )
         kept = None
         if rows:
             name = self._write_part(np.ascontiguousarray(part[rows]))
@@ -127,7 +145,9 @@ class VectorStore:
         return name
 
     def _name_digest(self, data: bytes) -> str:
-        return (authenticity.tag(self.secret, data) if self.secret else hashlib.sha256(data).hexdigest())[:32]
+        return (
+            authenticity.tag(self.secret, data) if self.secret else hashlib.sha256(data).hexdigest()
+        )[:32]
 
     def _authentic(self, path: Path, expected: str) -> bool:
         """Whether the part's bytes carry the tag its name claims (only asked with a secret)."""
@@ -137,8 +157,13 @@ class VectorStore:
             return True  # unreadable: _open_part's own checks say so
         if hmac.compare_digest(self._name_digest(data), expected):
             return True
-        log.warning("cache: %s is not authenticated by $%s (written without the secret, or by someone else); "
-                    "ignoring it, its sentences will be encoded again", path, authenticity.SECRET_ENV)
+        log.warning(
+            "cache: %s is not authenticated by $%s (written without the secret, or by someone "
+            "else); "
+            "ignoring it, its sentences will be encoded again",
+            path,
+            authenticity.SECRET_ENV,
+        )
         return False
 
     def _open_part(self, path: Path) -> np.ndarray | None:
@@ -146,12 +171,18 @@ class VectorStore:
         if self.secret and path.is_file() and not self._authentic(path, expected):
             return None  # left in place: it may be another user's (cache shared without the secret)
         if path.is_dir() and not path.is_symlink():
-            log.warning("cache: %s is a folder where a part file belongs; removing it, its sentences will be "
-                        "encoded again", path)
+            log.warning(
+                "cache: %s is a folder where a part file belongs; removing it, its sentences will "
+                "be "
+                "encoded again",
+                path,
+            )
             shutil.rmtree(path, ignore_errors=True)
             return None
         try:
-            if not self.secret and not file_sha256(path).startswith(expected):  # a secret's tag checked it
+            if not self.secret and not file_sha256(path).startswith(
+                expected
+            ):  # a secret's tag checked it
                 raise ValueError("checksum mismatch")
             part = np.load(path, mmap_mode="r", allow_pickle=False)
             if part.dtype != _row_dtype(self.dim or 0):
@@ -160,8 +191,11 @@ class VectorStore:
         except FileNotFoundError:
             return None  # removed by a concurrent writer between listing and opening
         except (OSError, ValueError) as err:
-            log.warning("cache: %s is corrupt (%s); discarding it, its sentences will be encoded again",
-                        path, err)
+            log.warning(
+                "cache: %s is corrupt (%s); discarding it, its sentences will be encoded again",
+                path,
+                err,
+            )
             path.unlink(missing_ok=True)
             return None
 

@@ -16,7 +16,11 @@ DTYPES = ("fp32", "bf16", "fp16")
 def device_list(requested: str) -> list[str]:
     """``cuda:0,1`` → ["cuda:0", "cuda:1"]; anything else is a single device (not yet checked)."""
     if requested.startswith("cuda:") and "," in requested:
-        return [f"cuda:{index.strip()}" for index in requested.removeprefix("cuda:").split(",") if index.strip()]
+        return [
+            f"cuda:{index.strip()}"
+            for index in requested.removeprefix("cuda:").split(",")
+            if index.strip()
+        ]
     return [requested]
 
 
@@ -32,11 +36,15 @@ def resolve_device(requested: str) -> str:
         return "cpu"
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise UserError(f"--device {requested}: no CUDA GPU is visible to torch; use --device cpu or auto")
+            raise UserError(
+                f"--device {requested}: no CUDA GPU is visible to torch; use --device cpu or auto"
+            )
         index = requested.partition(":")[2]
         if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
-            raise UserError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA "
-                            f"device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise UserError(
+                f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA "
+                f"device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}"
+            )
         return requested
     raise UserError(f"--device {requested}: expected auto, cpu, cuda, cuda:N or cuda:N,M,...")
 

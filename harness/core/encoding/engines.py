@@ -1,7 +1,7 @@
 """The two encoder implementations behind the forward pass: transformers' Auto classes (any
-BERT-like checkpoint) and :mod:`harness.core.encoding.native` (BERT, RoBERTa, MPNet and DeBERTa-v2/v3,
-without importing transformers).
-Both expose tokenize / length / batch / forward, so the forward pass does not care which runs."""
+BERT-like checkpoint) and :mod:`harness.core.encoding.native` (BERT, RoBERTa, MPNet and
+DeBERTa-v2/v3, without importing transformers). Both expose tokenize / length / batch / forward, so
+the forward pass does not care which runs."""
 
 from __future__ import annotations
 
@@ -26,8 +26,11 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
     if requested not in IMPLS:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
-        raise UserError(f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet or DeBERTa-v2/v3 with "
-                        "model.safetensors and tokenizer.json; use --encoder-impl transformers")
+        raise UserError(
+            f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet or "
+            "DeBERTa-v2/v3 with model.safetensors and tokenizer.json; use --encoder-impl "
+            "transformers"
+        )
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"
     return requested
@@ -60,7 +63,7 @@ def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
     import importlib.metadata
     import re
 
-    numbers = re.findall(r"\d+", importlib.metadata.version(package))[:len(wanted)]
+    numbers = re.findall(r"\d+", importlib.metadata.version(package))[: len(wanted)]
     return tuple(int(n) for n in numbers) >= wanted
 
 
@@ -77,18 +80,26 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
     # transformers 4.56 renamed torch_dtype to dtype (the old name warns from 5.0 on)
     dtype_arg = "dtype" if _version_at_least("transformers", (4, 56)) else "torch_dtype"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(ref.path, local_files_only=True,
-                                                  trust_remote_code=trust_remote_code)
-        model, info = AutoModel.from_pretrained(ref.path, local_files_only=True, trust_remote_code=trust_remote_code,
-                                                output_loading_info=True, low_cpu_mem_usage=True,
-                                                **{dtype_arg: torch_dtype(weights) or torch.float32})
+        tokenizer = AutoTokenizer.from_pretrained(
+            ref.path, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+        model, info = AutoModel.from_pretrained(
+            ref.path,
+            local_files_only=True,
+            trust_remote_code=trust_remote_code,
+            output_loading_info=True,
+            low_cpu_mem_usage=True,
+            **{dtype_arg: torch_dtype(weights) or torch.float32},
+        )
     except (OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
     if tokenizer.pad_token is None:
         # Batches hold texts of one token length, so nothing is ever padded; transformers' pad()
         # still wants a pad token to exist (GPT-2, Llama and Qwen tokenizers have none).
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token or tokenizer.convert_ids_to_tokens(0)
+        tokenizer.pad_token = (
+            tokenizer.eos_token or tokenizer.unk_token or tokenizer.convert_ids_to_tokens(0)
+        )
     return tokenizer, model.eval(), list(info.get("missing_keys", []))
 
 
@@ -112,7 +123,8 @@ class TransformersEngine:
         self.max_length = usable_length(settings.max_length, ref.max_positions)
         # transformers fills absent pooler weights with random ones; never hand those out.
         self.pooler_random = any("pooler" in key for key in missing)
-        # Encoders: fp32 weights, mixed precision from autocast. Half weights compute in their dtype.
+        # Encoders: fp32 weights, mixed precision from autocast. Half weights compute in their
+        # dtype.
         self.handles_dtype = weights != "fp32"
 
     def tokenize(self, texts: list[str]) -> list[dict]:
@@ -122,9 +134,13 @@ class TransformersEngine:
     def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Per text, 1 for the sentence's own tokens (the tokenizer's character offsets)."""
         if not self.tokenizer.is_fast:
-            raise UserError("mean_sentence pooling needs a fast tokenizer (tokenizer.json) for character offsets; "
-                            "this backbone has a slow one: use mean pooling")
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length, return_offsets_mapping=True)
+            raise UserError(
+                "mean_sentence pooling needs a fast tokenizer (tokenizer.json) for character "
+                "offsets; this backbone has a slow one: use mean pooling"
+            )
+        encoded = self.tokenizer(
+            texts, truncation=True, max_length=self.max_length, return_offsets_mapping=True
+        )
         return tokenizer_sentence_masks(encoded["offset_mapping"], spans)
 
     @staticmethod
@@ -141,9 +157,10 @@ class TransformersEngine:
 
 
 class NativeEngine:
-    """:mod:`harness.core.encoding.native`: the same function as transformers' model without importing it. It does
-    its own mixed precision (``handles_dtype``), so the forward pass runs it without autocast. It packs
-    a batch's real tokens (``packs_rows``), so its batches may mix token lengths."""
+    """:mod:`harness.core.encoding.native`: the same function as transformers' model without
+    importing it. It does its own mixed precision (``handles_dtype``), so the forward pass runs it
+    without autocast. It packs a batch's real tokens (``packs_rows``), so its batches may mix token
+    lengths."""
 
     packs_rows = True
 

@@ -1,13 +1,13 @@
 """The backbone forward pass: one pass per sentence emits every requested pooled view.
 
-Sentences are tokenized and sorted by token length (longest first, so an out-of-memory error
-shows up in the first batch, not the last). A padded encoder (transformers) gets batches of one
-length, so nothing is padded; the native encoder packs rows and gets batches of mixed lengths; either
-way a sentence's vector never depends on its batch-mates (:mod:`.batching`). Each batch runs once under
+Sentences are tokenized and sorted by token length (longest first, so an out-of-memory error shows
+up in the first batch, not the last). A padded encoder (transformers) gets batches of one length, so
+nothing is padded; the native encoder packs rows and gets batches of mixed lengths; either way a
+sentence's vector never depends on its batch-mates (:mod:`.batching`). Each batch runs once under
 ``torch.inference_mode`` with ``output_hidden_states=True`` and every view (e.g. cls@12, mean@12,
 mean@1) is pooled from that one output. Batches hold ``batch_size`` sentences, or with
-``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the
-batch and retries it (and later batches stay at the smaller size) instead of failing the run.
+``batch_size=0`` ("auto") as many as fit a token budget. A CUDA out-of-memory error halves the batch
+and retries it (and later batches stay at the smaller size) instead of failing the run.
 """
 
 from __future__ import annotations
@@ -22,8 +22,19 @@ import numpy as np
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.batching import equal_length_batches, packed_batches, topped_up
 from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
-from harness.core.encoding.engines import NativeEngine, TransformersEngine, resolve_impl, weight_dtype
-from harness.core.encoding.pooling import ATTENTION_MASK, SENTENCE_MASK, View, check_view_on, pool_view
+from harness.core.encoding.engines import (
+    NativeEngine,
+    TransformersEngine,
+    resolve_impl,
+    weight_dtype,
+)
+from harness.core.encoding.pooling import (
+    ATTENTION_MASK,
+    SENTENCE_MASK,
+    View,
+    check_view_on,
+    pool_view,
+)
 from harness.core.encoding.prompts import Prompt
 from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
 from harness.core.errors import ResourceError, UserError
@@ -57,7 +68,9 @@ def bound_kernel_cache() -> None:
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", KERNEL_CACHE_CAPACITY)
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int, packs_rows: bool = False) -> list[list[int]]:
+def plan_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int, packs_rows: bool = False
+) -> list[list[int]]:
     """Index batches, longest first: fixed ``batch_size``, or (batch_size 0) as many as fit
     ``max_tokens``. Items of one token length each for a padded encoder; lengths mixed for one that
     packs rows (``packs_rows``), which never pads. Either way a sentence's vector does not depend on
@@ -85,8 +98,14 @@ def warn_emulated_half(dtype: str) -> None:
     native = bf16_native_on_cpu() if dtype == "bf16" else fp16_native_on_cpu()
     if not native and dtype not in _WARNED:
         _WARNED.add(dtype)
-        log.warning("--dtype %s: this CPU has no %s instructions (AVX512-%s, AMX or AVX-NE-CONVERT), so torch "
-                    "emulates it, slower than fp32; use --dtype fp32 here", dtype, dtype, dtype.upper())
+        log.warning(
+            "--dtype %s: this CPU has no %s instructions (AVX512-%s, AMX or AVX-NE-CONVERT), so "
+            "torch "
+            "emulates it, slower than fp32; use --dtype fp32 here",
+            dtype,
+            dtype,
+            dtype.upper(),
+        )
 
 
 _WARNED: set[str] = set()
@@ -100,8 +119,12 @@ def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
 
     out = torch.zeros_like(attention_mask)
     for row, values in enumerate(rows):
-        real = attention_mask[row].nonzero().flatten()  # the positions of the row's own tokens, in order
-        out[row, real[:len(values)]] = torch.tensor(list(values)[:len(real)], dtype=out.dtype, device=out.device)
+        real = (
+            attention_mask[row].nonzero().flatten()
+        )  # the positions of the row's own tokens, in order
+        out[row, real[: len(values)]] = torch.tensor(
+            list(values)[: len(real)], dtype=out.dtype, device=out.device
+        )
     return out
 
 
@@ -132,7 +155,9 @@ class ForwardPass:
             from harness.core.encoding.memory import check_weights_fit
 
             weights = weight_dtype(self.ref, self.settings.dtype, self.impl)
-            check_weights_fit(self.ref, weights, self.device)  # before loading: one line, not an OOM kill
+            check_weights_fit(
+                self.ref, weights, self.device
+            )  # before loading: one line, not an OOM kill
             engine_class = NativeEngine if self.impl == "native" else TransformersEngine
             self._engine = engine_class(self.ref, self.settings, self.device)
             budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)
@@ -143,17 +168,22 @@ class ForwardPass:
         """A second copy of the backbone in train mode: dropout active, as BERT-flow fits."""
         if self._dropout_engine is None:
             self._ensure_loaded()
-            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)  # type: ignore[arg-type]  # device: set by _ensure_loaded
+            # device: set by _ensure_loaded
+            self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)  # type: ignore[arg-type]
             self._dropout_engine.model.train()
         return self._dropout_engine
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Tokens per text after truncation, special tokens included (what the model computes on)."""
+        """Tokens per text after truncation, special tokens included (what the model computes
+        on)."""
         engine = self._ensure_loaded()
-        # the engine is one of two classes whose items differ; each engine only gets back its own items
+        # the engine is one of two classes whose items differ; each engine only gets back its own
+        # items
         return [engine.length(item) for item in engine.tokenize(list(texts))]  # type: ignore[arg-type]
 
-    def encode_all(self, texts: Sequence[str], views: Sequence[View], dropout: bool = False) -> dict[View, np.ndarray]:
+    def encode_all(
+        self, texts: Sequence[str], views: Sequence[View], dropout: bool = False
+    ) -> dict[View, np.ndarray]:
         """Every text's vectors in input order (no cache involved): for callers that need fresh
         vectors — dropout-encoded fit sets, timing a real forward pass."""
         unique_texts = list(dict.fromkeys(texts))
@@ -167,8 +197,9 @@ class ForwardPass:
         rows = [position[text] for text in texts]
         return {view: np.concatenate(parts[view])[rows] for view in views}
 
-    def run(self, texts: Sequence[str], views: Sequence[View],
-            dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+    def run(
+        self, texts: Sequence[str], views: Sequence[View], dropout: bool = False
+    ) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
         """Yield ``(window_texts, {view: float32 (n, d)})`` window by window (``settings.window``
         sentences), so memory stays bounded and callers can store each window as it finishes.
 
@@ -176,27 +207,36 @@ class ForwardPass:
         such vectors are never cached.
         """
         size = self.settings.window
-        windows = [list(texts[start:start + size]) for start in range(0, len(texts), size)]
+        windows = [list(texts[start : start + size]) for start in range(0, len(texts), size)]
         yield from self.encode_windows(windows, views, dropout)
 
-    def encode_windows(self, windows: Sequence[Sequence[str]], views: Sequence[View],
-                       dropout: bool = False) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
+    def encode_windows(
+        self, windows: Sequence[Sequence[str]], views: Sequence[View], dropout: bool = False
+    ) -> Iterator[tuple[list[str], dict[View, np.ndarray]]]:
         """Encode each window as a unit (its own length-sorted batches): the same window always
         gives the same vectors, whichever process or device runs it and whatever ran before."""
         from harness.core.progress import progress_bar
 
         engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
         # a tqdm bar on a terminal, a line every ~10 s in a log (harness.core.progress)
-        passes = len({view.prompt for view in views}) or 1  # one pass per prompt: the text read differs
-        bar = progress_bar(passes * sum(len(w) for w in windows), f"encode {self.ref.name}", "sentence",
-                           self.settings.progress)
+        passes = (
+            len({view.prompt for view in views}) or 1
+        )  # one pass per prompt: the text read differs
+        bar = progress_bar(
+            passes * sum(len(w) for w in windows),
+            f"encode {self.ref.name}",
+            "sentence",
+            self.settings.progress,
+        )
         try:
             for window in windows:
                 yield list(window), self._encode_window(engine, list(window), views, bar)
         finally:
             bar.close()
 
-    def _encode_window(self, engine, window: list[str], views: Sequence[View], bar) -> dict[View, np.ndarray]:
+    def _encode_window(
+        self, engine, window: list[str], views: Sequence[View], bar
+    ) -> dict[View, np.ndarray]:
         """Every view of ``window``: one forward pass per prompt among ``views`` (the prompt changes
         the text the model reads; pooling and layer do not), each pooled into its views."""
         for view in views:
@@ -213,19 +253,29 @@ class ForwardPass:
                 self._warn_cut_prompts(prompt, texts, lengths, engine)
             sentence_masks = None
             if any(view.mask == SENTENCE_MASK for view in group):
-                sentence_masks = engine.sentence_masks(texts, [prompt.span(text) for text in window])
+                sentence_masks = engine.sentence_masks(
+                    texts, [prompt.span(text) for text in window]
+                )
             for batch_ids in plan_batches(lengths, self._cap, self._budget, engine.packs_rows):
-                for ids, arrays in self._forward_with_backoff(engine, items, lengths, batch_ids, group, sentence_masks):
+                for ids, arrays in self._forward_with_backoff(
+                    engine, items, lengths, batch_ids, group, sentence_masks
+                ):
                     for view in group:
                         if view not in filled:
-                            filled[view] = np.empty((len(window), arrays[view].shape[1]), np.float32)
+                            filled[view] = np.empty(
+                                (len(window), arrays[view].shape[1]), np.float32
+                            )
                         filled[view][ids] = arrays[view]
-                    self.sentences_forwarded += len(ids)  # a sentence under two prompts is two passes
+                    self.sentences_forwarded += len(
+                        ids
+                    )  # a sentence under two prompts is two passes
                     bar.update(len(ids))
         release_free_memory()
         return filled
 
-    def _warn_cut_prompts(self, prompt: Prompt, texts: Sequence[str], lengths: Sequence[int], engine) -> None:
+    def _warn_cut_prompts(
+        self, prompt: Prompt, texts: Sequence[str], lengths: Sequence[int], engine
+    ) -> None:
         """A prompted text cut at --max-length loses the prompt's end (PromptEOL's ``means in one
         word:"``), so its last token is no longer the prompt's: say how many, once per prompt."""
         limit = engine.max_length  # both engines truncate there
@@ -234,49 +284,83 @@ class ForwardPass:
         cut = sum(1 for length in lengths if length >= limit)
         if cut and prompt not in self._cut_warned:
             self._cut_warned.add(prompt)
-            log.warning("prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt may be cut "
-                        "off them; raise --max-length", prompt, cut, limit)
+            log.warning(
+                "prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt "
+                "may be cut "
+                "off them; raise --max-length",
+                prompt,
+                cut,
+                limit,
+            )
 
     def _pool(self, states, pooled, masks, view: View) -> np.ndarray:
         array = pool_view(states, pooled, masks, view)
         if array is None:
-            raise UserError(f"backbone {self.ref.name} has no trained pooler weights (pooler.dense.*); its pooler "
-                            "output would be random: use --simcse-pooler cls_before_pooler, or a checkpoint with a "
-                            "pooler")
+            raise UserError(
+                f"backbone {self.ref.name} has no trained pooler weights (pooler.dense.*); its "
+                "pooler output would be random: use --simcse-pooler cls_before_pooler, or a "
+                "checkpoint with a pooler"
+            )
         return array
 
-    def _forward_with_backoff(self, engine, items, lengths: Sequence[int], ids: list[int], views: Sequence[View],
-                              sentence_masks: Sequence[Sequence[int]] | None = None,
-                              ) -> list[tuple[list[int], dict[View, np.ndarray]]]:
+    def _forward_with_backoff(
+        self,
+        engine,
+        items,
+        lengths: Sequence[int],
+        ids: list[int],
+        views: Sequence[View],
+        sentence_masks: Sequence[Sequence[int]] | None = None,
+    ) -> list[tuple[list[int], dict[View, np.ndarray]]]:
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
         autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
         try:
             rows = topped_up(ids, lengths)  # tiny batches: see batching.py
-            batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
+            batch = {
+                k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()
+            }
             masks = {ATTENTION_MASK: batch["attention_mask"]}
             if sentence_masks is not None:
-                masks[SENTENCE_MASK] = _right_padded([sentence_masks[i] for i in rows], batch["attention_mask"])
+                masks[SENTENCE_MASK] = _right_padded(
+                    [sentence_masks[i] for i in rows], batch["attention_mask"]
+                )
             # self.device: str | None is set by _ensure_loaded, which made the engine
-            with torch.inference_mode(), torch.autocast(self.device.split(":")[0],  # type: ignore[union-attr]
-                                                        dtype=autocast_dtype or torch.float32,
-                                                        enabled=autocast_dtype is not None):
+            with (
+                torch.inference_mode(),
+                torch.autocast(
+                    self.device.split(":")[0],  # type: ignore[union-attr]
+                    dtype=autocast_dtype or torch.float32,
+                    enabled=autocast_dtype is not None,
+                ),
+            ):
                 states, pooled = engine.forward(batch)
-                arrays = {view: self._pool(states, pooled, masks, view)[:len(ids)] for view in views}
+                arrays = {
+                    view: self._pool(states, pooled, masks, view)[: len(ids)] for view in views
+                }
             return [(ids, arrays)]
         except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
                 raise
             if len(ids) == 1:
-                raise ResourceError(f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
-                                "lower --max-length or use another device") from None
+                raise ResourceError(
+                    f"out of memory on {self.device} even for one sentence with {self.ref.name}; "
+                    "lower --max-length or use another device"
+                ) from None
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             half = len(ids) // 2
             self._cap = half if self._cap else 0
             self._budget = max(1, self._budget // 2)
-            log.warning("out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
-                        self.device, len(ids), half)
-            return (self._forward_with_backoff(engine, items, lengths, ids[:half], views, sentence_masks)
-                    + self._forward_with_backoff(engine, items, lengths, ids[half:], views, sentence_masks))
+            log.warning(
+                "out of memory on %s with a batch of %d; retrying it in halves (later batches: %d)",
+                self.device,
+                len(ids),
+                half,
+            )
+            return self._forward_with_backoff(
+                engine, items, lengths, ids[:half], views, sentence_masks
+            ) + self._forward_with_backoff(
+                engine, items, lengths, ids[half:], views, sentence_masks
+            )

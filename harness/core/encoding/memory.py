@@ -56,7 +56,9 @@ def available_bytes(device: str) -> int | None:
     return min(known) if known else None
 
 
-def check_weights_fit(ref: BackboneRef, weights: str, device: str, available: int | None = None) -> None:
+def check_weights_fit(
+    ref: BackboneRef, weights: str, device: str, available: int | None = None
+) -> None:
     """Raise :class:`ResourceError` (exit 3) when ``ref``'s weights in ``weights`` with
     :data:`HEADROOM` exceed what ``device`` has free; silent when either size is unknown.
 
@@ -68,7 +70,9 @@ def check_weights_fit(ref: BackboneRef, weights: str, device: str, available: in
     if need is None or have is None or need * HEADROOM <= have:
         return
     half = " (--dtype bf16 halves it)" if weights == "fp32" else ""
-    raise ResourceError(f"backbone {ref.name}: its weights take {need / GIB:.1f} GiB in {weights}{half}, and "
-                        f"{device} has {have / GIB:.1f} GiB available; it would not fit with room to encode "
-                        f"(needs about {need * HEADROOM / GIB:.1f} GiB): use a smaller model, --dtype bf16, or a "
-                        "machine or device with more memory")
+    raise ResourceError(
+        f"backbone {ref.name}: its weights take {need / GIB:.1f} GiB in {weights}{half}, and "
+        f"{device} has {have / GIB:.1f} GiB available; it would not fit with room to encode (needs "
+        f"about {need * HEADROOM / GIB:.1f} GiB): use a smaller model, --dtype bf16, or a machine "
+        "or device with more memory"
+    )

@@ -32,6 +32,8 @@ def load_native(folder: Path) -> NativeEncoder:
 
         return load_native_bert(folder)
     except KeyError as missing:
-        raise UserError(f"backbone {folder}: model.safetensors lacks {missing.args[0]}, which a {model_type} "
-                        "checkpoint has; the file may be truncated or from another model: re-save it, or run it "
-                        "with --encoder-impl transformers") from None
+        raise UserError(
+            f"backbone {folder}: model.safetensors lacks {missing.args[0]}, which a {model_type} "
+            "checkpoint has; the file may be truncated or from another model: re-save it, or run "
+            "it with --encoder-impl transformers"
+        ) from None

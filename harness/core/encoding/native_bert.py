@@ -5,8 +5,8 @@
 Why it exists: importing transformers' model classes costs ~4 s of a ~12 s cold run on 2 CPU cores
 (``benchmarks/vs_peers.py``), more than the forward pass itself, and a forward of its own can skip
 padding and use kernels fitted to short sentences (:mod:`harness.core.encoding.kernels`). The layers
-are :class:`harness.core.encoding.native_encoder.NativeEncoder`'s; this module adds BERT's embeddings.
-Training (SimCSE, DSE) always uses transformers.
+are :class:`harness.core.encoding.native_encoder.NativeEncoder`'s; this module adds BERT's
+embeddings. Training (SimCSE, DSE) always uses transformers.
 
 RoBERTa's layers are BERT's; its embeddings count positions from ``pad_token_id + 1`` (real tokens
 only, so the token at column j of a sentence gets position ``j + pad_token_id + 1``; with RoBERTa's
@@ -23,13 +23,24 @@ from torch import nn
 
 from harness.core.encoding.backbone import position_offset
 from harness.core.encoding.kernels import ACTIVATIONS, Packing
-from harness.core.encoding.native_encoder import NativeEncoder, NativeTokenizer, layer_state, read_config, read_weights
+from harness.core.encoding.native_encoder import (
+    NativeEncoder,
+    NativeTokenizer,
+    layer_state,
+    read_config,
+    read_weights,
+)
 
 __all__ = ["ACTIVATIONS", "NativeBert", "NativeTokenizer", "load_native_bert"]
 
-BERT_LAYER = {"qkv": ("attention.self.query", "attention.self.key", "attention.self.value"),
-              "out": "attention.output.dense", "norm1": "attention.output.LayerNorm",
-              "up": "intermediate.dense", "down": "output.dense", "norm2": "output.LayerNorm"}
+BERT_LAYER = {
+    "qkv": ("attention.self.query", "attention.self.key", "attention.self.value"),
+    "out": "attention.output.dense",
+    "norm1": "attention.output.LayerNorm",
+    "up": "intermediate.dense",
+    "down": "output.dense",
+    "norm2": "output.LayerNorm",
+}
 
 
 class NativeBert(NativeEncoder):
@@ -44,21 +55,35 @@ class NativeBert(NativeEncoder):
         self.norm = nn.LayerNorm(hidden, eps=config.get("layer_norm_eps", 1e-12))
         self.position_offset = position_offset(config)
 
-    def embed(self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
-        types = packing.gather(token_type_ids) if token_type_ids is not None else torch.zeros_like(packing.columns)
+    def embed(
+        self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
+    ) -> torch.Tensor:
+        types = (
+            packing.gather(token_type_ids)
+            if token_type_ids is not None
+            else torch.zeros_like(packing.columns)
+        )
         positions = packing.columns + self.position_offset
-        return self.norm(self.word(packing.gather(input_ids)) + self.position(positions) + self.token_type(types))
+        return self.norm(
+            self.word(packing.gather(input_ids)) + self.position(positions) + self.token_type(types)
+        )
 
 
 def load_native_bert(folder: Path) -> NativeBert:
-    """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing tensor."""
+    """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing
+    tensor."""
     config = read_config(folder)
-    hf = read_weights(folder, ("bert.", "roberta."))  # checkpoints saved from BertFor* / RobertaFor* heads
+    hf = read_weights(
+        folder, ("bert.", "roberta.")
+    )  # checkpoints saved from BertFor* / RobertaFor* heads
     model = NativeBert(config, with_pooler="pooler.dense.weight" in hf)
-    mapping = {"word.weight": "embeddings.word_embeddings.weight",
-               "position.weight": "embeddings.position_embeddings.weight",
-               "token_type.weight": "embeddings.token_type_embeddings.weight",
-               "norm.weight": "embeddings.LayerNorm.weight", "norm.bias": "embeddings.LayerNorm.bias"}
+    mapping = {
+        "word.weight": "embeddings.word_embeddings.weight",
+        "position.weight": "embeddings.position_embeddings.weight",
+        "token_type.weight": "embeddings.token_type_embeddings.weight",
+        "norm.weight": "embeddings.LayerNorm.weight",
+        "norm.bias": "embeddings.LayerNorm.bias",
+    }
     if model.pooler is not None:
         mapping |= {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
     state = {ours: hf[theirs] for ours, theirs in mapping.items()}

@@ -33,13 +33,23 @@ import torch
 from torch import nn
 
 from harness.core.encoding.kernels import Packing, ScoreBias
-from harness.core.encoding.native_encoder import NativeEncoder, layer_state, read_config, read_weights
+from harness.core.encoding.native_encoder import (
+    NativeEncoder,
+    layer_state,
+    read_config,
+    read_weights,
+)
 
 __all__ = ["NativeDeberta", "attention_terms", "load_native_deberta", "relative_positions"]
 
-DEBERTA_LAYER = {"qkv": ("attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj"),
-                 "out": "attention.output.dense", "norm1": "attention.output.LayerNorm",
-                 "up": "intermediate.dense", "down": "output.dense", "norm2": "output.LayerNorm"}
+DEBERTA_LAYER = {
+    "qkv": ("attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj"),
+    "out": "attention.output.dense",
+    "norm1": "attention.output.LayerNorm",
+    "up": "intermediate.dense",
+    "down": "output.dense",
+    "norm2": "output.LayerNorm",
+}
 
 
 def attention_terms(config: dict[str, Any]) -> list[str]:
@@ -51,7 +61,8 @@ def attention_terms(config: dict[str, Any]) -> list[str]:
 
 
 def span(config: dict[str, Any]) -> int:
-    """s: rows of the relative table on each side (``position_buckets``, else the largest distance)."""
+    """s: rows of the relative table on each side (``position_buckets``, else the largest
+    distance)."""
     largest = config.get("max_relative_positions", -1)
     if largest < 1:
         largest = config["max_position_embeddings"]
@@ -59,7 +70,9 @@ def span(config: dict[str, Any]) -> int:
     return buckets if buckets > 0 else largest
 
 
-def relative_positions(length: int, config: dict[str, Any], device: torch.device | str = "cpu") -> torch.Tensor:
+def relative_positions(
+    length: int, config: dict[str, Any], device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """(length, length) δ(i, j) = i - j, log-bucketed beyond ``position_buckets / 2`` when set.
 
     >>> relative_positions(3, {"position_buckets": 256, "max_relative_positions": 512}).tolist()
@@ -74,11 +87,15 @@ def relative_positions(length: int, config: dict[str, Any], device: torch.device
     if buckets <= 0:
         return delta
     mid = buckets // 2
-    # inside (-mid, mid) δ is kept; beyond, ceil(log(|δ|/mid) / log((largest-1)/mid) · (mid-1)) + mid,
-    # signed. The float32 arithmetic is transformers' (ceil decides the boundaries).
+    # inside (-mid, mid) δ is kept; beyond, ceil(log(|δ|/mid) / log((largest-1)/mid) · (mid-1)) +
+    # mid, signed. The float32 arithmetic is transformers' (ceil decides the boundaries).
     magnitude = torch.where(delta.abs() < mid, torch.full_like(delta, mid - 1), delta.abs())
-    logarithmic = torch.ceil(torch.log(magnitude / mid) / torch.log(torch.tensor((largest - 1) / mid))
-                             * (mid - 1)) + mid
+    logarithmic = (
+        torch.ceil(
+            torch.log(magnitude / mid) / torch.log(torch.tensor((largest - 1) / mid)) * (mid - 1)
+        )
+        + mid
+    )
     return torch.where(magnitude <= mid, delta.float(), logarithmic * torch.sign(delta)).long()
 
 
@@ -91,8 +108,11 @@ class NativeDeberta(NativeEncoder):
         width = config.get("embedding_size") or hidden
         self.config = config
         self.word = nn.Embedding(config["vocab_size"], width)
-        self.position = (nn.Embedding(config["max_position_embeddings"], width)
-                         if config.get("position_biased_input", True) else None)
+        self.position = (
+            nn.Embedding(config["max_position_embeddings"], width)
+            if config.get("position_biased_input", True)
+            else None
+        )
         types = config.get("type_vocab_size", 0)
         self.token_type = nn.Embedding(types, width) if types > 0 else None
         self.project = nn.Linear(width, hidden, bias=False) if width != hidden else None
@@ -102,20 +122,29 @@ class NativeDeberta(NativeEncoder):
         self.span = span(config)
         heads = config["num_attention_heads"]
         self.heads, self.head_dim = heads, hidden // heads
-        # 1/sqrt(d · (1 + terms)), by pos_att_type even without relative attention, as transformers does
-        self.scale = 1.0 / math.sqrt(self.head_dim * (1 + sum(t in self.terms for t in ("c2p", "p2c"))))
+        # 1/sqrt(d · (1 + terms)), by pos_att_type even without relative attention, as transformers
+        # does
+        self.scale = 1.0 / math.sqrt(
+            self.head_dim * (1 + sum(t in self.terms for t in ("c2p", "p2c")))
+        )
         self.attention_scale = self.scale
         # per layer: P_k and P_q as (heads, 2s, d) fp32 buffers (they move with the module), set by
         # load_native_deberta
         self.position_terms: list[tuple[str | None, str | None]] = []
         self._slices: dict[tuple[int, str], tuple[int, int, torch.Tensor, torch.Tensor]] = {}
 
-    def embed(self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    def embed(
+        self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
+    ) -> torch.Tensor:
         x = self.word(packing.gather(input_ids))
         if self.position is not None:
             x = x + self.position(packing.columns)
         if self.token_type is not None:
-            types = packing.gather(token_type_ids) if token_type_ids is not None else torch.zeros_like(packing.columns)
+            types = (
+                packing.gather(token_type_ids)
+                if token_type_ids is not None
+                else torch.zeros_like(packing.columns)
+            )
             x = x + self.token_type(types)
         if self.project is not None:
             x = self.project(x)
@@ -124,22 +153,30 @@ class NativeDeberta(NativeEncoder):
     def score_bias(self, layer: int) -> ScoreBias | None:
         if not self.relative or not self.terms:
             return None
-        keys, queries = (None if name is None else getattr(self, name) for name in self.position_terms[layer])
+        keys, queries = (
+            None if name is None else getattr(self, name) for name in self.position_terms[layer]
+        )
 
         def bias(q: torch.Tensor, k: torch.Tensor, length: int) -> torch.Tensor:
             low, high, c2p_index, p2c_index = self._rows(length, q.device)
             shape = (q.shape[0], self.heads, length, length)
             total = torch.zeros((), device=q.device)
             if keys is not None:  # q_i · P_k[r(i, j)]
-                total = total + per_sentence(q, keys[:, low:high]).gather(-1, c2p_index.expand(shape))
-            if queries is not None:  # k_j · P_q[r'(j, i)], gathered per key j then transposed to (i, j)
+                total = total + per_sentence(q, keys[:, low:high]).gather(
+                    -1, c2p_index.expand(shape)
+                )
+            if (
+                queries is not None
+            ):  # k_j · P_q[r'(j, i)], gathered per key j then transposed to (i, j)
                 by_key = per_sentence(k, queries[:, low:high]).gather(-1, p2c_index.expand(shape))
                 total = total + by_key.transpose(-1, -2)
             return total * self.scale
 
         return bias
 
-    def _rows(self, length: int, device: torch.device) -> tuple[int, int, torch.Tensor, torch.Tensor]:
+    def _rows(
+        self, length: int, device: torch.device
+    ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
         """For sentences of ``length`` tokens: the table rows read (low..high-1) and, relative to
         low, the row of each (i, j) for c2p and of each (j, i) for p2c."""
         key = (length, str(device))
@@ -159,18 +196,32 @@ def per_sentence(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     its group's count. (A broadcast ``matmul``, or a transposed view of the table, which a count of
     1 leaves uncopied, reaches other BLAS kernels and differed in the last bit.)"""
     count, heads, length, d = x.shape
-    table = rows.transpose(1, 2).expand(count, heads, d, rows.shape[1]).reshape(count * heads, d, rows.shape[1])
+    table = (
+        rows.transpose(1, 2)
+        .expand(count, heads, d, rows.shape[1])
+        .reshape(count * heads, d, rows.shape[1])
+    )
     table = table.contiguous()
-    return torch.bmm(x.reshape(count * heads, length, d), table).view(count, heads, length, rows.shape[1])
+    return torch.bmm(x.reshape(count * heads, length, d), table).view(
+        count, heads, length, rows.shape[1]
+    )
 
 
-def _position_terms(hf: dict[str, torch.Tensor], config: dict[str, Any], model: NativeDeberta) -> None:
+def _position_terms(
+    hf: dict[str, torch.Tensor], config: dict[str, Any], model: NativeDeberta
+) -> None:
     """P_k and P_q per layer from the LayerNorm-ed relative table (fp32, heads split)."""
     table = hf["encoder.rel_embeddings.weight"].float()[: 2 * model.span]
-    if "layer_norm" in [x.strip() for x in str(config.get("norm_rel_ebd", "none")).lower().split("|")]:
-        table = torch.nn.functional.layer_norm(table, table.shape[-1:], hf["encoder.LayerNorm.weight"].float(),
-                                               hf["encoder.LayerNorm.bias"].float(),
-                                               config.get("layer_norm_eps", 1e-7))
+    if "layer_norm" in [
+        x.strip() for x in str(config.get("norm_rel_ebd", "none")).lower().split("|")
+    ]:
+        table = torch.nn.functional.layer_norm(
+            table,
+            table.shape[-1:],
+            hf["encoder.LayerNorm.weight"].float(),
+            hf["encoder.LayerNorm.bias"].float(),
+            config.get("layer_norm_eps", 1e-7),
+        )
     shared = config.get("share_att_key", False)
 
     def project(i: int, kind: str, own: str) -> torch.Tensor:
@@ -180,7 +231,10 @@ def _position_terms(hf: dict[str, torch.Tensor], config: dict[str, Any], model: 
 
     for i in range(config["num_hidden_layers"]):
         names: list[str | None] = []
-        for term, kind, own in (("c2p", "pos_key_proj", "key_proj"), ("p2c", "pos_query_proj", "query_proj")):
+        for term, kind, own in (
+            ("c2p", "pos_key_proj", "key_proj"),
+            ("p2c", "pos_query_proj", "query_proj"),
+        ):
             names.append(f"{term}_rows_{i}" if term in model.terms else None)
             if term in model.terms:
                 model.register_buffer(f"{term}_rows_{i}", project(i, kind, own), persistent=False)
@@ -193,8 +247,11 @@ def load_native_deberta(folder: Path) -> NativeDeberta:
     config = read_config(folder)
     hf = read_weights(folder, ("deberta.",))  # checkpoints saved from DebertaV2For* heads
     model = NativeDeberta(config)
-    mapping = {"word.weight": "embeddings.word_embeddings.weight",
-               "norm.weight": "embeddings.LayerNorm.weight", "norm.bias": "embeddings.LayerNorm.bias"}
+    mapping = {
+        "word.weight": "embeddings.word_embeddings.weight",
+        "norm.weight": "embeddings.LayerNorm.weight",
+        "norm.bias": "embeddings.LayerNorm.bias",
+    }
     if model.position is not None:
         mapping["position.weight"] = "embeddings.position_embeddings.weight"
     if model.token_type is not None:

@@ -73,47 +73,68 @@ class NativeEncoder(nn.Module):
         self.act = config["hidden_act"]
         self.layers = nn.ModuleList(
             NativeLayer(hidden, config["num_attention_heads"], config["intermediate_size"], eps)
-            for _ in range(config["num_hidden_layers"]))
+            for _ in range(config["num_hidden_layers"])
+        )
         self.pooler = nn.Linear(hidden, hidden) if with_pooler else None
         self.compute_dtype = torch.float32
         self._kernels: list[dict[str, LinearKernel]] | None = None
 
-    def embed(self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    def embed(
+        self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
+    ) -> torch.Tensor:
         """The packed (tokens, hidden) fp32 input of the first layer."""
         raise NotImplementedError
 
     def score_bias(self, layer: int) -> ScoreBias | None:
-        """The relative-position term of layer ``layer``'s attention scores (None: plain attention)."""
+        """The relative-position term of layer ``layer``'s attention scores (None: plain
+        attention)."""
         return None
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None) -> tuple[PackedStates, torch.Tensor | None]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[PackedStates, torch.Tensor | None]:
         packing = Packing(attention_mask)
         x = self.embed(packing, input_ids, token_type_ids).to(self.compute_dtype)
         states = [x]
-        # layer is a NativeLayer, but nn.ModuleList types its items as Module, whose attributes are Tensor | Module
+        # layer is a NativeLayer, but nn.ModuleList types its items as Module, whose attributes are
+        # Tensor | Module
         for index, (layer, kernel) in enumerate(zip(self.layers, self._layer_kernels(x.device))):
-            attended = packed_attention(kernel["qkv"](x), packing, layer.heads,  # type: ignore[arg-type]
-                                        self.attention_scale, self.score_bias(index))
+            attended = packed_attention(
+                kernel["qkv"](x),
+                packing,
+                layer.heads,  # type: ignore[arg-type]
+                self.attention_scale,
+                self.score_bias(index),
+            )
             x = norm(kernel["out"](attended, residual=x), layer.norm1)  # type: ignore[arg-type]
             x = norm(kernel["down"](kernel["up"](x, act=self.act), residual=x), layer.norm2)  # type: ignore[arg-type]
             states.append(x)
         pooled = None
         if self.pooler is not None:
-            pooled = torch.tanh(self.pooler(x[packing.cls_rows].to(self.pooler.weight.dtype))).float()
+            pooled = torch.tanh(
+                self.pooler(x[packing.cls_rows].to(self.pooler.weight.dtype))
+            ).float()
         return PackedStates(packing, states), pooled
 
     def _layer_kernels(self, device: torch.device) -> list[dict[str, LinearKernel]]:
         if self._kernels is None:
             fused = fused_linear_available(device, self.compute_dtype)
-            self._kernels = [{name: LinearKernel(getattr(layer, name), fused) for name in ("qkv", "out", "up", "down")}
-                             for layer in self.layers]
+            self._kernels = [
+                {
+                    name: LinearKernel(getattr(layer, name), fused)
+                    for name in ("qkv", "out", "up", "down")
+                }
+                for layer in self.layers
+            ]
         return self._kernels
 
     def set_compute_dtype(self, dtype: torch.dtype) -> NativeEncoder:
-        """Run the layers in ``dtype`` (bf16/fp16): the layers' matrix weights and the pooler in that
-        dtype; embeddings, LayerNorm and precomputed position terms stay fp32. Call before the first
-        forward (and after moving the module)."""
+        """Run the layers in ``dtype`` (bf16/fp16): the layers' matrix weights and the pooler in
+        that dtype; embeddings, LayerNorm and precomputed position terms stay fp32. Call before the
+        first forward (and after moving the module)."""
         linears = [m for layer in self.layers for m in layer.modules() if isinstance(m, nn.Linear)]
         for linear in [*linears, *([self.pooler] if self.pooler is not None else [])]:
             linear.to(dtype)
@@ -126,9 +147,12 @@ def norm(x: torch.Tensor, layer_norm: nn.LayerNorm) -> torch.Tensor:
     """LayerNorm with fp32 weights: on CPU straight on a bf16/fp16 input (the kernel accumulates in
     fp32), elsewhere through an fp32 copy, which every backend supports."""
     if x.device.type == "cpu" or x.dtype == torch.float32:
-        return F.layer_norm(x, layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias, layer_norm.eps)
-    return F.layer_norm(x.float(), layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias,
-                        layer_norm.eps).to(x.dtype)
+        return F.layer_norm(
+            x, layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias, layer_norm.eps
+        )
+    return F.layer_norm(
+        x.float(), layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias, layer_norm.eps
+    ).to(x.dtype)
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -143,14 +167,22 @@ def read_weights(folder: Path, prefixes: tuple[str, ...]) -> dict[str, torch.Ten
     weights = load_file(str(folder / "model.safetensors"))
     for prefix in prefixes:
         if any(k.startswith(prefix) for k in weights):
-            weights = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+            weights = {
+                k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)
+            }
             break
     # Old TF conversions name LayerNorm parameters gamma/beta.
-    return {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
-            for k, v in weights.items()}
+    return {
+        k.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+            "LayerNorm.beta", "LayerNorm.bias"
+        ): v
+        for k, v in weights.items()
+    }
 
 
-def layer_state(hf: dict[str, torch.Tensor], layers: int, names: LayerNames) -> dict[str, torch.Tensor]:
+def layer_state(
+    hf: dict[str, torch.Tensor], layers: int, names: LayerNames
+) -> dict[str, torch.Tensor]:
     """Our layer tensors from a checkpoint's, the query/key/value projections concatenated.
 
     ``names`` maps ``qkv`` to the three projection names and ``out``, ``norm1``, ``up``, ``down``,
@@ -160,7 +192,9 @@ def layer_state(hf: dict[str, torch.Tensor], layers: int, names: LayerNames) -> 
     for i in range(layers):
         p = f"encoder.layer.{i}."
         for kind in ("weight", "bias"):
-            state[f"layers.{i}.qkv.{kind}"] = torch.cat([hf[f"{p}{name}.{kind}"] for name in names["qkv"]])
+            state[f"layers.{i}.qkv.{kind}"] = torch.cat(
+                [hf[f"{p}{name}.{kind}"] for name in names["qkv"]]
+            )
             for ours in ("out", "norm1", "up", "down", "norm2"):
                 state[f"layers.{i}.{ours}.{kind}"] = hf[f"{p}{names[ours]}.{kind}"]
     return state
@@ -198,8 +232,11 @@ class NativeTokenizer:
         types = np.zeros((len(items), length), dtype=np.int64)
         mask = np.zeros((len(items), length), dtype=np.int64)
         for row, (token_ids, type_ids) in enumerate(items):  # numpy rows: no tensor per sentence
-            ids[row, :len(token_ids)] = token_ids
-            types[row, :len(type_ids)] = type_ids
-            mask[row, :len(token_ids)] = 1
-        return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
-                "token_type_ids": torch.from_numpy(types)}
+            ids[row, : len(token_ids)] = token_ids
+            types[row, : len(type_ids)] = type_ids
+            mask[row, : len(token_ids)] = 1
+        return {
+            "input_ids": torch.from_numpy(ids),
+            "attention_mask": torch.from_numpy(mask),
+            "token_type_ids": torch.from_numpy(types),
+        }

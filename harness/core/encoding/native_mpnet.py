@@ -26,13 +26,23 @@ import torch
 from torch import nn
 
 from harness.core.encoding.kernels import Packing, ScoreBias
-from harness.core.encoding.native_encoder import NativeEncoder, layer_state, read_config, read_weights
+from harness.core.encoding.native_encoder import (
+    NativeEncoder,
+    layer_state,
+    read_config,
+    read_weights,
+)
 
 __all__ = ["NativeMPNet", "load_native_mpnet", "relative_buckets"]
 
-MPNET_LAYER = {"qkv": ("attention.attn.q", "attention.attn.k", "attention.attn.v"),
-               "out": "attention.attn.o", "norm1": "attention.LayerNorm",
-               "up": "intermediate.dense", "down": "output.dense", "norm2": "output.LayerNorm"}
+MPNET_LAYER = {
+    "qkv": ("attention.attn.q", "attention.attn.k", "attention.attn.v"),
+    "out": "attention.attn.o",
+    "norm1": "attention.LayerNorm",
+    "up": "intermediate.dense",
+    "down": "output.dense",
+    "norm2": "output.LayerNorm",
+}
 # transformers' MPNetEncoder buckets with these whatever the config says (its bias table has
 # ``relative_attention_num_buckets`` rows; native_supported requires 32).
 BUCKETS, MAX_DISTANCE = 32, 128
@@ -52,8 +62,9 @@ def relative_buckets(length: int, device: torch.device | str = "cpu") -> torch.T
     magnitude = distance.abs()
     # log-spaced beyond ``exact``, in float32 as transformers computes it (the truncation decides
     # bucket boundaries, so the arithmetic must be the same)
-    logarithmic = exact + (torch.log(magnitude.float() / exact) / math.log(MAX_DISTANCE / exact)
-                           * (half - exact)).to(torch.long)
+    logarithmic = exact + (
+        torch.log(magnitude.float() / exact) / math.log(MAX_DISTANCE / exact) * (half - exact)
+    ).to(torch.long)
     logarithmic = torch.clamp(logarithmic, max=half - 1)
     return (distance > 0).long() * half + torch.where(magnitude < exact, magnitude, logarithmic)
 
@@ -67,13 +78,18 @@ class NativeMPNet(NativeEncoder):
         self.word = nn.Embedding(config["vocab_size"], hidden)
         self.position = nn.Embedding(config["max_position_embeddings"], hidden)
         self.norm = nn.LayerNorm(hidden, eps=config.get("layer_norm_eps", 1e-12))
-        self.relative_bias = nn.Embedding(config.get("relative_attention_num_buckets", BUCKETS),
-                                          config["num_attention_heads"])
+        self.relative_bias = nn.Embedding(
+            config.get("relative_attention_num_buckets", BUCKETS), config["num_attention_heads"]
+        )
         self._bias_by_length: dict[int, torch.Tensor] = {}
 
-    def embed(self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    def embed(
+        self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
+    ) -> torch.Tensor:
         self._bias_by_length = {}  # weights may have moved or changed since the last batch
-        return self.norm(self.word(packing.gather(input_ids)) + self.position(packing.columns + POSITION_OFFSET))
+        return self.norm(
+            self.word(packing.gather(input_ids)) + self.position(packing.columns + POSITION_OFFSET)
+        )
 
     def score_bias(self, layer: int) -> ScoreBias:
         return self._length_bias
@@ -82,19 +98,25 @@ class NativeMPNet(NativeEncoder):
         """(heads, L, L): the same for every layer and sentence of this length."""
         if length not in self._bias_by_length:
             buckets = relative_buckets(length, q.device)
-            self._bias_by_length[length] = self.relative_bias(buckets).permute(2, 0, 1).float().contiguous()
+            self._bias_by_length[length] = (
+                self.relative_bias(buckets).permute(2, 0, 1).float().contiguous()
+            )
         return self._bias_by_length[length]
 
 
 def load_native_mpnet(folder: Path) -> NativeMPNet:
-    """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing tensor."""
+    """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing
+    tensor."""
     config = read_config(folder)
     hf = read_weights(folder, ("mpnet.",))  # checkpoints saved from MPNetFor* heads
     model = NativeMPNet(config, with_pooler="pooler.dense.weight" in hf)
-    mapping = {"word.weight": "embeddings.word_embeddings.weight",
-               "position.weight": "embeddings.position_embeddings.weight",
-               "norm.weight": "embeddings.LayerNorm.weight", "norm.bias": "embeddings.LayerNorm.bias",
-               "relative_bias.weight": "encoder.relative_attention_bias.weight"}
+    mapping = {
+        "word.weight": "embeddings.word_embeddings.weight",
+        "position.weight": "embeddings.position_embeddings.weight",
+        "norm.weight": "embeddings.LayerNorm.weight",
+        "norm.bias": "embeddings.LayerNorm.bias",
+        "relative_bias.weight": "encoder.relative_attention_bias.weight",
+    }
     if model.pooler is not None:
         mapping |= {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
     state = {ours: hf[theirs] for ours, theirs in mapping.items()}

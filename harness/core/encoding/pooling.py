@@ -34,7 +34,8 @@ def cls_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over non-padding positions, so a sentence's vector does not depend on its batch-mates'
-    lengths. Worked example: tokens (1, 3) and (5, 7) with mask (1, 0) → 1 and 3, padding ignored."""
+    lengths. Worked example: tokens (1, 3) and (5, 7) with mask (1, 0) → 1 and 3, padding
+    ignored."""
     weights = mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
 
@@ -47,12 +48,14 @@ def masked_mean_no_cls(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
 
 
 def last_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The vector at each row's last non-padding position, whichever side the padding is on.
-    Worked example: mask (1, 1, 0) → position 1 (right padding); mask (0, 1, 1) → position 2 (left)."""
+    """The vector at each row's last non-padding position, whichever side the padding is on. Worked
+    example: mask (1, 1, 0) → position 1 (right padding); mask (0, 1, 1) → position 2 (left)."""
     import torch
 
     positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
-    last = torch.where(mask.bool(), positions, torch.full_like(positions, -1)).amax(dim=1).clamp(min=0)
+    last = (
+        torch.where(mask.bool(), positions, torch.full_like(positions, -1)).amax(dim=1).clamp(min=0)
+    )
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
@@ -61,7 +64,8 @@ POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "mean": masked_mean,
     "mean_nocls": masked_mean_no_cls,
     "last": last_token,
-    "mean_sentence": masked_mean,  # over the sentence mask: the prompt's and special tokens left out
+    # over the sentence mask: the prompt's and special tokens left out
+    "mean_sentence": masked_mean,
 }
 POOLER = "pooler"  # BERT's pooler output: not a function of one layer, served by the engine
 ATTENTION_MASK, SENTENCE_MASK = "attention_mask", "sentence_mask"
@@ -82,7 +86,9 @@ class View:
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS and self.pooling != POOLER:
-            raise ValueError(f"unknown pooling {self.pooling!r}; known: {', '.join([*POOLINGS, POOLER])}")
+            raise ValueError(
+                f"unknown pooling {self.pooling!r}; known: {', '.join([*POOLINGS, POOLER])}"
+            )
 
     @property
     def mask(self) -> str:
@@ -90,20 +96,25 @@ class View:
         return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
 
     def __str__(self) -> str:
-        return f"{self.pooling}@{self.layer}" + (f" under prompt {self.prompt}" if self.prompt else "")
+        return f"{self.pooling}@{self.layer}" + (
+            f" under prompt {self.prompt}" if self.prompt else ""
+        )
 
 
 def check_view_on(backbone: str, causal: bool, view: View) -> None:
     """Refuse a view a causal model cannot give meaningfully: position 0 ([CLS], the pooler) has
     attended to one token there, so its vector says almost nothing about the sentence."""
     if causal and view.pooling in POSITION_ZERO:
-        raise UserError(f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
-                        f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "
-                        "--methods last (its last token, which has seen the whole text), prompteol, or avg")
+        raise UserError(
+            f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
+            f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "
+            "--methods last (its last token, which has seen the whole text), prompteol, or avg"
+        )
 
 
-def pool_layers(states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str,
-                layers: Sequence[int]) -> torch.Tensor:
+def pool_layers(
+    states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str, layers: Sequence[int]
+) -> torch.Tensor:
     """``pooling`` of each of ``layers`` (hidden_states ids, negative from the end), concatenated:
     the tensor form of reading the views (pooling, layer) one by one and joining them."""
     import torch
@@ -112,10 +123,14 @@ def pool_layers(states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
-def pool_view(states: Sequence[torch.Tensor], pooled: torch.Tensor | None, masks: Mapping[str, torch.Tensor],
-              view: View) -> np.ndarray | None:
-    """One view of a batch as float32 numpy (None for ``pooler`` when the engine has no trained pooler);
-    ``masks`` holds the attention mask and, when a view reads it, the sentence mask."""
+def pool_view(
+    states: Sequence[torch.Tensor],
+    pooled: torch.Tensor | None,
+    masks: Mapping[str, torch.Tensor],
+    view: View,
+) -> np.ndarray | None:
+    """One view of a batch as float32 numpy (None for ``pooler`` when the engine has no trained
+    pooler); ``masks`` holds the attention mask and, when a view reads it, the sentence mask."""
     if view.pooling == POOLER:
         return None if pooled is None else pooled.float().cpu().numpy()
     return POOLINGS[view.pooling](states[view.layer].float(), masks[view.mask]).cpu().numpy()

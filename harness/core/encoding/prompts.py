@@ -47,7 +47,10 @@ def prompteol_rule(sentence: str) -> str:
 
 
 # Sentence rules by name: what a prompt does to the sentence before it goes into the slot.
-RULES: dict[str, Callable[[str], str]] = {"none": lambda sentence: sentence, "prompteol": prompteol_rule}
+RULES: dict[str, Callable[[str], str]] = {
+    "none": lambda sentence: sentence,
+    "prompteol": prompteol_rule,
+}
 
 
 @dataclass(frozen=True, order=True)
@@ -78,7 +81,8 @@ class Prompt:
         return prefix + RULES[self.rule](sentence) + suffix
 
     def span(self, sentence: str) -> tuple[int, int]:
-        """Character span [start, end) of the (rule-prepared) sentence inside :meth:`apply`'s text."""
+        """Character span [start, end) of the (rule-prepared) sentence inside :meth:`apply`'s
+        text."""
         start = len(self.parts()[0])
         return start, start + len(RULES[self.rule](sentence))
 
@@ -89,7 +93,9 @@ class Prompt:
     def __str__(self) -> str:
         if not self:
             return "none"
-        text = repr(self.template if SLOT in self.template or not self.template else self.template + SLOT)
+        text = repr(
+            self.template if SLOT in self.template or not self.template else self.template + SLOT
+        )
         return text if self.rule == "none" else f"{text} (sentence rule: {self.rule})"
 
 

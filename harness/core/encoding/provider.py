@@ -39,24 +39,32 @@ class EncodeStats:
 
 
 class ViewProvider:
-    """Serves views of one backbone from the cache, running the forward pass only for what is missing."""
+    """Serves views of one backbone from the cache, running the forward pass only for what is
+    missing."""
 
-    def __init__(self, ref: BackboneRef, settings: EncodeSettings, artifacts: ArtifactStore | Path | str) -> None:
+    def __init__(
+        self, ref: BackboneRef, settings: EncodeSettings, artifacts: ArtifactStore | Path | str
+    ) -> None:
         self.ref = ref
         self.settings = settings
-        self.artifacts = artifacts if isinstance(artifacts, ArtifactStore) else ArtifactStore(artifacts)
+        self.artifacts = (
+            artifacts if isinstance(artifacts, ArtifactStore) else ArtifactStore(artifacts)
+        )
         self.stats = EncodeStats()
         self._stores: dict[View, VectorStore] = {}
         self._forward: ForwardPass | None = None
-        # The runner's backends: run WindowTasks elsewhere (GPUs, dask, ray), returning how many sentences they
-        # encoded and on which devices; None = here. Typed by a type comment, not an annotation (that would make
-        # this assignment another statement, and change the cache keys): as plain `= None` mypy typed it None and
-        # skipped the executor branch of ensure(). Callable is not imported here (an import would change the keys
-        # too), so mypy reads the type as Any: the branch is checked, the call's signature is not.
+        # The runner's backends: run WindowTasks elsewhere (GPUs, dask, ray), returning how many
+        # sentences they encoded and on which devices; None = here. Typed by a type comment, not an
+        # annotation (that would make this assignment another statement, and change the cache keys):
+        # as plain `= None` mypy typed it None and skipped the executor branch of ensure(). Callable
+        # is not imported here (an import would change the keys too), so mypy reads the type as Any:
+        # the branch is checked, the call's signature is not.
         self.executor = None  # type: Callable[[WindowTask], tuple[int, set[str]]] | None  # type: ignore[name-defined]
         self.impl = resolve_impl(ref, settings.impl)
         self._verified: set[View] = set()  # views whose cached vectors --verify-cache checked
-        self.verify_forwarded = 0  # sentences re-encoded to check the cache (not counted as encoded)
+        self.verify_forwarded = (
+            0  # sentences re-encoded to check the cache (not counted as encoded)
+        )
 
     def cache_key(self, view: View) -> dict:
         """The full key of a view's vector store, the digest of the encoder's code included: what a
@@ -65,7 +73,9 @@ class ViewProvider:
 
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:
-            check_view_on(self.ref.name, self.ref.causal, view)  # before any encoding: one error line
+            check_view_on(
+                self.ref.name, self.ref.causal, view
+            )  # before any encoding: one error line
             key = view_cache_key(self.ref, self.settings, self.impl, view)
             self._stores[view] = self.artifacts.vectors(key, code=ENCODER_CODE)
         return self._stores[view]
@@ -81,9 +91,9 @@ class ViewProvider:
     def ensure(self, sentences: Sequence[str], views: Sequence[View]) -> None:
         """Encode, in one forward pass per sentence, every (sentence, view) not yet cached.
 
-        Work is cut into windows (:mod:`harness.core.encoding.windows`); a window with anything missing is
-        encoded whole, by this process or, with an executor (several GPUs, dask, ray), by workers
-        writing into the same cache.
+        Work is cut into windows (:mod:`harness.core.encoding.windows`); a window with anything
+        missing is encoded whole, by this process or, with an executor (several GPUs, dask, ray), by
+        workers writing into the same cache.
         """
         import time
 
@@ -102,8 +112,9 @@ class ViewProvider:
             if self.forward.device:
                 self.stats.devices.add(self.forward.device)
         else:
-            task = WindowTask(self.ref, self.settings, tuple(views), tuple(tuple(w) for w in todo),
-                              self.artifacts)
+            task = WindowTask(
+                self.ref, self.settings, tuple(views), tuple(tuple(w) for w in todo), self.artifacts
+            )
             forwarded, devices = self.executor(task)
             self.stats.remote_forwarded += forwarded
             self.stats.devices.update(devices)
@@ -125,7 +136,9 @@ class ViewProvider:
         from harness.core.errors import ResourceError
 
         pending = [view for view in views if view not in self._verified]
-        present = {view: set(sentences) - set(self.store(view).missing(sentences)) for view in pending}
+        present = {
+            view: set(sentences) - set(self.store(view).missing(sentences)) for view in pending
+        }
         pending = [view for view in pending if present[view]]
         if not pending:
             return
@@ -133,7 +146,9 @@ class ViewProvider:
         sample = random.SystemRandom().sample(pool, min(self.settings.verify_cache, len(pool)))
         before = self.forward.sentences_forwarded
         fresh = self.forward.encode_all(sample, pending)
-        self.verify_forwarded += self.forward.sentences_forwarded - before  # checks, not the run's encoding
+        self.verify_forwarded += (
+            self.forward.sentences_forwarded - before
+        )  # checks, not the run's encoding
         for view in pending:
             texts = [text for text in sample if text in present[view]]
             rows = [sample.index(text) for text in texts]
@@ -142,20 +157,34 @@ class ViewProvider:
             if bad.any():
                 first = texts[int(np.argmax(bad))]
                 raise ResourceError(
-                    f"cache: {int(bad.sum())} of {len(texts)} sampled cached vectors of {self.ref.name} {view} do not "
-                    f"match a fresh encode of their sentences (max |Δ| {float(np.abs(cached - again).max()):.3g}), "
-                    f"e.g. in {self.store(view).part_file(first)}: the cache was altered or written by other code; "
-                    f"remove {self.store(view).dir} (or use another --cache-dir, or set $STS_BENCH_CACHE_SECRET)")
+                    f"cache: {int(bad.sum())} of {len(texts)} sampled cached vectors of "
+                    f"{self.ref.name} {view} do not match a fresh encode of their sentences (max "
+                    f"|Δ| {float(np.abs(cached - again).max()):.3g}), e.g. in "
+                    f"{self.store(view).part_file(first)}: the cache was altered or written by "
+                    f"other code; remove {self.store(view).dir} (or use another --cache-dir, or "
+                    "set $STS_BENCH_CACHE_SECRET)"
+                )
             self._verified.add(view)
-            log.info("cache: %d cached vector(s) of %s %s match a fresh encode", len(texts), self.ref.name, view)
+            log.info(
+                "cache: %d cached vector(s) of %s %s match a fresh encode",
+                len(texts),
+                self.ref.name,
+                view,
+            )
 
     @property
     def forwarded(self) -> int:
         """Sentences run through the model for this backbone in this run, here or on workers."""
-        local = self._forward.sentences_forwarded - self.verify_forwarded if self._forward is not None else 0
+        local = (
+            self._forward.sentences_forwarded - self.verify_forwarded
+            if self._forward is not None
+            else 0
+        )
         return local + self.stats.remote_forwarded
 
-    def with_dropout(self, sentences: Sequence[str], views: Sequence[View], seed: int) -> dict[View, np.ndarray]:
+    def with_dropout(
+        self, sentences: Sequence[str], views: Sequence[View], seed: int
+    ) -> dict[View, np.ndarray]:
         """Vectors with the backbone's dropout active (BERT-flow's original fitting input): computed
         afresh on every call, never cached, reproducible for a given ``seed``."""
         import torch

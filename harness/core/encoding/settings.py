@@ -18,8 +18,9 @@ def usable_length(requested: int, positions: int | None) -> int:
 class EncodeSettings:
     """``max_length`` and ``dtype`` change the vectors (they are in the cache key); the rest only
     changes speed. ``window`` is the unit of work: sentences are cut into windows, each encoded (and
-    cached) as a whole, on one device or worker. ``device`` is as requested (``auto``, ``cuda:0,1``);
-    :func:`harness.core.encoding.devices.resolve_device` turns it into one torch device."""
+    cached) as a whole, on one device or worker. ``device`` is as requested (``auto``,
+    ``cuda:0,1``); :func:`harness.core.encoding.devices.resolve_device` turns it into one torch
+    device."""
 
     device: str = "auto"
     dtype: str = "fp32"
@@ -31,7 +32,9 @@ class EncodeSettings:
     trust_remote_code: bool = False
     progress: bool = True
     impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
-    verify_cache: int = 0  # re-encode this many cached sentences per backbone and compare (0: trust the cache)
+    verify_cache: int = (
+        0  # re-encode this many cached sentences per backbone and compare (0: trust the cache)
+    )
 
     def fixed_batch_size(self, default: int = 32) -> int:
         """A sentence count for code that batches by count only (sentence-transformers, pair

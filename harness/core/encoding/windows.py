@@ -32,7 +32,7 @@ def make_windows(sentences: Iterable[str], size: int) -> list[list[str]]:
     [['a', 'bb'], ['ccc']]
     """
     ordered = sorted(set(sentences), key=lambda text: (len(text), text))
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,31 @@ class WindowTask:
 # store's key holds the digest of it and of everything it imports (harness.core.codekeys).
 ENCODER_CODE = ("harness.core.encoding.forward",)
 # Libraries whose code computes vectors too: torch's kernels, the tokenizer; transformers' models.
-ENCODER_LIBRARIES = {"native": ("torch", "tokenizers"), "transformers": ("torch", "tokenizers", "transformers")}
+ENCODER_LIBRARIES = {
+    "native": ("torch", "tokenizers"),
+    "transformers": ("torch", "tokenizers", "transformers"),
+}
 
 
-def view_cache_key(ref: BackboneRef, settings: EncodeSettings, impl: str, view: View) -> dict[str, Any]:
+def view_cache_key(
+    ref: BackboneRef, settings: EncodeSettings, impl: str, view: View
+) -> dict[str, Any]:
     """Everything that changes a view's vectors but the harness's own code (which the store adds):
     weights (and the dtype they are loaded in), the prompt, pooling, layer, max_length, dtype, the
     implementation (native and transformers agree to ~1e-6, not bit for bit) and the versions of the
     libraries it runs on."""
-    return {"kind": "view", **ref.key(), "prompt": view.prompt.key(), "pooling": view.pooling, "layer": view.layer,
-            "max_length": settings.max_length, "dtype": settings.dtype, "impl": impl,
-            "weights": weight_dtype(ref, settings.dtype, impl),
-            "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",)))}
+    return {
+        "kind": "view",
+        **ref.key(),
+        "prompt": view.prompt.key(),
+        "pooling": view.pooling,
+        "layer": view.layer,
+        "max_length": settings.max_length,
+        "dtype": settings.dtype,
+        "impl": impl,
+        "weights": weight_dtype(ref, settings.dtype, impl),
+        "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",))),
+    }
 
 
 _PASSES: dict[tuple[BackboneRef, EncodeSettings], ForwardPass] = {}
@@ -83,8 +96,12 @@ def run_window_task(task: WindowTask) -> int:
     forward = _PASSES[key]
     before = forward.sentences_forwarded
     impl = resolve_impl(task.ref, task.settings.impl)
-    stores = {view: task.artifacts.vectors(view_cache_key(task.ref, task.settings, impl, view), code=ENCODER_CODE)
-              for view in task.views}
+    stores = {
+        view: task.artifacts.vectors(
+            view_cache_key(task.ref, task.settings, impl, view), code=ENCODER_CODE
+        )
+        for view in task.views
+    }
     for texts, arrays in forward.encode_windows(task.windows, task.views):
         for view in task.views:
             stores[view].add(texts, arrays[view])

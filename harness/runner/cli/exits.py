@@ -5,15 +5,18 @@ code   meaning
 =====  ==========================================================================================
 0      ok (also ``--dry-run`` and ``--list``)
 1      a regression against ``--baseline`` — nothing else exits 1
-2      bad input (:class:`~harness.core.errors.UserError`): a flag, config value, data or baseline file
+2      bad input (:class:`~harness.core.errors.UserError`): a flag, config value, data or baseline
+       file
 3      the environment failed: disk full, permission denied, read-only or missing path, any other
-       I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``, ``MemoryError``)
+       I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``,
+       ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
-5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited, or returned
-       vectors or scores of the wrong shape, type or count; the line names the plugin and its file, and the
-       other methods' results are written
+5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited, or
+       returned vectors or scores of the wrong shape, type or count; the line names the plugin and
+       its file, and the other methods' results are written
 130    interrupted (Ctrl-C); what was finished stays cached
-141    the reader of standard output went away (``sts-bench list | head -3``): no message, as ``git``
+141    the reader of standard output went away (``sts-bench list | head -3``): no message, as
+       ``git``
 143    terminated (SIGTERM: ``kill``, a CI timeout, a cluster's pre-emption); as for Ctrl-C
 =====  ==========================================================================================
 
@@ -32,7 +35,16 @@ from collections.abc import Callable, Iterator, Sequence
 from harness.core.errors import PluginError, ResourceError, UserError
 from harness.runner.settings.console import describe_os_error
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, INTERRUPTED, TERMINATED = 0, 1, 2, 3, 4, 5, 130, 143
+OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, INTERRUPTED, TERMINATED = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    130,
+    143,
+)
 STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a C tool killed by the broken pipe exits with
 
 
@@ -60,6 +72,8 @@ def terminate_like_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
 DEBUG_ENV = "STS_BENCH_DEBUG"
 
 _OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
@@ -76,11 +90,13 @@ def is_out_of_memory(err: BaseException) -> bool:
     if isinstance(err, MemoryError):
         return True
     return type(err).__name__ == "OutOfMemoryError" or (
-        isinstance(err, RuntimeError) and any(word in str(err).lower() for word in _OOM_WORDS))
+        isinstance(err, RuntimeError) and any(word in str(err).lower() for word in _OOM_WORDS)
+    )
 
 
 def classify(err: BaseException) -> tuple[int, str | None]:
-    """(exit code, the ``error:`` line) for a failure; the line is None for a bug (traceback instead)."""
+    """(exit code, the ``error:`` line) for a failure; the line is None for a bug (traceback
+    instead)."""
     if isinstance(err, Terminated):
         return TERMINATED, None
     if isinstance(err, KeyboardInterrupt):
@@ -93,8 +109,10 @@ def classify(err: BaseException) -> tuple[int, str | None]:
         return ENVIRONMENT, str(err)
     if is_out_of_memory(err):
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        return ENVIRONMENT, (f"out of memory ({first}); lower --batch-size / --max-tokens / --max-length, "
-                             "or use a machine with more memory")
+        return ENVIRONMENT, (
+            f"out of memory ({first}); lower --batch-size / --max-tokens / --max-length, or use a "
+            "machine with more memory"
+        )
     if isinstance(err, OSError):
         return ENVIRONMENT, describe_os_error(err)
     return BUG, None
@@ -114,7 +132,11 @@ def stdout_closed() -> bool:
         if closed:
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         return closed
-    except (OSError, ValueError, AttributeError):  # no file descriptor (captured), or no poll (Windows)
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # no file descriptor (captured), or no poll (Windows)
         return False
 
 
@@ -130,14 +152,22 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
         code, line = classify(err)
         if code in (INTERRUPTED, TERMINATED):
             what = "terminated (SIGTERM)" if code == TERMINATED else "interrupted"
-            print(f"\n{what}: vectors encoded so far are cached and result files written so far are kept; "
-                  "run the same command again to resume", file=sys.stderr)
+            print(
+                f"\n{what}: vectors encoded so far are cached and result files written so far are "
+                "kept; "
+                "run the same command again to resume",
+                file=sys.stderr,
+            )
             return code
         if debug or code == BUG:
             traceback.print_exception(err, file=sys.stderr)
         if code == BUG:
-            print(f"error: internal error, a bug in sts-bench ({type(err).__name__}: {str(err)[:200]}); "
-                  "please report it with the traceback above", file=sys.stderr)
+            print(
+                f"error: internal error, a bug in sts-bench ({type(err).__name__}: "
+                f"{str(err)[:200]}); "
+                "please report it with the traceback above",
+                file=sys.stderr,
+            )
         else:
             print(f"error: {line}", file=sys.stderr)
         return code

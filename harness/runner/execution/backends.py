@@ -27,7 +27,9 @@ class Backend:
             raise UserError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
         self.backend, self.devices, self.address = backend, device_list(device), address
         self._client: Any = None
-        self._ray_started: bool | None = None  # None: ray not used; True: this run started ray and stops it
+        self._ray_started: bool | None = (
+            None  # None: ray not used; True: this run started ray and stops it
+        )
 
     def executor(self) -> Executor | None:
         if self.backend == "local":
@@ -43,9 +45,13 @@ class Backend:
         from joblib import Parallel, delayed
 
         groups = split_across(task.windows, len(self.devices))
-        tasks = [replace(task, windows=tuple(tuple(window) for window in group)).on_device(device)
-                 for group, device in zip(groups, self.devices)]
-        counts = Parallel(n_jobs=len(tasks), backend="loky")(delayed(run_window_task)(t) for t in tasks)
+        tasks = [
+            replace(task, windows=tuple(tuple(window) for window in group)).on_device(device)
+            for group, device in zip(groups, self.devices)
+        ]
+        counts = Parallel(n_jobs=len(tasks), backend="loky")(
+            delayed(run_window_task)(t) for t in tasks
+        )
         return sum(counts), set(self.devices[: len(tasks)])
 
     def _on_cluster(self, task: WindowTask) -> tuple[int, set[str]]:
@@ -64,14 +70,20 @@ class Backend:
         try:
             from dask.distributed import Client
         except ImportError:
-            raise UserError("--backend dask needs dask.distributed: pip install 'dask[distributed]'") from None
+            raise UserError(
+                "--backend dask needs dask.distributed: pip install 'dask[distributed]'"
+            ) from None
         if not self.address:
-            raise UserError("--backend dask needs --scheduler-address tcp://HOST:8786 (start one with "
-                            "`dask scheduler` and `dask worker tcp://HOST:8786`)")
+            raise UserError(
+                "--backend dask needs --scheduler-address tcp://HOST:8786 (start one with `dask "
+                "scheduler` and `dask worker tcp://HOST:8786`)"
+            )
         try:
             self._client = Client(self.address, timeout=30)
         except OSError as err:
-            raise UserError(f"--scheduler-address {self.address}: cannot reach the dask scheduler ({err})") from None
+            raise UserError(
+                f"--scheduler-address {self.address}: cannot reach the dask scheduler ({err})"
+            ) from None
 
     def _start_ray(self) -> None:
         if self._ray_started is not None:

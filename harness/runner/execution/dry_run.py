@@ -23,23 +23,41 @@ def approx_tokens(sentences: list[str]) -> int:
 
 def describe(plan: Plan, ctx: RunContext) -> str:
     cfg = ctx.cfg
-    lines = [f"plan (dry run): {len(plan.methods)} method(s) × {len(plan.tasks)} task(s); backend {cfg.backend}, "
-             f"device {cfg.device}, dtype {cfg.dtype}", "", "encode jobs (one forward pass per sentence per backbone):"]
+    lines = [
+        f"plan (dry run): {len(plan.methods)} method(s) × {len(plan.tasks)} task(s); backend "
+        f"{cfg.backend}, "
+        f"device {cfg.device}, dtype {cfg.dtype}",
+        "",
+        "encode jobs (one forward pass per sentence per backbone):",
+    ]
     for job in plan.encode_jobs:
         views = sorted(job.views)
         windows = make_windows(job.sentences, job.provider.settings.window)
         missing = {view: set(job.provider.store(view).missing(job.sentences)) for view in views}
         todo = [s for s in job.sentences if any(s in m for m in missing.values())]
         # a pass per prompt: each reads the prompted text of the sentences its views miss
-        prompted = [view.prompt.apply(s) for view in {v.prompt: v for v in views}.values() for s in missing[view]]
-        cached = ", ".join(f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views)
-        lines += [f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique sentences in "
-                  f"{len(windows)} window(s); cached per view: {cached}",
-                  f"    why: {why_line(plan, job)}",
-                  f"    to encode: {len(todo)} sentences (≈{approx_tokens(prompted)} tokens"
-                  f"{f', {len(prompted)} passes' if len(prompted) != len(todo) else ''})"]
+        prompted = [
+            view.prompt.apply(s)
+            for view in {v.prompt: v for v in views}.values()
+            for s in missing[view]
+        ]
+        cached = ", ".join(
+            f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views
+        )
+        lines += [
+            f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique "
+            "sentences in "
+            f"{len(windows)} window(s); cached per view: {cached}",
+            f"    why: {why_line(plan, job)}",
+            f"    to encode: {len(todo)} sentences (≈{approx_tokens(prompted)} tokens"
+            f"{f', {len(prompted)} passes' if len(prompted) != len(todo) else ''})",
+        ]
     for method in plan.methods:
-        note = method.describe_encode(plan.own_model_sentences[method.name]) if not method.backbone_views() else None
+        note = (
+            method.describe_encode(plan.own_model_sentences[method.name])
+            if not method.backbone_views()
+            else None
+        )
         if note:
             lines.append(f"  {method.label()} (own model): {note}")
     if not plan.encode_jobs:
@@ -50,12 +68,17 @@ def describe(plan: Plan, ctx: RunContext) -> str:
         if method.uses_fit_set:
             for task in plan.tasks:
                 fit_set = plan.fit_sets[(task.spec.name, method.fit_set_name())]
-                fit_lines.append(f"  {method.label()} × {task.spec.title} on {fit_set.name} "
-                                 f"({len(fit_set.sentences)} sentences): {method.describe_fit(fit_set)}")
+                fit_lines.append(
+                    f"  {method.label()} × {task.spec.title} on {fit_set.name} "
+                    f"({len(fit_set.sentences)} sentences): {method.describe_fit(fit_set)}"
+                )
         elif isinstance(method, TrainedMethod):
             fit_lines.append(f"  {method.label()}: {method.describe_fit(None)}")
     lines += fit_lines or ["  (none)"]
     scored = len(plan.methods) * len(plan.tasks)
-    lines += ["", f"score jobs: {scored} ({len(plan.methods)} method(s) × {len(plan.tasks)} task(s)), "
-              f"aggregation {cfg.aggregation}, bootstrap {cfg.bootstrap}"]
+    lines += [
+        "",
+        f"score jobs: {scored} ({len(plan.methods)} method(s) × {len(plan.tasks)} task(s)), "
+        f"aggregation {cfg.aggregation}, bootstrap {cfg.bootstrap}",
+    ]
     return "\n".join(lines)

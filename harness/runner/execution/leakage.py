@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from harness.runner.execution.context import RunContext
 
 
-def labelled_overlaps(methods: list[Method], tasks: list[LoadedTask],
-                      ctx: RunContext) -> dict[tuple[str, str], dict[str, Any]]:
+def labelled_overlaps(
+    methods: list[Method], tasks: list[LoadedTask], ctx: RunContext
+) -> dict[tuple[str, str], dict[str, Any]]:
     """{(method name, task name): what labelled data overlaps the scored task, and by how much}."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     sentences: dict[tuple[str, str], set[str] | None] = {}
@@ -38,9 +39,13 @@ def labelled_overlaps(methods: list[Method], tasks: list[LoadedTask],
                 seen = sentences[key]
                 scored = task.eval.sentences()
                 out[(method.name, task.spec.name)] = {
-                    "data": f"{data_task} {data_split}", "built_from_scored_task": True,
-                    "overlap_sentences": None if seen is None else sum(1 for s in scored if s in seen),
-                    "scored_sentences": len(scored)}
+                    "data": f"{data_task} {data_split}",
+                    "built_from_scored_task": True,
+                    "overlap_sentences": None
+                    if seen is None
+                    else sum(1 for s in scored if s in seen),
+                    "scored_sentences": len(scored),
+                }
     return out
 
 
@@ -51,7 +56,16 @@ def warn_leakage(leaks: dict[tuple[str, str], dict[str, Any]]) -> None:
     parts = []
     for (method, task), info in leaks.items():
         count = info["overlap_sentences"]
-        overlap = f"{count}/{info['scored_sentences']} scored sentences" if count is not None else "overlap unknown"
+        overlap = (
+            f"{count}/{info['scored_sentences']} scored sentences"
+            if count is not None
+            else "overlap unknown"
+        )
         parts.append(f"{method} on {task} ({overlap})")
-    print("warning: trained on STS-B train, which was assembled from the STS 2012-2017 pairs, so these scores are "
-          f"not held out: {'; '.join(parts)}; the leaderboard marks them ‡", file=sys.stderr, flush=True)
+    print(
+        "warning: trained on STS-B train, which was assembled from the STS 2012-2017 pairs, so "
+        "these scores are "
+        f"not held out: {'; '.join(parts)}; the leaderboard marks them ‡",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -29,7 +29,9 @@ class EncodeJob:
     provider: ViewProvider
     views: set[View] = field(default_factory=set)
     sentences: list[str] = field(default_factory=list)
-    methods: list[Method] = field(default_factory=list)  # the methods reading it (for the console's why-line)
+    methods: list[Method] = field(
+        default_factory=list
+    )  # the methods reading it (for the console's why-line)
 
 
 @dataclass
@@ -53,31 +55,45 @@ def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
         return
     where = f"{task.spec.title} {task.spec.eval_split} ({split.origin})"
     if not cfg.allow_undefined:
-        raise UserError(f"{where}: Spearman is undefined on it: {reason}; fix the data, choose another "
-                        "--aggregation, or pass --allow-undefined to record it as undefined")
-    logging.getLogger("sts_bench.plan").warning("%s: Spearman is undefined on it (%s); recorded as undefined",
-                                                where, reason)
+        raise UserError(
+            f"{where}: Spearman is undefined on it: {reason}; fix the data, choose another "
+            "--aggregation, or pass --allow-undefined to record it as undefined"
+        )
+    logging.getLogger("sts_bench.plan").warning(
+        "%s: Spearman is undefined on it (%s); recorded as undefined", where, reason
+    )
 
 
 def single_subset_aggregation(cfg: BenchConfig, tasks: list[LoadedTask]) -> BenchConfig:
     """``--aggregation mean|wmean`` where every task scored has one subset (STS-B, SICK-R, MTEB's
     copies of STS12-16): there is nothing to average, the score is ``all``'s to the last digit
-    (:func:`harness.core.scoring.score_split`), so the run is filed as ``all``, with one warning that
-    says so and what would make the setting count.
+    (:func:`harness.core.scoring.score_split`), so the run is filed as ``all``, with one warning
+    that says so and what would make the setting count.
 
     Filed as ``all`` rather than as asked because a record's protocol says how its number was
-    computed: under ``wmean`` the same numbers would open a second protocol table in every report,
-    a duplicate of the ``all`` one that reads as a different protocol. A run that also scores a task
-    with subsets keeps the aggregation: there it changes that task's number, and its table is one."""
-    if cfg.aggregation == "all" or not tasks or any(len(set(task.eval.subsets or ())) > 1 for task in tasks):
+    computed: under ``wmean`` the same numbers would open a second protocol table in every report, a
+    duplicate of the ``all`` one that reads as a different protocol. A run that also scores a task
+    with subsets keeps the aggregation: there it changes that task's number, and its table is
+    one."""
+    if (
+        cfg.aggregation == "all"
+        or not tasks
+        or any(len(set(task.eval.subsets or ())) > 1 for task in tasks)
+    ):
         return cfg
     from dataclasses import replace
 
     titles = ", ".join(task.spec.title for task in tasks)
     logging.getLogger("sts_bench.plan").warning(
-        "--aggregation %s: %s %s a single subset, where %s equals all; scored and recorded as aggregation=all "
-        "(drop --aggregation; it changes only tasks with subsets, e.g. sts12-sts16 with --source senteval)",
-        cfg.aggregation, titles, "has" if len(tasks) == 1 else "each have", cfg.aggregation)
+        "--aggregation %s: %s %s a single subset, where %s equals all; scored and recorded as "
+        "aggregation=all (drop --aggregation; it changes only tasks with subsets, e.g. sts12-sts16 "
+        "with --source "
+        "senteval)",
+        cfg.aggregation,
+        titles,
+        "has" if len(tasks) == 1 else "each have",
+        cfg.aggregation,
+    )
     return replace(cfg, aggregation="all")
 
 
@@ -92,26 +108,47 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
         splits = unique([spec.eval_split, *extra])
-        tasks.append(load_task(spec, cfg.source, splits, senteval_dir=cfg.senteval_dir, hub_root=cfg.hub_root,
-                               lenient_gold=cfg.allow_gold_out_of_range))
-    fit_sets = {(task.spec.name, name): build_fit_set(name, task, cfg.hub_root) for task in tasks for name in fit_names}
+        tasks.append(
+            load_task(
+                spec,
+                cfg.source,
+                splits,
+                senteval_dir=cfg.senteval_dir,
+                hub_root=cfg.hub_root,
+                lenient_gold=cfg.allow_gold_out_of_range,
+            )
+        )
+    fit_sets = {
+        (task.spec.name, name): build_fit_set(name, task, cfg.hub_root)
+        for task in tasks
+        for name in fit_names
+    }
     from harness.core.bootstrap import check_fits
 
     for task in tasks:
         check_scorable(task, cfg)
-        check_fits(len(task.eval.gold), cfg.bootstrap)  # a task too large to score fails before encoding
+        check_fits(
+            len(task.eval.gold), cfg.bootstrap
+        )  # a task too large to score fails before encoding
     for fit in fit_sets.values():
         distinct = len(set(fit.sentences))
         if distinct < 2:
-            raise UserError(f"fit set '{fit.name}' ({fit.origin}) holds {distinct} distinct sentence(s); fitting "
-                            "needs at least 2 different ones (a mean and a spread): use a larger --fit-set")
+            raise UserError(
+                f"fit set '{fit.name}' ({fit.origin}) holds {distinct} distinct sentence(s); "
+                "fitting needs at least 2 different ones (a mean and a spread): use a larger "
+                "--fit-set"
+            )
 
     eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
     jobs: dict[int, EncodeJob] = {}
     own_model: dict[str, list[str]] = {}
     for method in methods:
-        fit_sentences = [s for (_, name), fit in fit_sets.items() if method.uses_fit_set
-                         and name == method.fit_set_name() for s in fit.sentences]
+        fit_sentences = [
+            s
+            for (_, name), fit in fit_sets.items()
+            if method.uses_fit_set and name == method.fit_set_name()
+            for s in fit.sentences
+        ]
         needed = unique(eval_sentences + fit_sentences)
         views = method.backbone_views()
         if not views:

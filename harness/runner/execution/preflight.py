@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from harness.runner.settings.config import BenchConfig
     from harness.runner.tables.gate import Baseline
 
+
 def settle(cfg: BenchConfig) -> BenchConfig:
-    """The settings as they will apply: tasks named twice (``stsb STS-B``) scored once (two different
-    tasks of one name, a file named like another, are an error), and
-    ``--max-length`` checked against the backbone: below what its tokenizer can apply (its special
-    tokens plus one word piece) is an error; above its positions it is capped, with one warning, and
-    the capped value is what the cache keys and records hold."""
+    """The settings as they will apply: tasks named twice (``stsb STS-B``) scored once (two
+    different tasks of one name, a file named like another, are an error), and ``--max-length``
+    checked against the backbone: below what its tokenizer can apply (its special tokens plus one
+    word piece) is an error; above its positions it is capped, with one warning, and the capped
+    value is what the cache keys and records hold."""
     import logging
     from dataclasses import replace
 
@@ -37,11 +38,17 @@ def settle(cfg: BenchConfig) -> BenchConfig:
         canonical = spec.name
         clash = canonical in names and given != names[canonical]
         if clash and (spec.own or get_task(names[canonical], cfg.source).own):
-            raise UserError(f"--tasks: two tasks are named '{canonical}' ({names[canonical]} and {given}); every "
-                            "task needs its own name in the tables: add ?name=OTHER to one")
+            raise UserError(
+                f"--tasks: two tasks are named '{canonical}' ({names[canonical]} and {given}); "
+                "every task needs its own name in the tables: add ?name=OTHER to one"
+            )
         if canonical in names:
-            log.warning("--tasks: '%s' is the task '%s' given again as '%s'; it is scored once", given, canonical,
-                        names[canonical])
+            log.warning(
+                "--tasks: '%s' is the task '%s' given again as '%s'; it is scored once",
+                given,
+                canonical,
+                names[canonical],
+            )
         else:
             names[canonical] = given
     if len(names) < len(cfg.tasks):
@@ -57,19 +64,29 @@ def applied_max_length(cfg: BenchConfig) -> int:
     from harness.core.encoding.backbone import resolve_backbone, special_tokens
 
     try:
-        ref = resolve_backbone(cfg.backbone, cfg.revision, ArtifactStore(cfg.cache_dir).fingerprint_memo)
+        ref = resolve_backbone(
+            cfg.backbone, cfg.revision, ArtifactStore(cfg.cache_dir).fingerprint_memo
+        )
     except UserError:
         return cfg.max_length  # not resolvable here: the method that needs it reports why
     specials = special_tokens(ref)
     if cfg.max_length <= specials:
-        raise UserError(f"--max-length {cfg.max_length}: {ref.name} adds {specials} special tokens to every sentence, "
-                        f"so it leaves no room for a word; use at least {specials + 1}")
+        raise UserError(
+            f"--max-length {cfg.max_length}: {ref.name} adds {specials} special tokens to every "
+            f"sentence, so it leaves no room for a word; use at least {specials + 1}"
+        )
     if ref.max_positions and cfg.max_length > ref.max_positions:
-        if "max_length" not in cfg.given():  # the default, above a small model's reach: its maximum, quietly
+        if (
+            "max_length" not in cfg.given()
+        ):  # the default, above a small model's reach: its maximum, quietly
             return ref.max_positions
         logging.getLogger("sts_bench.settings").warning(
-            "--max-length %d: %s reads at most %d tokens; using %d (recorded with every score)", cfg.max_length,
-            ref.name, ref.max_positions, ref.max_positions)
+            "--max-length %d: %s reads at most %d tokens; using %d (recorded with every score)",
+            cfg.max_length,
+            ref.name,
+            ref.max_positions,
+            ref.max_positions,
+        )
         return ref.max_positions
     return cfg.max_length
 
@@ -86,7 +103,9 @@ def check_writable(folder: str | Path, flag: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"sts-bench")
     except OSError as err:
-        raise ResourceError(f"{flag} {folder}: cannot write there: {describe_os_error(err)}") from None
+        raise ResourceError(
+            f"{flag} {folder}: cannot write there: {describe_os_error(err)}"
+        ) from None
     finally:
         with contextlib.suppress(OSError):  # the probe was never created
             probe.unlink(missing_ok=True)
@@ -138,9 +157,14 @@ def check_cache_writable(cfg: BenchConfig) -> None:
         check_writable(kind, "--cache-dir")
         for folder in _subfolders(kind):
             if not _writable(folder):
-                error = OSError(errno.EROFS if _read_only_mount(folder) else errno.EACCES,
-                                "read-only file system" if _read_only_mount(folder) else "not writable", str(folder))
-                raise ResourceError(f"--cache-dir {cfg.cache_dir}: cannot write there: {describe_os_error(error)}")
+                error = OSError(
+                    errno.EROFS if _read_only_mount(folder) else errno.EACCES,
+                    "read-only file system" if _read_only_mount(folder) else "not writable",
+                    str(folder),
+                )
+                raise ResourceError(
+                    f"--cache-dir {cfg.cache_dir}: cannot write there: {describe_os_error(error)}"
+                )
 
 
 def _writable(folder: Path) -> bool:

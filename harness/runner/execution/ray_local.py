@@ -27,11 +27,19 @@ def start_ray(address: str | None) -> bool:
         if address:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
             return False
-        ray.init(num_cpus=available_cpus(), include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
-                 logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
+        ray.init(
+            num_cpus=available_cpus(),
+            include_dashboard=False,
+            object_store_memory=OBJECT_STORE_BYTES,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            configure_logging=True,
+        )
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"--scheduler-address {address}" if address else "a local ray"
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise UserError(f"--backend ray: cannot start or reach {where} ({first}); start a cluster with "
-                        "`ray start --head` and pass its address, or omit --scheduler-address") from None
+        raise UserError(
+            f"--backend ray: cannot start or reach {where} ({first}); start a cluster with `ray "
+            "start --head` and pass its address, or omit --scheduler-address"
+        ) from None
     return True

@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactStore
 
 # In order: the page reads what the leaderboards and the history wrote.
-STEPS: tuple[ReportStep, ...] = (Leaderboards(), MtebFiles(), Diagnostics(), Cost(), HistoryLog(), Page())
+STEPS: tuple[ReportStep, ...] = (
+    Leaderboards(),
+    MtebFiles(),
+    Diagnostics(),
+    Cost(),
+    HistoryLog(),
+    Page(),
+)
 
 
 def run_step(step: ReportStep, inputs: ReportInputs, artifacts: ArtifactStore) -> StepOutput:
@@ -45,13 +52,16 @@ def run_step(step: ReportStep, inputs: ReportInputs, artifacts: ArtifactStore) -
         return StepOutput(paths, info["text"])
     written = step.write(inputs)
     names = [str(path.relative_to(out)) for path in written.paths]
-    folder.commit({f"file-{index}": path.read_bytes() for index, path in enumerate(written.paths)},
-                  {"files": names, "text": written.text})
+    folder.commit(
+        {f"file-{index}": path.read_bytes() for index, path in enumerate(written.paths)},
+        {"files": names, "text": written.text},
+    )
     return written
 
 
-def report_stage(inputs: ReportInputs, artifacts: ArtifactStore, steps: tuple[ReportStep, ...] = STEPS
-                 ) -> tuple[str, list[Path]]:
+def report_stage(
+    inputs: ReportInputs, artifacts: ArtifactStore, steps: tuple[ReportStep, ...] = STEPS
+) -> tuple[str, list[Path]]:
     """Every enabled step; returns the console table and the files written. The caller holds the
     output folder's lock (:mod:`harness.runner.records.lock`)."""
     text, paths = "", []

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Need:
-    """``count`` sentences of ``what`` (``STS-B train+dev``), encoded ``why`` (``fit set 'target' of whitening``)."""
+    """``count`` sentences of ``what`` (``STS-B train+dev``), encoded ``why``
+    (``fit set 'target' of whitening``)."""
 
     what: str
     count: int
@@ -39,8 +40,14 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
         return fresh
 
     scorers = " ".join(method.label() for method in job.methods)
-    out = [Need(f"{task.spec.title} {task.spec.eval_split}", len(new(task.eval.sentences())), f"scored: {scorers}")
-           for task in plan.tasks]
+    out = [
+        Need(
+            f"{task.spec.title} {task.spec.eval_split}",
+            len(new(task.eval.sentences())),
+            f"scored: {scorers}",
+        )
+        for task in plan.tasks
+    ]
     fitters: dict[str, list[str]] = {}
     for method in job.methods:
         if method.uses_fit_set:
@@ -53,10 +60,19 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
         if not fresh:  # a corpus shared by every task is counted under the first
             continue
         task, fresh_set = tasks[task_name], set(fresh)
-        splits = [name for name, split in task.splits.items()
-                  if name != task.spec.eval_split and fresh_set & set(split.sentences())]
-        what = f"{task.spec.title} {'+'.join(splits)}" if fit_name in TASK_KINDS and splits else fit.name
-        out.append(Need(what, len(fresh), f"fit set '{fit_name}' of {', '.join(fitters[fit_name])}"))
+        splits = [
+            name
+            for name, split in task.splits.items()
+            if name != task.spec.eval_split and fresh_set & set(split.sentences())
+        ]
+        what = (
+            f"{task.spec.title} {'+'.join(splits)}"
+            if fit_name in TASK_KINDS and splits
+            else fit.name
+        )
+        out.append(
+            Need(what, len(fresh), f"fit set '{fit_name}' of {', '.join(fitters[fit_name])}")
+        )
     return out
 
 
@@ -64,5 +80,7 @@ def why_line(plan: Plan, job: EncodeJob) -> str:
     """``minilm — 15487 unique sentences: STS-B test 2758 (scored: avg whitening); STS-B train+dev
     12729 (fit set 'target' of whitening); views mean@1, mean@6``"""
     parts = "; ".join(f"{need.what} {need.count} ({need.why})" for need in needs(plan, job))
-    return (f"{job.provider.ref.name} — {len(job.sentences)} unique sentences: {parts}; views "
-            f"{', '.join(str(v) for v in sorted(job.views))}")
+    return (
+        f"{job.provider.ref.name} — {len(job.sentences)} unique sentences: {parts}; views "
+        f"{', '.join(str(v) for v in sorted(job.views))}"
+    )

@@ -10,10 +10,10 @@ Lines end at ``\n`` only (``str.splitlines`` would also cut at U+2028, NEL or a 
 JSON keeps raw inside a string: a backbone folder named with one would tear its line), and the
 writer escapes those characters as well, for readers elsewhere that split like ``splitlines``.
 
-Nothing here follows a symbolic link (the output folder is closed, :mod:`harness.runner.records.lock`):
-``history.jsonl`` is appended with ``O_NOFOLLOW``, and a link found under its name is replaced by a
-new file with one warning (its target untouched, its lines not read); reads skip a link with one
-warning.
+Nothing here follows a symbolic link (the output folder is closed,
+:mod:`harness.runner.records.lock`): ``history.jsonl`` is appended with ``O_NOFOLLOW``, and a link
+found under its name is replaced by a new file with one warning (its target untouched, its lines not
+read); reads skip a link with one warning.
 
 The per-pair similarities (and, per task, the gold scores and subset labels) go beside it, under
 ``<output>/history/``, as content-addressed files: ``<sha256>.npy`` (float64, read with
@@ -56,10 +56,26 @@ BLOBS = "history"
 log = logging.getLogger("sts_bench.history")
 # Field → the type its value must have (None allowed where the tuple says so).
 FIELDS: dict[str, tuple[type, ...]] = {
-    "schema": (int,), "run": (str,), "commit": (str, type(None)), "date": (str,), "method": (str,),
-    "backbone": (str,), "kind": (str,), "fit_set": (str,), "task": (str,), "fingerprint": (str,), "n_pairs": (int,),
-    "aggregation": (str,), "source": (str,), "dtype": (str,), "max_length": (str,), "first_last_layers": (str,),
-    "spearman": (float, int), "ci95": (list, type(None)), "similarity": (str, type(None)), "gold": (str, type(None)),
+    "schema": (int,),
+    "run": (str,),
+    "commit": (str, type(None)),
+    "date": (str,),
+    "method": (str,),
+    "backbone": (str,),
+    "kind": (str,),
+    "fit_set": (str,),
+    "task": (str,),
+    "fingerprint": (str,),
+    "n_pairs": (int,),
+    "aggregation": (str,),
+    "source": (str,),
+    "dtype": (str,),
+    "max_length": (str,),
+    "first_last_layers": (str,),
+    "spearman": (float, int),
+    "ci95": (list, type(None)),
+    "similarity": (str, type(None)),
+    "gold": (str, type(None)),
     "env": (dict,),
 }
 # Line breaks of str.splitlines that JSON keeps raw in a string (json.dumps escapes the others):
@@ -109,38 +125,60 @@ def read_similarity(folder: Path, digest: str | None, n_pairs: int) -> np.ndarra
     return array if array.dtype == np.float64 and array.shape == (n_pairs,) else None
 
 
-def read_gold(folder: Path, digest: str | None, n_pairs: int) -> tuple[list[float], list[str] | None] | None:
+def read_gold(
+    folder: Path, digest: str | None, n_pairs: int
+) -> tuple[list[float], list[str] | None] | None:
     data = read_blob(folder, digest, ".json")
     try:
         value = json.loads(data) if data is not None else None
     except ValueError:
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("gold"), list) or len(value["gold"]) != n_pairs:
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("gold"), list)
+        or len(value["gold"]) != n_pairs
+    ):
         return None
     subsets = value.get("subset")
     return [float(g) for g in value["gold"]], (list(subsets) if isinstance(subsets, list) else None)
 
 
 def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
-    """One history entry for a result record; its similarities and gold go to content-addressed blobs."""
+    """One history entry for a result record; its similarities and gold go to content-addressed
+    blobs."""
     pairs = record["pairs"]
     similarity = gold = None
     if pairs["similarity"]:
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(pairs["similarity"], dtype=np.float64), allow_pickle=False)
         similarity = _store_blob(blobs, buffer.getvalue(), ".npy")
-        gold = _store_blob(blobs, canonical_json({"gold": pairs["gold"], "subset": pairs.get("subset")}).encode(),
-                           ".json")
+        gold = _store_blob(
+            blobs,
+            canonical_json({"gold": pairs["gold"], "subset": pairs.get("subset")}).encode(),
+            ".json",
+        )
     keys = record_keys(record)
     scores = record["scores"]
-    line = {"schema": HISTORY_SCHEMA, "run": run, "commit": record["harness"].get("git_sha"),
-            "date": record["created"], **keys, "task": record["task"]["title"],
-            "fingerprint": record["task"]["fingerprint"], "n_pairs": int(record["task"]["n_pairs"]),
-            "task_source": record["task"].get("source", ""),  # file/hf: a task that brought its own data
-            "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
-            "ci95": scores.get("spearman_ci95"),
-            "bootstrap_rounds": scores.get("bootstrap_rounds"), "seed": scores.get("bootstrap_seed"),
-            "similarity": similarity, "gold": gold, "env": record.get("env") or {}}
+    line = {
+        "schema": HISTORY_SCHEMA,
+        "run": run,
+        "commit": record["harness"].get("git_sha"),
+        "date": record["created"],
+        **keys,
+        "task": record["task"]["title"],
+        "fingerprint": record["task"]["fingerprint"],
+        "n_pairs": int(record["task"]["n_pairs"]),
+        "task_source": record["task"].get(
+            "source", ""
+        ),  # file/hf: a task that brought its own data
+        "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
+        "ci95": scores.get("spearman_ci95"),
+        "bootstrap_rounds": scores.get("bootstrap_rounds"),
+        "seed": scores.get("bootstrap_seed"),
+        "similarity": similarity,
+        "gold": gold,
+        "env": record.get("env") or {},
+    }
     line["check"] = hashlib.sha256(canonical_json(line).encode()).hexdigest()
     return line
 
@@ -149,17 +187,23 @@ def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
     """Append this run's scores to ``<out_dir>/history.jsonl``: one write, O_APPEND, fsync.
 
     A previous write cut short (a full disk, ``ulimit -f``, a kill) leaves a last line without its
-    newline; this run's lines then start on a line of their own, so the torn line stays one bad
-    line (skipped on read) and this run's first line is kept. Undefined scores have no point on a
-    history and get no line. The caller holds the output folder's lock (:mod:`harness.runner.records.lock`).
+    newline; this run's lines then start on a line of their own, so the torn line stays one bad line
+    (skipped on read) and this run's first line is kept. Undefined scores have no point on a history
+    and get no line. The caller holds the output folder's lock (:mod:`harness.runner.records.lock`).
     """
     run = uuid.uuid4().hex[:12]
-    lines = [history_line(rec, run, out_dir / BLOBS) for rec in records if rec["scores"]["spearman"] is not None]
+    lines = [
+        history_line(rec, run, out_dir / BLOBS)
+        for rec in records
+        if rec["scores"]["spearman"] is not None
+    ]
     if not lines:
         return None
     path = out_dir / HISTORY_FILE
-    data = "".join(json.dumps(line, ensure_ascii=False, allow_nan=False).translate(_RAW_BREAKS) + "\n"
-                   for line in lines).encode("utf-8")
+    data = "".join(
+        json.dumps(line, ensure_ascii=False, allow_nan=False).translate(_RAW_BREAKS) + "\n"
+        for line in lines
+    ).encode("utf-8")
     fd = _open_for_append(path)
     try:
         size = os.fstat(fd).st_size
@@ -190,10 +234,17 @@ def _open_for_append(path: Path) -> int:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
                     return fd
                 os.close(fd)
-                raise ResourceError(f"{path} is not a regular file; sts-bench appends its history there: remove it")
-        log.warning("history: %s was a symbolic link (to %s); nothing is written through a link in the output "
-                    "folder: the link is replaced by a new history (the target is untouched, and its lines are not "
-                    "read)", path, link_target(path))
+                raise ResourceError(
+                    f"{path} is not a regular file; sts-bench appends its history there: remove it"
+                )
+        log.warning(
+            "history: %s was a symbolic link (to %s); nothing is written through a link in the "
+            "output folder: the link is replaced by a new history (the target is untouched, and "
+            "its lines are not "
+            "read)",
+            path,
+            link_target(path),
+        )
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     raise ResourceError(f"{path}: keeps being replaced by a symbolic link; remove it and run again")
@@ -211,18 +262,25 @@ def valid(line: Any) -> bool:
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
-    """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and skipped."""
+    """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and
+    skipped."""
     path = out_dir / HISTORY_FILE
     try:
         text = read_inside(path).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
     except NotAFile as err:
-        log.warning("history: %s %s; not read (the next run replaces it by a file of its own)", path, err.strerror)
+        log.warning(
+            "history: %s %s; not read (the next run replaces it by a file of its own)",
+            path,
+            err.strerror,
+        )
         return []
     entries: list[dict[str, Any]] = []
     skipped = 0
-    for raw in text.split("\n"):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
+    for raw in text.split(
+        "\n"
+    ):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
         try:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:
@@ -237,7 +295,8 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
 
 
 class HistoryLog:
-    """The report step that appends this run's scores to ``history.jsonl`` (:func:`append_history`)."""
+    """The report step that appends this run's scores to ``history.jsonl``
+    (:func:`append_history`)."""
 
     name = "history"
 

@@ -32,12 +32,16 @@ SERIES_KEYS = (*GROUP_KEYS, *ROW_KEYS, "task", "fingerprint")
 @dataclass
 class Series:
     key: dict[str, str]
-    points: list[dict[str, Any]] = field(default_factory=list)  # one history entry per commit, in commit order
+    points: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # one history entry per commit, in commit order
 
     @property
     def label(self) -> str:
-        return f"{self.key['method']} · {Path(self.key['backbone']).name or self.key['backbone']}" + \
-            (f" · fit={self.key['fit_set']}" if self.key["fit_set"] else "")
+        return (
+            f"{self.key['method']} · {Path(self.key['backbone']).name or self.key['backbone']}"
+            + (f" · fit={self.key['fit_set']}" if self.key["fit_set"] else "")
+        )
 
 
 def commit_label(entry: dict[str, Any]) -> str:
@@ -55,7 +59,9 @@ def build_series(entries: list[dict[str, Any]]) -> tuple[list[Series], list[str]
         label = commit_label(entry)
         if label not in commits:
             commits.append(label)
-        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = entry  # latest run per commit
+        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = (
+            entry  # latest run per commit
+        )
     series = []
     for key, per_commit in by_key.items():
         ordered = sorted(per_commit.items(), key=lambda item: commits.index(item[0]))
@@ -63,26 +69,50 @@ def build_series(entries: list[dict[str, Any]]) -> tuple[list[Series], list[str]
     return series, commits
 
 
-def compare(before: dict[str, Any], after: dict[str, Any], blobs: Path, rounds: int, seed: int) -> dict[str, Any]:
-    """The change from ``before`` to ``after`` and whether it exceeds the noise (see the module docstring)."""
+def compare(
+    before: dict[str, Any], after: dict[str, Any], blobs: Path, rounds: int, seed: int
+) -> dict[str, Any]:
+    """The change from ``before`` to ``after`` and whether it exceeds the noise (see the module
+    docstring)."""
     from harness.core.significance import paired_bootstrap, scored
 
     change = after["spearman"] - before["spearman"]
     n = after["n_pairs"]
-    a, b = read_similarity(blobs, after["similarity"], n), read_similarity(blobs, before["similarity"], n)
+    a, b = (
+        read_similarity(blobs, after["similarity"], n),
+        read_similarity(blobs, before["similarity"], n),
+    )
     gold = read_gold(blobs, after["gold"], n) if after["gold"] == before["gold"] else None
     if a is not None and b is not None and gold is not None:
         values, subsets = gold
-        result = paired_bootstrap(scored(a, values, subsets, after["aggregation"], rounds, seed),
-                                  scored(b, values, subsets, after["aggregation"], rounds, seed))
-        return {"change": change, "ci95": [result.ci_low, result.ci_high], "p_value": result.p_value,
-                "test": result.test, "moved": bool(result.p_value < ALPHA)}
+        result = paired_bootstrap(
+            scored(a, values, subsets, after["aggregation"], rounds, seed),
+            scored(b, values, subsets, after["aggregation"], rounds, seed),
+        )
+        return {
+            "change": change,
+            "ci95": [result.ci_low, result.ci_high],
+            "p_value": result.p_value,
+            "test": result.test,
+            "moved": bool(result.p_value < ALPHA),
+        }
     ci = after.get("ci95")
     if not ci:
-        return {"change": change, "ci95": None, "p_value": None, "test": "none (no interval)", "moved": False}
+        return {
+            "change": change,
+            "ci95": None,
+            "p_value": None,
+            "test": "none (no interval)",
+            "moved": False,
+        }
     low, high = ci[0] - before["spearman"], ci[1] - before["spearman"]
-    return {"change": change, "ci95": [low, high], "p_value": None, "test": "95 % interval",
-            "moved": bool(high < 0 or low > 0)}
+    return {
+        "change": change,
+        "ci95": [low, high],
+        "p_value": None,
+        "test": "95 % interval",
+        "moved": bool(high < 0 or low > 0),
+    }
 
 
 def find_moves(series: list[Series], blobs: Path, rounds: int, seed: int) -> list[dict[str, Any]]:
@@ -91,26 +121,44 @@ def find_moves(series: list[Series], blobs: Path, rounds: int, seed: int) -> lis
         for before, after in zip(s.points, s.points[1:]):
             result = compare(before, after, blobs, rounds, seed)
             if result["moved"]:
-                moves.append({"commit": commit_label(after), "previous": commit_label(before), "date": after["date"],
-                              "method": s.key["method"], "backbone": s.key["backbone"], "task": s.key["task"],
-                              "before": before["spearman"], "after": after["spearman"], **result,
-                              "group": {k: s.key[k] for k in GROUP_KEYS}})
+                moves.append(
+                    {
+                        "commit": commit_label(after),
+                        "previous": commit_label(before),
+                        "date": after["date"],
+                        "method": s.key["method"],
+                        "backbone": s.key["backbone"],
+                        "task": s.key["task"],
+                        "before": before["spearman"],
+                        "after": after["spearman"],
+                        **result,
+                        "group": {k: s.key[k] for k in GROUP_KEYS},
+                    }
+                )
     return moves
 
 
-def history_png(series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path) -> Path:
-    """Score by commit per task, whiskers the 95 % intervals, red rings on the moves. Not drawn again
-    when ``path`` was drawn from the same inputs by the same code (a warm re-run imports no matplotlib)."""
+def history_png(
+    series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path
+) -> Path:
+    """Score by commit per task, whiskers the 95 % intervals, red rings on the moves. Not drawn
+    again when ``path`` was drawn from the same inputs by the same code (a warm re-run imports no
+    matplotlib)."""
     import hashlib
 
     from harness.core.codekeys import code_digest
     from harness.core.hashing import canonical_json
     from harness.runner.tables import plots
 
-    drawn = {"series": [[label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]]
-                        for s, label in zip(series, series_labels(series))],
-             "commits": commits, "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
-             "code": code_digest(plots.__name__, __name__)}
+    drawn = {
+        "series": [
+            [label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]]
+            for s, label in zip(series, series_labels(series))
+        ],
+        "commits": commits,
+        "moves": sorted([m["method"], m["backbone"], m["task"], m["commit"]] for m in moves),
+        "code": code_digest(plots.__name__, __name__),
+    }
     key = hashlib.sha256(canonical_json(drawn).encode("utf-8")).hexdigest()
     # drawn_from reads through a link; a link under the name is never kept (the page would show its
     # target): it is drawn again, and the atomic write replaces the link, not its target.
@@ -148,8 +196,9 @@ def series_colours(labels: list[str]) -> dict[str, tuple[float, float, float, fl
     return dict(zip(distinct, colours))
 
 
-def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path,
-                  key: str) -> Path:
+def _draw_history(
+    series: list[Series], commits: list[str], moves: list[dict[str, Any]], path: Path, key: str
+) -> Path:
     """One panel per task; the legend (one entry per series, shared by the panels) sits below them,
     off the data."""
     import numpy as np
@@ -161,13 +210,19 @@ def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str
     labels = series_labels(series)
     colours = series_colours(labels)
     # The legend is as wide as its longest label (~0.06 in a character at 7.5 pt, plus the swatch):
-    # two columns when they fit side by side, else one; the figure widens to hold it, never clipping it.
+    # two columns when they fit side by side, else one; the figure widens to hold it, never clipping
+    # it.
     longest = max(len(label) for label in labels)
     ncols = 2 if longest <= 48 else 1
     legend_rows = -(-(len(colours) + 1) // ncols)  # the "moved" entry too
     width = max(7.0, 0.9 * len(commits) + 4, ncols * (0.062 * longest + 0.8) + 0.4)
-    fig, axes = plt.subplots(len(tasks), 1, squeeze=False, layout="constrained",
-                             figsize=(width, 3.4 * len(tasks) + 0.2 * legend_rows + 0.4))
+    fig, axes = plt.subplots(
+        len(tasks),
+        1,
+        squeeze=False,
+        layout="constrained",
+        figsize=(width, 3.4 * len(tasks) + 0.2 * legend_rows + 0.4),
+    )
     moved = {(m["method"], m["backbone"], m["task"], m["commit"]) for m in moves}
     handles: dict[str, Any] = {}
     for ax, task in zip(axes[:, 0], tasks):
@@ -175,21 +230,49 @@ def _draw_history(series: list[Series], commits: list[str], moves: list[dict[str
             x = np.array([commits.index(commit_label(p)) for p in s.points])
             y = np.array([p["spearman"] for p in s.points])
             ci = np.array([p["ci95"] or [p["spearman"]] * 2 for p in s.points], dtype=float)
-            line = ax.errorbar(x, y, yerr=np.abs(np.vstack([y - ci[:, 0], ci[:, 1] - y])), marker="o",
-                               markersize=4, capsize=2, linewidth=1.3, color=colours[label], label=label)
+            line = ax.errorbar(
+                x,
+                y,
+                yerr=np.abs(np.vstack([y - ci[:, 0], ci[:, 1] - y])),
+                marker="o",
+                markersize=4,
+                capsize=2,
+                linewidth=1.3,
+                color=colours[label],
+                label=label,
+            )
             handles.setdefault(label, line)
-            rings = [i for i, p in enumerate(s.points)
-                     if (s.key["method"], s.key["backbone"], task, commit_label(p)) in moved]
+            rings = [
+                i
+                for i, p in enumerate(s.points)
+                if (s.key["method"], s.key["backbone"], task, commit_label(p)) in moved
+            ]
             if rings:
-                handles["moved"] = ax.scatter(x[rings], y[rings], s=160, facecolors="none", edgecolors="#d62728",
-                                              linewidths=2, zorder=5)
+                handles["moved"] = ax.scatter(
+                    x[rings],
+                    y[rings],
+                    s=160,
+                    facecolors="none",
+                    edgecolors="#d62728",
+                    linewidths=2,
+                    zorder=5,
+                )
             line[0].set_zorder(3)
         ax.set_xticks(range(len(commits)), commits, rotation=30, ha="right", fontsize=8)
         ax.set_xlim(-0.5, len(commits) - 0.5)
-        ax.set(title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)", ylabel="Spearman ×100")
+        ax.set(
+            title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)",
+            ylabel="Spearman ×100",
+        )
         ax.grid(alpha=0.3)
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=ncols, fontsize=7.5,
-               frameon=False)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=ncols,
+        fontsize=7.5,
+        frameon=False,
+    )
     return save_figure(fig, path, input_key=key)
 
 
@@ -199,18 +282,55 @@ def history_markdown(series: list[Series], commits: list[str], moves: list[dict[
     def fmt_ci(ci: list[float] | None) -> str:
         return "—" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
-    parts = ["# sts-bench history", "", f"{len(commits)} commit(s), {len(series)} series (method row × protocol × "
-             "task × data). A score *moved* when the change beats its noise: paired bootstrap p < 0.05 where both "
-             "runs' per-pair similarities are kept, else the earlier score outside the later 95 % interval.", ""]
-    rows = [{"commit": m["commit"], "after": m["previous"], "method": m["method"], "task": m["task"],
-             "before": m["before"], "now": m["after"], "change": m["change"], "change 95 % CI": fmt_ci(m["ci95"]),
-             "p": "—" if m["p_value"] is None else f"{m['p_value']:.3g}", "test": m["test"]} for m in moves]
-    parts += ["## Moves", "", tabulate(rows, headers="keys", tablefmt="pipe", floatfmt=".2f") if rows
-              else "No score moved by more than its noise.", ""]
-    latest = [{"method": s.key["method"], "task": s.key["task"], "commits": len(s.points),
-               "latest commit": commit_label(s.points[-1]), "Spearman": s.points[-1]["spearman"],
-               "source": s.key["source"], "aggregation": s.key["aggregation"]} for s in series]
-    parts += ["## Latest score of each series", "", tabulate(latest, headers="keys", tablefmt="pipe", floatfmt=".2f")]
+    parts = [
+        "# sts-bench history",
+        "",
+        f"{len(commits)} commit(s), {len(series)} series (method row × protocol × task × data). A "
+        "score *moved* when the change beats its noise: paired bootstrap p < 0.05 where both "
+        "runs' per-pair similarities are kept, else the earlier score outside the later 95 % "
+        "interval.",
+        "",
+    ]
+    rows = [
+        {
+            "commit": m["commit"],
+            "after": m["previous"],
+            "method": m["method"],
+            "task": m["task"],
+            "before": m["before"],
+            "now": m["after"],
+            "change": m["change"],
+            "change 95 % CI": fmt_ci(m["ci95"]),
+            "p": "—" if m["p_value"] is None else f"{m['p_value']:.3g}",
+            "test": m["test"],
+        }
+        for m in moves
+    ]
+    parts += [
+        "## Moves",
+        "",
+        tabulate(rows, headers="keys", tablefmt="pipe", floatfmt=".2f")
+        if rows
+        else "No score moved by more than its noise.",
+        "",
+    ]
+    latest = [
+        {
+            "method": s.key["method"],
+            "task": s.key["task"],
+            "commits": len(s.points),
+            "latest commit": commit_label(s.points[-1]),
+            "Spearman": s.points[-1]["spearman"],
+            "source": s.key["source"],
+            "aggregation": s.key["aggregation"],
+        }
+        for s in series
+    ]
+    parts += [
+        "## Latest score of each series",
+        "",
+        tabulate(latest, headers="keys", tablefmt="pipe", floatfmt=".2f"),
+    ]
     return "\n".join(parts) + "\n"
 
 
@@ -223,8 +343,11 @@ class HistoryReport:
     table: str
 
 
-def history_report(out_dir: Path, rounds: int = 1000, seed: int = 1234, plots: bool = True) -> HistoryReport:
-    """Read the history under ``out_dir``, find the moves, write history.md (and plots/history.png)."""
+def history_report(
+    out_dir: Path, rounds: int = 1000, seed: int = 1234, plots: bool = True
+) -> HistoryReport:
+    """Read the history under ``out_dir``, find the moves, write history.md (and
+    plots/history.png)."""
     series, commits = build_series(read_history(out_dir))
     moves = find_moves(series, out_dir / BLOBS, rounds, seed)
     text = history_markdown(series, commits, moves)

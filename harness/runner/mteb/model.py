@@ -32,36 +32,67 @@ if TYPE_CHECKING:
     from harness.runner.mteb.wrapper import MtebEncoder
 
 
-
-def _config(method: str, backbone: str, fit_set: str, settings: Mapping[str, Any],
-            options: dict[str, Any]) -> BenchConfig:
+def _config(
+    method: str, backbone: str, fit_set: str, settings: Mapping[str, Any], options: dict[str, Any]
+) -> BenchConfig:
     from harness.runner.settings.validate import check_method_params
 
-    # What MTEB decides (tasks and their data) or mteb_model's own arguments decide is not a setting.
-    names = {f.name for f in fields(BenchConfig)} - {"methods", "tasks", "source", "backbone", "fit_set",
-                                                      "method_params", "history", "dry_run", "baseline", "paper",
-                                                      "explicit"}
+    # What MTEB decides (tasks and their data) or mteb_model's own arguments decide is not a
+    # setting.
+    names = {f.name for f in fields(BenchConfig)} - {
+        "methods",
+        "tasks",
+        "source",
+        "backbone",
+        "fit_set",
+        "method_params",
+        "history",
+        "dry_run",
+        "baseline",
+        "paper",
+        "explicit",
+    }
     for key in settings:
         if key not in names:
-            raise UserError(f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method options "
-                            "go as keyword arguments, run-wide settings in settings={...}")
+            raise UserError(
+                f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method "
+                "options "
+                "go as keyword arguments, run-wide settings in settings={...}"
+            )
     from methods import method_name
 
     method = method_name(method)  # a plugin by reference (x.py:Class): its options go by its name
     options = check_method_params({method: options}, "mteb_model")[method]
-    cfg = replace(BenchConfig(progress=False, plots=False), **{**dict(settings), "methods": (method,), "source": "mteb",
-                                                                 "backbone": backbone, "fit_set": fit_set,
-                                                                 "method_params": {method: dict(options)}})
+    cfg = replace(
+        BenchConfig(progress=False, plots=False),
+        **{
+            **dict(settings),
+            "methods": (method,),
+            "source": "mteb",
+            "backbone": backbone,
+            "fit_set": fit_set,
+            "method_params": {method: dict(options)},
+        },
+    )
     from harness.runner.execution.preflight import applied_max_length
 
     cfg = cfg.validate()
-    return replace(cfg, max_length=applied_max_length(cfg))  # as a run applies it: capped at the model's reach
+    return replace(
+        cfg, max_length=applied_max_length(cfg)
+    )  # as a run applies it: capped at the model's reach
 
 
-def mteb_model(method: str, backbone: str = "minilm", *, fit_set: str | Sequence[str] = "target",
-               tasks: Iterable[Any] = (), settings: Mapping[str, Any] | None = None, **options: Any) -> MtebEncoder:
-    """An MTEB encoder (``mteb.EncoderProtocol``) computing ``method`` on ``backbone``; see the module
-    docstring. ``fit_set`` may also be a list of sentences."""
+def mteb_model(
+    method: str,
+    backbone: str = "minilm",
+    *,
+    fit_set: str | Sequence[str] = "target",
+    tasks: Iterable[Any] = (),
+    settings: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> MtebEncoder:
+    """An MTEB encoder (``mteb.EncoderProtocol``) computing ``method`` on ``backbone``; see the
+    module docstring. ``fit_set`` may also be a list of sentences."""
     from harness.core.artifacts import ArtifactStore
     from harness.core.data.fitsets import make_fit_set
     from harness.core.data.hf_places import caches_under
@@ -72,12 +103,19 @@ def mteb_model(method: str, backbone: str = "minilm", *, fit_set: str | Sequence
             sentences = list(dict.fromkeys(str(s).strip() for s in fit_set if str(s).strip()))
             if not sentences:
                 raise UserError("mteb_model: fit_set holds no sentence")
-            custom = make_fit_set("sentences", sentences, f"{len(sentences)} sentences given to mteb_model")
-        cfg = _config(method, backbone, fit_set if isinstance(fit_set, str) else "target", settings or {}, options)
-        # mteb imported here for the first time makes its default result cache under cache_dir, not ~/.cache/mteb.
+            custom = make_fit_set(
+                "sentences", sentences, f"{len(sentences)} sentences given to mteb_model"
+            )
+        cfg = _config(
+            method,
+            backbone,
+            fit_set if isinstance(fit_set, str) else "target",
+            settings or {},
+            options,
+        )
+        # mteb imported here for the first time makes its default result cache under cache_dir, not
+        # ~/.cache/mteb.
         with caches_under(ArtifactStore(cfg.cache_dir)):
             from harness.runner.mteb.wrapper import MtebEncoder
 
             return MtebEncoder(cfg, custom, tasks)
-
-

@@ -33,26 +33,36 @@ PROBE = "a sentence"
 
 
 class MtebEncoder(AbsEncoder):
-    """One sts-bench method behind MTEB's encoder protocol: ``encode`` a DataLoader of texts to float32."""
+    """One sts-bench method behind MTEB's encoder protocol: ``encode`` a DataLoader of texts to
+    float32."""
 
-    def __init__(self, cfg: BenchConfig, custom_fit_set: FitSet | None = None, tasks: Iterable[Any] = ()) -> None:
+    def __init__(
+        self, cfg: BenchConfig, custom_fit_set: FitSet | None = None, tasks: Iterable[Any] = ()
+    ) -> None:
         self.cfg = cfg
         self.ctx = RunContext(cfg)
         method = self.ctx.sibling(cfg.methods[0])
         if not isinstance(method, EmbeddingMethod):
-            raise UserError(f"{method.name} scores pairs and embeds no sentence; MTEB evaluates it as a "
-                            "cross-encoder, which this wrapper does not offer: use an embedding method")
+            raise UserError(
+                f"{method.name} scores pairs and embeds no sentence; MTEB evaluates it as a "
+                "cross-encoder, which this wrapper does not offer: use an embedding method"
+            )
         self.method: EmbeddingMethod = method
-        if method.spec.backbone != "none":  # a missing model fails here, not in the middle of mteb.evaluate
+        if (
+            method.spec.backbone != "none"
+        ):  # a missing model fails here, not in the middle of mteb.evaluate
             self.ctx.backbone(method.spec.backbone, method.spec.revision)
         self._custom = custom_fit_set
         self._tasks = {task.metadata.name: task for task in tasks}
-        self._fitted_on: str | None = None  # the task (or "*" for a task-free fit set) the method is fitted for
+        self._fitted_on: str | None = (
+            None  # the task (or "*" for a task-free fit set) the method is fitted for
+        )
         self._dim: int | None = None  # the width of the vectors, once encoded
         self._n_parameters: int | None = None
 
     @property
-    def mteb_model_meta(self) -> ModelMeta:  # type: ignore[override]  # AbsEncoder's is a settable attribute
+    # AbsEncoder's is a settable attribute
+    def mteb_model_meta(self) -> ModelMeta:  # type: ignore[override]
         """MTEB's description of this model: its sts-bench identity (the folder a run writes its
         results to), the hub id of the weights where known (``adapted_from``), the width of its
         vectors (``embed_dim``) and the backbone's parameter count (a fitted transform's are not
@@ -65,14 +75,25 @@ class MtebEncoder(AbsEncoder):
         spec = self.method.spec
         ref = None if spec.backbone == "none" else self.ctx.backbone(spec.backbone, spec.revision)
         weights = None if ref is None else {"fingerprint": ref.fingerprint}
-        name, revision = model_identity(self.method.label(), spec.to_dict(), weights, self.protocol())
+        name, revision = model_identity(
+            self.method.label(), spec.to_dict(), weights, self.protocol()
+        )
         if ref is not None and self._n_parameters is None:
             self._n_parameters = parameter_count(ref.path)
-        return ModelMeta.create_empty(overwrites={
-            "name": name, "revision": revision, "similarity_fn_name": ScoringFunction.COSINE,
-            "framework": ["PyTorch"], "max_tokens": spec.max_length, "use_instructions": False,
-            "adapted_from": None if ref is None else hub_id(ref), "embed_dim": self.embed_dim(),
-            "n_parameters": self._n_parameters, "modalities": ["text"]})
+        return ModelMeta.create_empty(
+            overwrites={
+                "name": name,
+                "revision": revision,
+                "similarity_fn_name": ScoringFunction.COSINE,
+                "framework": ["PyTorch"],
+                "max_tokens": spec.max_length,
+                "use_instructions": False,
+                "adapted_from": None if ref is None else hub_id(ref),
+                "embed_dim": self.embed_dim(),
+                "n_parameters": self._n_parameters,
+                "modalities": ["text"],
+            }
+        )
 
     def embed_dim(self) -> int | None:
         """The width of this method's vectors, measured by encoding one sentence: a sentence of the
@@ -80,11 +101,22 @@ class MtebEncoder(AbsEncoder):
         method that fits on the evaluated task's sentences, given no task, cannot encode before
         ``mteb.evaluate`` names one: None until then."""
         if self._dim is None:
-            # A task object whose data MTEB has not loaded yet (it loads it after reading this) is no help.
-            given = next((name for name, task in self._tasks.items()
-                          if task.data_loaded or task.dataset is not None), None)
+            # A task object whose data MTEB has not loaded yet (it loads it after reading this) is
+            # no help.
+            given = next(
+                (
+                    name
+                    for name, task in self._tasks.items()
+                    if task.data_loaded or task.dataset is not None
+                ),
+                None,
+            )
             if self.method.uses_fit_set and self._fitted_on is None:
-                if self._custom is None and not self.fit_set_name().startswith(TASK_FREE) and given is None:
+                if (
+                    self._custom is None
+                    and not self.fit_set_name().startswith(TASK_FREE)
+                    and given is None
+                ):
                     return None
                 self._fit_for(given or "*")
             sentence = self._task_data(given).eval.s1[0] if given is not None else PROBE
@@ -101,10 +133,18 @@ class MtebEncoder(AbsEncoder):
     def fit_set_name(self) -> str:
         return self._custom.name if self._custom is not None else self.method.fit_set_name()
 
-    def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str, prompt_type: Any = None,
-               **kwargs: Any) -> np.ndarray:
-        """Float32 (n, d) vectors of every text in ``inputs``, in order (MTEB's prompts do not apply:
-        sts-bench methods take no instruction)."""
+    def encode(
+        self,
+        inputs: Any,
+        *,
+        task_metadata: Any,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Float32 (n, d) vectors of every text in ``inputs``, in order (MTEB's prompts do not
+        apply: sts-bench methods take no instruction)."""
         texts = [str(text) for batch in inputs for text in batch["text"]]
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts):
             if self.method.uses_fit_set:
@@ -122,10 +162,14 @@ class MtebEncoder(AbsEncoder):
 
         from harness.core.data.sources.mteb_tasks import loaded_mteb_task
 
-        listed = [tasks] if isinstance(tasks, str) or not isinstance(tasks, Sequence) else list(tasks)
+        listed = (
+            [tasks] if isinstance(tasks, str) or not isinstance(tasks, Sequence) else list(tasks)
+        )
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts) as places:
             say(describe(places))
-            objects = [loaded_mteb_task(t, self.cfg.hub_root) if isinstance(t, str) else t for t in listed]
+            objects = [
+                loaded_mteb_task(t, self.cfg.hub_root) if isinstance(t, str) else t for t in listed
+            ]
             self._tasks.update({task.metadata.name: task for task in objects})
             if "cache" not in kwargs:
                 kwargs["cache"] = mteb.ResultCache(places["MTEB_CACHE"])
@@ -141,12 +185,15 @@ class MtebEncoder(AbsEncoder):
         if self._fitted_on == key:
             return
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts):
-            fit_set = self._custom or build_fit_set(name, self._task_data(task_name), self.cfg.hub_root)
+            fit_set = self._custom or build_fit_set(
+                name, self._task_data(task_name), self.cfg.hub_root
+            )
         self.method.fit(fit_set)
         self._fitted_on = key
 
     def _task_data(self, task_name: str) -> LoadedTask:
-        """The evaluated task's data: the task object the caller gave, or MTEB's task loaded by name."""
+        """The evaluated task's data: the task object the caller gave, or MTEB's task loaded by
+        name."""
         from harness.core.data.fitsets import splits_needed
         from harness.core.data.sources.mteb_tasks import loaded_task
         from harness.core.data.splits import unique

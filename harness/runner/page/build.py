@@ -19,12 +19,16 @@ if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 
-def write_pages(cfg: BenchConfig, every_run: Sequence[Record], marks: set,
-                significance: list[dict[str, Any]]) -> tuple[list[Path], str]:
+def write_pages(
+    cfg: BenchConfig, every_run: Sequence[Record], marks: set, significance: list[dict[str, Any]]
+) -> tuple[list[Path], str]:
     """Write the history report and the report page; returns their paths and the history as text."""
     out_dir = Path(cfg.output_dir)
     history = history_report(out_dir, cfg.bootstrap or 1000, cfg.seed, cfg.plots)
-    return [*history.paths, write_report(every_run, marks, significance, out_dir, history)], history.table
+    return [
+        *history.paths,
+        write_report(every_run, marks, significance, out_dir, history),
+    ], history.table
 
 
 def history_pages(cfg: BenchConfig) -> tuple[list[Path], str]:

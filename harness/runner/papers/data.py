@@ -1,7 +1,7 @@
 """The papers' protocols as data: ``harness/runner/papers/<name>.toml`` read into plain values.
 
-Kept apart from :mod:`harness.runner.papers.run` (which runs them) so that validating ``--paper NAME``
-needs no part of the runner.
+Kept apart from :mod:`harness.runner.papers.run` (which runs them) so that validating
+``--paper NAME`` needs no part of the runner.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ PAPERS = tuple(sorted(path.stem for path in PAPER_DIR.glob("*.toml")))
 class Setting:
     value: Any
     source: str = ""
-    model: bool = False  # a model choice: --backbone replaces it, as it replaces the paper's backbone
+    model: bool = (
+        False  # a model choice: --backbone replaces it, as it replaces the paper's backbone
+    )
 
 
 @dataclass(frozen=True)
@@ -63,21 +65,45 @@ def _setting(raw: Any) -> Setting:
 
 
 def _options(raw: dict[str, Any]) -> dict[str, dict[str, Setting]]:
-    return {method: {name: _setting(value) for name, value in values.items()} for method, values in raw.items()}
+    return {
+        method: {name: _setting(value) for name, value in values.items()}
+        for method, values in raw.items()
+    }
 
 
 def load_paper(name: str) -> Paper:
     path = PAPER_DIR / f"{name}.toml"
     if name not in PAPERS:
-        raise UserError(f"--paper {name}: unknown paper{did_you_mean(name, PAPERS)}; known: {', '.join(PAPERS)}")
+        raise UserError(
+            f"--paper {name}: unknown paper{did_you_mean(name, PAPERS)}; known: {', '.join(PAPERS)}"
+        )
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    rows = tuple(Row(model=r["model"], setting=r["setting"], table=r["table"], method=r["method"],
-                     published={task: None if value == "" else float(value) for task, value in r["published"].items()},
-                     backbone=r.get("backbone"), settings={k: _setting(v) for k, v in r.get("settings", {}).items()},
-                     options=_options(r.get("options", {})), metric=r.get("metric", "spearman"))
-                 for r in data["rows"])
-    return Paper(name=data["name"], title=data["title"], code=data["code"], backbone=data["backbone"],
-                 tasks=tuple(data["tasks"]), sources={k: _setting(v) for k, v in data["sources"].items()},
-                 settings={k: _setting(v) for k, v in data["settings"].items()},
-                 options=_options(data.get("options", {})), rows=rows,
-                 rows_take_backbone=bool(data.get("rows_take_backbone", False)))
+    rows = tuple(
+        Row(
+            model=r["model"],
+            setting=r["setting"],
+            table=r["table"],
+            method=r["method"],
+            published={
+                task: None if value == "" else float(value)
+                for task, value in r["published"].items()
+            },
+            backbone=r.get("backbone"),
+            settings={k: _setting(v) for k, v in r.get("settings", {}).items()},
+            options=_options(r.get("options", {})),
+            metric=r.get("metric", "spearman"),
+        )
+        for r in data["rows"]
+    )
+    return Paper(
+        name=data["name"],
+        title=data["title"],
+        code=data["code"],
+        backbone=data["backbone"],
+        tasks=tuple(data["tasks"]),
+        sources={k: _setting(v) for k, v in data["sources"].items()},
+        settings={k: _setting(v) for k, v in data["settings"].items()},
+        options=_options(data.get("options", {})),
+        rows=rows,
+        rows_take_backbone=bool(data.get("rows_take_backbone", False)),
+    )

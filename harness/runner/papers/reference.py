@@ -1,6 +1,7 @@
-"""docs/REFERENCE.md, the published tables, written from the papers' TOMLs (the data ``--paper`` runs
-against), so the doc and the comparisons cannot disagree. ``python -m harness.runner.papers.reference``
-prints it; tests/test_readme.py checks the committed file equals it.
+"""docs/REFERENCE.md, the published tables, written from the papers' TOMLs (the data ``--paper``
+runs against), so the doc and the comparisons cannot disagree.
+``python -m harness.runner.papers.reference`` prints it; tests/test_readme.py checks the committed
+file equals it.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from harness.runner.papers.data import PAPERS, Paper, Row, Setting, load_paper
 
 INTRO = """# Published reference tables
 
-The figures sts-bench compares against, one section per paper, exactly as `--paper NAME` reads them from
-`harness/runner/papers/<name>.toml` (Spearman ×100 unless the row says otherwise; "—" where the paper gives
+The figures sts-bench compares against, one section per paper, exactly as `--paper NAME` reads \
+them from
+`harness/runner/papers/<name>.toml` (Spearman ×100 unless the row says otherwise; "—" where the \
+paper gives
 no figure). Each protocol setting carries where it comes from: a table of the paper or a file of the
 authors' code. Generated: `python -m harness.runner.papers.reference > docs/REFERENCE.md`
-(tests/test_readme.py fails when this file and the TOMLs disagree). How to run a paper's protocol, and
+(tests/test_readme.py fails when this file and the TOMLs disagree). How to run a paper's \
+protocol, and
 what runs offline: [PROTOCOLS.md](PROTOCOLS.md#reproducing-the-papers).
 """
 
@@ -29,7 +33,11 @@ def _figure(value: float | None) -> str:
 
 def _row_settings(row: Row) -> str:
     parts = [f"{name}={_value(s)}" for name, s in row.settings.items()]
-    parts += [f"{method}.{name}={_value(s)}" for method, opts in row.options.items() for name, s in opts.items()]
+    parts += [
+        f"{method}.{name}={_value(s)}"
+        for method, opts in row.options.items()
+        for name, s in opts.items()
+    ]
     if row.backbone:
         parts.insert(0, f"backbone={row.backbone}")
     if row.metric != "spearman":
@@ -39,19 +47,37 @@ def _row_settings(row: Row) -> str:
 
 def paper_section(paper: Paper) -> str:
     """One paper: its protocol settings with their sources, then its published rows."""
-    lines = [f"## {paper.name}", "", f"{paper.title}. Code: `{paper.code}`. Backbone: `{paper.backbone}`.", "",
-             "| setting | value | from |", "|---|---|---|"]
-    lines += [f"| data of {'every other task' if task == 'default' else task} | {_value(s)} | {s.source} |"
-              for task, s in paper.sources.items()]
+    lines = [
+        f"## {paper.name}",
+        "",
+        f"{paper.title}. Code: `{paper.code}`. Backbone: `{paper.backbone}`.",
+        "",
+        "| setting | value | from |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| data of {'every other task' if task == 'default' else task} | {_value(s)} | {s.source} "
+        "|"
+        for task, s in paper.sources.items()
+    ]
     lines += [f"| {name} | {_value(s)} | {s.source} |" for name, s in paper.settings.items()]
-    lines += [f"| {method}.{name} | {_value(s)} | {s.source} |"
-              for method, opts in paper.options.items() for name, s in opts.items()]
+    lines += [
+        f"| {method}.{name} | {_value(s)} | {s.source} |"
+        for method, opts in paper.options.items()
+        for name, s in opts.items()
+    ]
     tasks = [t for t in paper.tasks if any(t in row.published for row in paper.rows)]
-    lines += ["", "| model | setting | method | table | " + " | ".join(tasks) + " | row settings |",
-              "|---|---|---|---|" + "---:|" * len(tasks) + "---|"]
-    lines += [f"| {row.model} | {row.setting} | {row.method} | {row.table} | "
-              + " | ".join(_figure(row.published.get(t)) for t in tasks) + f" | {_row_settings(row)} |"
-              for row in paper.rows]
+    lines += [
+        "",
+        "| model | setting | method | table | " + " | ".join(tasks) + " | row settings |",
+        "|---|---|---|---|" + "---:|" * len(tasks) + "---|",
+    ]
+    lines += [
+        f"| {row.model} | {row.setting} | {row.method} | {row.table} | "
+        + " | ".join(_figure(row.published.get(t)) for t in tasks)
+        + f" | {_row_settings(row)} |"
+        for row in paper.rows
+    ]
     return "\n".join(lines)
 
 

@@ -65,8 +65,9 @@ def link_target(path: Path) -> str:
 
 
 def linked_folder(root: Path, path: Path) -> Path | None:
-    """The first folder between ``root`` (exclusive: it may be a link) and ``path`` (exclusive) that is
-    a symbolic link, else None. Folders that do not exist yet are made by the writer: real folders.
+    """The first folder between ``root`` (exclusive: it may be a link) and ``path`` (exclusive) that
+    is a symbolic link, else None. Folders that do not exist yet are made by the writer: real
+    folders.
 
     >>> linked_folder(Path("/nonexistent-root"), Path("/nonexistent-root/a/b.json")) is None
     True
@@ -91,9 +92,11 @@ def refuse_linked_folders(root: Path, path: Path, what: str = "the output folder
     ``root`` (see the module docstring); nothing is written."""
     link = linked_folder(root, path)
     if link is not None:
-        raise ResourceError(f"{link} is a symbolic link (to {link_target(link)}) inside {what} {root}; sts-bench "
-                            "reads and writes there only through real folders, so nothing of it lands elsewhere: "
-                            "remove the link (or move what it points to into its place)")
+        raise ResourceError(
+            f"{link} is a symbolic link (to {link_target(link)}) inside {what} {root}; sts-bench "
+            "reads and writes there only through real folders, so nothing of it lands elsewhere: "
+            "remove the link (or move what it points to into its place)"
+        )
 
 
 def read_inside(path: Path, root: Path | None = None) -> bytes:
@@ -102,14 +105,23 @@ def read_inside(path: Path, root: Path | None = None) -> bytes:
     either. A link at ``path`` or on the way from ``root``, a FIFO or a folder: :class:`NotAFile`;
     a missing file: ``FileNotFoundError``."""
     if root is not None and (link := linked_folder(root, path)) is not None:
-        raise NotAFile(errno.ELOOP, f"is inside {link}, a symbolic link (to {link_target(link)})", str(path))
+        raise NotAFile(
+            errno.ELOOP, f"is inside {link}, a symbolic link (to {link_target(link)})", str(path)
+        )
     if not NOFOLLOW and os.path.islink(path):
         raise NotAFile(errno.ELOOP, f"is a symbolic link (to {link_target(path)})", str(path))
     try:  # O_NONBLOCK: a FIFO planted under a file's name must not hang the open
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            path,
+            os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0),
+        )
     except OSError as err:
-        if err.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):  # EMLINK: FreeBSD's ELOOP
-            raise NotAFile(errno.ELOOP, f"is a symbolic link (to {link_target(path)})", str(path)) from None
+        if err.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(
+            path
+        ):  # EMLINK: FreeBSD's ELOOP
+            raise NotAFile(
+                errno.ELOOP, f"is a symbolic link (to {link_target(path)})", str(path)
+            ) from None
         raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -126,14 +138,18 @@ def _refuse_linked_tool_folders(out_dir: Path) -> None:
     for name in FOLDERS:
         folder = Path(out_dir) / name
         if os.path.islink(folder):
-            raise ResourceError(f"{folder} is a symbolic link (to {link_target(folder)}); sts-bench reads and writes "
-                                f"inside the output folder {out_dir} only through real folders, so nothing it writes "
-                                "lands elsewhere: remove the link (or move what it points to into its place)")
+            raise ResourceError(
+                f"{folder} is a symbolic link (to {link_target(folder)}); sts-bench reads and "
+                f"writes inside the output folder {out_dir} only through real folders, so nothing "
+                "it writes lands elsewhere: remove the link (or move what it points to into its "
+                "place)"
+            )
 
 
 def _open_lock(path: Path) -> int:
     """The lock file's descriptor, never through a link: a link planted under its name is replaced
-    by a lock file of the folder's own (one warning), so ``O_CREAT`` never makes a file elsewhere."""
+    by a lock file of the folder's own (one warning), so ``O_CREAT`` never makes a file
+    elsewhere."""
     flags = os.O_RDWR | os.O_CREAT | NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     for _ in range(3):  # another run may replace the same link at the same moment
         if not os.path.islink(path):
@@ -142,8 +158,13 @@ def _open_lock(path: Path) -> int:
             except OSError as err:
                 if err.errno not in (errno.ELOOP, errno.EMLINK):
                     raise
-        log.warning("output folder: %s was a symbolic link (to %s); replaced by a lock file of its own (the "
-                    "target is untouched)", path, link_target(path))
+        log.warning(
+            "output folder: %s was a symbolic link (to %s); replaced by a lock file of its own "
+            "(the "
+            "target is untouched)",
+            path,
+            link_target(path),
+        )
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     raise ResourceError(f"{path}: keeps being replaced by a symbolic link; remove it and run again")
@@ -159,7 +180,9 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
-        _refuse_linked_tool_folders(Path(out_dir))  # again under the lock: a run may have waited long
+        _refuse_linked_tool_folders(
+            Path(out_dir)
+        )  # again under the lock: a run may have waited long
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -61,14 +61,18 @@ def _slug(text: str) -> str:
     return file_slug(text, r"[^A-Za-z0-9.=_-]+") or "model"
 
 
-def model_identity(label: str, spec: dict[str, Any], backbone: dict[str, Any] | None,
-                   protocol: dict[str, Any]) -> tuple[str, str]:
-    """(MTEB model name, revision) of a configured method. ``harness.mteb_model`` uses the same, so a
-    model evaluated by MTEB and the same settings run here share one folder."""
+def model_identity(
+    label: str, spec: dict[str, Any], backbone: dict[str, Any] | None, protocol: dict[str, Any]
+) -> tuple[str, str]:
+    """(MTEB model name, revision) of a configured method. ``harness.mteb_model`` uses the same, so
+    a model evaluated by MTEB and the same settings run here share one folder."""
     short = Path(str(spec.get("backbone", ""))).name or str(spec.get("backbone", ""))
     name = f"sts-bench/{_slug(label)}-{_slug(short)}"
-    identity = {"spec": spec, "weights": (backbone or {}).get("fingerprint"),
-                "protocol": {k: protocol.get(k) for k in IDENTITY_PROTOCOL}}
+    identity = {
+        "spec": spec,
+        "weights": (backbone or {}).get("fingerprint"),
+        "protocol": {k: protocol.get(k) for k in IDENTITY_PROTOCOL},
+    }
     return name, key_hash(identity, 12)
 
 
@@ -76,7 +80,13 @@ def _correlations(similarity: np.ndarray, gold: np.ndarray) -> dict[str, float]:
     from harness.core.scoring import pearson, spearman
 
     rho, r = spearman(similarity, gold), pearson(similarity, gold)
-    return {"pearson": r, "spearman": rho, "cosine_pearson": r, "cosine_spearman": rho, "main_score": rho}
+    return {
+        "pearson": r,
+        "spearman": rho,
+        "cosine_pearson": r,
+        "cosine_spearman": rho,
+        "main_score": rho,
+    }
 
 
 def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, list[str]]:
@@ -96,20 +106,44 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     similarity = np.asarray(pairs["similarity"], dtype=np.float64)
     gold = np.asarray(pairs["gold"], dtype=np.float64)
     labels = pairs.get("subset") if task["source"] == "mteb" else None
-    groups = {"default": np.arange(len(gold))} if labels is None else \
-        {s: np.flatnonzero(np.asarray(labels) == s) for s in dict.fromkeys(labels)}
+    groups = (
+        {"default": np.arange(len(gold))}
+        if labels is None
+        else {s: np.flatnonzero(np.asarray(labels) == s) for s in dict.fromkeys(labels)}
+    )
     languages = _languages(task_name, list(groups), task["source"])
     version = mteb_version()
-    scores = [{**{k: round(v, 6) for k, v in _correlations(similarity[idx], gold[idx]).items()},
-               "hf_subset": subset, "languages": languages[subset], "mteb_version": version}
-              for subset, idx in groups.items()]
-    pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in ("", task["origin"])
-    revision = str(task["origin"]).rsplit("@", 1)[-1] if pinned else f"{task['source']}-{task['fingerprint'][:12]}"
+    scores = [
+        {
+            **{k: round(v, 6) for k, v in _correlations(similarity[idx], gold[idx]).items()},
+            "hf_subset": subset,
+            "languages": languages[subset],
+            "mteb_version": version,
+        }
+        for subset, idx in groups.items()
+    ]
+    pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in (
+        "",
+        task["origin"],
+    )
+    revision = (
+        str(task["origin"]).rsplit("@", 1)[-1]
+        if pinned
+        else f"{task['source']}-{task['fingerprint'][:12]}"
+    )
     timings = record.get("timings") or {}
-    return {"dataset_revision": revision, "task_name": task_name, "mteb_version": version,
-            "scores": {"validation" if task["split"] == "dev" else task["split"]: scores},
-            "evaluation_time": round(sum(timings.get(k, 0.0) for k in ("fit_s", "encode_s", "score_s")), 4),
-            "kg_co2_emissions": None, "date": _timestamp(record.get("created")), "evaluation_phases": None}
+    return {
+        "dataset_revision": revision,
+        "task_name": task_name,
+        "mteb_version": version,
+        "scores": {"validation" if task["split"] == "dev" else task["split"]: scores},
+        "evaluation_time": round(
+            sum(timings.get(k, 0.0) for k in ("fit_s", "encode_s", "score_s")), 4
+        ),
+        "kg_co2_emissions": None,
+        "date": _timestamp(record.get("created")),
+        "evaluation_phases": None,
+    }
 
 
 def _timestamp(created: str | None) -> float | None:
@@ -121,27 +155,62 @@ def _timestamp(created: str | None) -> float | None:
         return None
 
 
-def model_meta(name: str, revision: str, adapted_from: str | None, max_tokens: int | None,
-               trained_on: set[str], embed_dim: int | None = None, n_parameters: int | None = None) -> dict[str, Any]:
-    """``model_meta.json``: MTEB's ModelMeta fields, filled with what sts-bench knows: the hub id of the
-    weights (None for a local folder), the width of the vectors scored and the backbone's parameters."""
-    return {"loader_kwargs": {}, "name": name, "revision": revision, "release_date": None, "languages": None,
-            "n_parameters": n_parameters, "n_active_parameters_override": None, "n_embedding_parameters": None,
-            "memory_usage_mb": None, "max_tokens": max_tokens, "embed_dim": embed_dim, "license": None,
-            "open_weights": None, "public_training_code": None, "public_training_data": None,
-            "framework": ["PyTorch"], "reference": None, "similarity_fn_name": "cosine", "use_instructions": False,
-            "training_datasets": sorted(trained_on) or None, "adapted_from": adapted_from, "superseded_by": None,
-            "modalities": ["text"], "model_type": ["dense"], "citation": None, "contacts": None,
-            "experiment_kwargs": None, "output_dtypes": None, "extra_requirements_groups": None, "loader": None,
-            "is_cross_encoder": False}
+def model_meta(
+    name: str,
+    revision: str,
+    adapted_from: str | None,
+    max_tokens: int | None,
+    trained_on: set[str],
+    embed_dim: int | None = None,
+    n_parameters: int | None = None,
+) -> dict[str, Any]:
+    """``model_meta.json``: MTEB's ModelMeta fields, filled with what sts-bench knows: the hub id of
+    the weights (None for a local folder), the width of the vectors scored and the backbone's
+    parameters."""
+    return {
+        "loader_kwargs": {},
+        "name": name,
+        "revision": revision,
+        "release_date": None,
+        "languages": None,
+        "n_parameters": n_parameters,
+        "n_active_parameters_override": None,
+        "n_embedding_parameters": None,
+        "memory_usage_mb": None,
+        "max_tokens": max_tokens,
+        "embed_dim": embed_dim,
+        "license": None,
+        "open_weights": None,
+        "public_training_code": None,
+        "public_training_data": None,
+        "framework": ["PyTorch"],
+        "reference": None,
+        "similarity_fn_name": "cosine",
+        "use_instructions": False,
+        "training_datasets": sorted(trained_on) or None,
+        "adapted_from": adapted_from,
+        "superseded_by": None,
+        "modalities": ["text"],
+        "model_type": ["dense"],
+        "citation": None,
+        "contacts": None,
+        "experiment_kwargs": None,
+        "output_dtypes": None,
+        "extra_requirements_groups": None,
+        "loader": None,
+        "is_cross_encoder": False,
+    }
 
 
 def _trained_on(meta_path: Path, name: str, revision: str) -> set[str]:
-    """The tasks an existing model_meta.json of this model already lists (verified: same name and revision)."""
+    """The tasks an existing model_meta.json of this model already lists (verified: same name and
+    revision)."""
     try:
         old = json.loads(read_inside(meta_path).decode("utf-8"))
     except NotAFile as err:
-        log.warning("mteb: %s %s; not read (it is written again as a file)", meta_path, err.strerror)
+        log.warning(
+            "mteb: %s %s; not read (it is written again as a file)", meta_path, err.strerror
+        )
         return set()
     except (OSError, ValueError):
         return set()
@@ -158,23 +227,38 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
         return None  # an undefined score has no MTEB main_score
     task_name = record["task"].get("mteb_name") or record["task"]["name"]
     method = record["method"]
-    name, revision = model_identity(method["label"], method["spec"], record.get("backbone"), record["protocol"])
+    name, revision = model_identity(
+        method["label"], method["spec"], record.get("backbone"), record["protocol"]
+    )
     folder = out_dir / name.replace("/", "__") / revision
     path = folder / f"{task_name}.json"
     refuse_linked_folders(out_dir.parent, path)  # mteb/<model>/<revision>/: real folders only
-    atomic_write_text(path, json.dumps(strict_json(task_result(record, task_name)), indent=2, allow_nan=False) + "\n")
+    atomic_write_text(
+        path,
+        json.dumps(strict_json(task_result(record, task_name)), indent=2, allow_nan=False) + "\n",
+    )
     trained_on = _trained_on(folder / "model_meta.json", name, revision)
     if record["protocol"].get("transductive"):
         trained_on.add(task_name)
     backbone = record.get("backbone") or {}
-    meta = model_meta(name, revision, backbone.get("hub_id"), method["spec"].get("max_length"), trained_on,
-                      record.get("embed_dim"), backbone.get("n_parameters"))
-    atomic_write_text(folder / "model_meta.json", json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n")
+    meta = model_meta(
+        name,
+        revision,
+        backbone.get("hub_id"),
+        method["spec"].get("max_length"),
+        trained_on,
+        record.get("embed_dim"),
+        backbone.get("n_parameters"),
+    )
+    atomic_write_text(
+        folder / "model_meta.json", json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n"
+    )
     return path
 
 
 class MtebFiles:
-    """The report step of MTEB result files: one per record of this run (:func:`write_mteb_result`)."""
+    """The report step of MTEB result files: one per record of this run
+    (:func:`write_mteb_result`)."""
 
     name = "mteb-files"
 

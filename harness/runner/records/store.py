@@ -29,7 +29,13 @@ from typing import Any
 from harness.core.authenticity import secret_from_env
 from harness.core.hashing import atomic_write_text, key_hash
 from harness.runner.records.lock import read_inside
-from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, problems, protocol_group, seal
+from harness.runner.records.schema import (
+    RESULT_SCHEMA_VERSION,
+    Record,
+    problems,
+    protocol_group,
+    seal,
+)
 
 log = logging.getLogger("sts_bench.results")
 _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
@@ -52,18 +58,34 @@ def git_sha() -> str | None:
     """The harness's own commit (with ``+dirty`` if the tree has changes), or None outside git."""
     root = Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{sha}+dirty" if dirty else sha
 
 
 def environment(devices: list[str], dtype: str) -> dict[str, Any]:
-    return {"python": platform.python_version(), "platform": platform.platform(), "packages": dict(package_versions()),
-            "devices": devices or ["none (all vectors from cache)"], "dtype": dtype}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": dict(package_versions()),
+        "devices": devices or ["none (all vectors from cache)"],
+        "dtype": dtype,
+    }
 
 
 def now_iso() -> str:
@@ -74,11 +96,12 @@ MAX_SLUG = 60  # characters of the label kept in a file name; file systems stop 
 
 
 def file_slug(label: str, allowed: str = r"[^A-Za-z0-9.=-]+") -> str:
-    """A label as a file name: odd characters become '-', and a long one is cut and tagged with a hash
-    of the whole label (file systems refuse names over 255 bytes; the full label stays in the JSON)."""
+    """A label as a file name: odd characters become '-', and a long one is cut and tagged with a
+    hash of the whole label (file systems refuse names over 255 bytes; the full label stays in the
+    JSON)."""
     slug = re.sub(allowed, "-", label).strip("-")
     if len(slug) > MAX_SLUG:
-        slug = f"{slug[:MAX_SLUG - 9]}-{key_hash({'label': label}, 8)}"
+        slug = f"{slug[: MAX_SLUG - 9]}-{key_hash({'label': label}, 8)}"
     return slug
 
 
@@ -88,9 +111,13 @@ def result_path(runs_dir: Path, record: Record) -> Path:
     settings on the same data overwrites its file, and any other setting or data gets its own.
     A long label is cut and tagged with a hash of the whole label (which stays in the JSON)."""
     fit_set = (record.get("fit") or {}).get("fit_set") or {}
-    identity = {"method": record["method"]["spec"], "protocol": record["protocol"],
-                "task": [record["task"]["name"], record["task"]["source"], record["task"]["fingerprint"]],
-                "fit_set": fit_set.get("fingerprint"), "backbone": (record.get("backbone") or {}).get("fingerprint")}
+    identity = {
+        "method": record["method"]["spec"],
+        "protocol": record["protocol"],
+        "task": [record["task"]["name"], record["task"]["source"], record["task"]["fingerprint"]],
+        "fit_set": fit_set.get("fingerprint"),
+        "backbone": (record.get("backbone") or {}).get("fingerprint"),
+    }
     slug = file_slug(record["method"]["label"])
     return runs_dir / f"{slug}__{record['task']['name']}__{key_hash(identity, 10)}.json"
 
@@ -100,17 +127,21 @@ def write_result(runs_dir: Path, record: Record) -> Path:
     that cannot be computed are null, :mod:`harness.runner.records.schema`)."""
     path = result_path(runs_dir, record)
     sealed = seal(record, secret_from_env())
-    atomic_write_text(path, json.dumps(sealed, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n")
+    atomic_write_text(
+        path,
+        json.dumps(sealed, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n",
+    )
     return path
 
 
 def load_results(runs_dir: Path) -> list[Record]:
-    """Every intact record under ``runs_dir``, oldest first (by ``created``, then by when its file was
-    written, so two runs within one second keep their order). A file that is not one (unreadable,
-    not JSON, edited, partial, another schema, scores its own pairs do not give) is skipped with one
-    warning and never shown; files whose name starts with a dot (``.tmp-*`` of a write in flight or
-    killed) are not records at all. Records on a task's older data are returned (they are intact)
-    with one warning per task: the tables leave them out (:func:`current_data`)."""
+    """Every intact record under ``runs_dir``, oldest first (by ``created``, then by when its file
+    was written, so two runs within one second keep their order). A file that is not one
+    (unreadable, not JSON, edited, partial, another schema, scores its own pairs do not give) is
+    skipped with one warning and never shown; files whose name starts with a dot (``.tmp-*`` of a
+    write in flight or killed) are not records at all. Records on a task's older data are returned
+    (they are intact) with one warning per task: the tables leave them out
+    (:func:`current_data`)."""
     loaded: list[tuple[str, int, str, Record]] = []
     older: list[Path] = []
     secret = secret_from_env()
@@ -119,23 +150,35 @@ def load_results(runs_dir: Path) -> list[Record]:
             continue
         try:
             written = path.lstat().st_mtime_ns
-            # never through a link: a record must be a file of this folder (records.lock.read_inside)
+            # never through a link: a record must be a file of this folder
+            # (records.lock.read_inside)
             record = json.loads(read_inside(path).decode("utf-8"), parse_constant=_refuse_constant)
         except (OSError, ValueError) as err:
             log.warning("results: skipping %s (not readable JSON: %s)", path, str(err)[:120])
             continue
-        if isinstance(record, dict) and isinstance(record.get("schema_version"), int) \
-                and record["schema_version"] < RESULT_SCHEMA_VERSION:
+        if (
+            isinstance(record, dict)
+            and isinstance(record.get("schema_version"), int)
+            and record["schema_version"] < RESULT_SCHEMA_VERSION
+        ):
             older.append(path)
             continue
         problem = problems(record, secret)
         if problem:
-            log.warning("results: skipping %s (%s); run the benchmark again to rewrite it", path, problem)
+            log.warning(
+                "results: skipping %s (%s); run the benchmark again to rewrite it", path, problem
+            )
             continue
         loaded.append((record["created"], written, path.name, record))
     if older:
-        log.warning("results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run the "
-                    "benchmark again to rewrite them", len(older), runs_dir, RESULT_SCHEMA_VERSION)
+        log.warning(
+            "results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run "
+            "the "
+            "benchmark again to rewrite them",
+            len(older),
+            runs_dir,
+            RESULT_SCHEMA_VERSION,
+        )
     records = [record for *_, record in sorted(loaded, key=lambda item: item[:3])]
     for stale in current_data(records)[1]:
         log.warning("results: %s", stale.line(runs_dir))
@@ -144,10 +187,13 @@ def load_results(runs_dir: Path) -> list[Record]:
 
 @dataclass(frozen=True)
 class Superseded:
-    """A task of one protocol group whose data changed: the records on older data left out of the tables."""
+    """A task of one protocol group whose data changed: the records on older data left out of the
+    tables."""
 
     task: str  # the task's title: its column
-    group: tuple[str, ...]  # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    group: tuple[
+        str, ...
+    ]  # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
     newest: str  # the fingerprint of the task's most recently created record
     older: tuple[str, ...]  # the other fingerprints, oldest data first
     records: int  # how many records are left out
@@ -155,9 +201,11 @@ class Superseded:
     def line(self, runs_dir: Path | str) -> str:
         """The warning, naming the task and the first 12 hex digits of each fingerprint."""
         old = ", ".join(fp[:12] for fp in self.older)
-        return (f"{self.task}: its data changed (sha256 {old} → {self.newest[:12]}); {self.records} record(s) "
-                f"on the older data are left out of every table (they stay in {runs_dir} and the history); "
-                "run their methods again to score them on the current data")
+        return (
+            f"{self.task}: its data changed (sha256 {old} → {self.newest[:12]}); {self.records} "
+            f"record(s) on the older data are left out of every table (they stay in {runs_dir} and "
+            "the history); run their methods again to score them on the current data"
+        )
 
 
 def current_data(records: Iterable[Record]) -> tuple[list[Record], list[Superseded]]:
@@ -182,8 +230,16 @@ def current_data(records: Iterable[Record]) -> tuple[list[Record], list[Supersed
         else:
             counts = left.setdefault(key, {})
             counts[fingerprint] = counts.get(fingerprint, 0) + 1
-    stale = [Superseded(task=key[-1], group=key[:-1], newest=latest[key][1], older=tuple(counts),
-                        records=sum(counts.values())) for key, counts in left.items()]
+    stale = [
+        Superseded(
+            task=key[-1],
+            group=key[:-1],
+            newest=latest[key][1],
+            older=tuple(counts),
+            records=sum(counts.values()),
+        )
+        for key, counts in left.items()
+    ]
     return kept, stale
 
 

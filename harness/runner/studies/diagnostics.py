@@ -62,22 +62,28 @@ def anisotropy(vectors: np.ndarray, seed: int = 1234) -> dict[str, Any]:
     centroid = x.mean(axis=0)
     centroid /= np.linalg.norm(centroid) or 1.0
     singular = singular_values(x - x.mean(axis=0))
-    eig = singular ** 2 / max(n - 1, 1)
+    eig = singular**2 / max(n - 1, 1)
     positive = eig[eig > eig[0] * 1e-12] if eig[0] > 0 else eig[:1]
     share = positive / positive.sum() if positive.sum() > 0 else np.ones(1)
     counts, edges = np.histogram(cos, bins=HIST_BINS, range=(-1.0, 1.0))
     return {
-        "n_sentences": int(n), "dim": int(dim),
+        "n_sentences": int(n),
+        "dim": int(dim),
         "mean_cos_random_pairs": float(cos.mean()),
         "mean_cos_to_centroid": float((unit @ centroid).mean()),
         "eigenvalue_ratio": float(positive[0] / positive[-1]),
         "effective_rank": float(np.exp(-(share * np.log(share)).sum())),
         "singular_values": [float(v) for v in singular],
-        "cosine_histogram": {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]},
+        "cosine_histogram": {
+            "edges": [float(e) for e in edges],
+            "counts": [int(c) for c in counts],
+        },
     }
 
 
-def unique_rows(s1: tuple[str, ...], s2: tuple[str, ...], left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def unique_rows(
+    s1: tuple[str, ...], s2: tuple[str, ...], left: np.ndarray, right: np.ndarray
+) -> np.ndarray:
     """One vector per distinct sentence of the split (both sides), first-seen order."""
     rows: dict[str, np.ndarray] = {}
     for texts, vectors in ((s1, left), (s2, right)):
@@ -86,33 +92,68 @@ def unique_rows(s1: tuple[str, ...], s2: tuple[str, ...], left: np.ndarray, righ
     return np.stack(list(rows.values()))
 
 
-SUMMARY_KEYS = ("mean_cos_random_pairs", "mean_cos_to_centroid", "eigenvalue_ratio", "effective_rank")
+SUMMARY_KEYS = (
+    "mean_cos_random_pairs",
+    "mean_cos_to_centroid",
+    "eigenvalue_ratio",
+    "effective_rank",
+)
 
 
 def diagnostics_markdown(records: Sequence[Record]) -> str:
     """One table per task: rows (method, backbone, fit set), the four summary numbers."""
     from tabulate import tabulate
 
-    parts = ["# Anisotropy diagnostics", "",
-             "On the unique sentences of each task's eval split. mean cos = mean cosine of random distinct "
-             "pairs / to the centroid (0 for isotropic vectors); eig. ratio = largest/smallest covariance "
-             "eigenvalue; eff. rank = exp(entropy of normalised eigenvalues), at most the dimension.", ""]
+    parts = [
+        "# Anisotropy diagnostics",
+        "",
+        "On the unique sentences of each task's eval split. mean cos = mean cosine of random "
+        "distinct pairs / to the centroid (0 for isotropic vectors); eig. ratio = largest/smallest "
+        "covariance "
+        "eigenvalue; eff. rank = exp(entropy of normalised eigenvalues), at most the dimension.",
+        "",
+    ]
     by_task: dict[str, list[Record]] = {}
     for record in records:
         if record.get("diagnostics"):
             by_task.setdefault(record["task"]["title"], []).append(record)
     for task, rows in by_task.items():
-        table = [[r["method"]["label"], r["method"]["spec"]["backbone"], (r.get("fit") or {}).get("fit_set", {}).get(
-            "name", ""), r["diagnostics"]["dim"], *(r["diagnostics"][k] for k in SUMMARY_KEYS)] for r in rows]
-        parts += [f"## {task}", "", tabulate(table, headers=["method", "backbone", "fit set", "dim",
-                                                            "mean cos (pairs)", "mean cos (centroid)",
-                                                            "eig. ratio", "eff. rank"],
-                                             tablefmt="pipe", floatfmt=".3g"), ""]
+        table = [
+            [
+                r["method"]["label"],
+                r["method"]["spec"]["backbone"],
+                (r.get("fit") or {}).get("fit_set", {}).get("name", ""),
+                r["diagnostics"]["dim"],
+                *(r["diagnostics"][k] for k in SUMMARY_KEYS),
+            ]
+            for r in rows
+        ]
+        parts += [
+            f"## {task}",
+            "",
+            tabulate(
+                table,
+                headers=[
+                    "method",
+                    "backbone",
+                    "fit set",
+                    "dim",
+                    "mean cos (pairs)",
+                    "mean cos (centroid)",
+                    "eig. ratio",
+                    "eff. rank",
+                ],
+                tablefmt="pipe",
+                floatfmt=".3g",
+            ),
+            "",
+        ]
     return "\n".join(parts)
 
 
 def write_diagnostics(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    """results/diagnostics.md and plots/diagnostics-<task>.png from the records that carry diagnostics."""
+    """results/diagnostics.md and plots/diagnostics-<task>.png from the records that carry
+    diagnostics."""
     from harness.core.hashing import atomic_write_text
     from harness.runner.tables.plots import diagnostics_png
 
@@ -122,13 +163,18 @@ def write_diagnostics(records: Sequence[Record], out_dir: Path) -> list[Path]:
     paths = [out_dir / "diagnostics.md"]
     atomic_write_text(paths[0], diagnostics_markdown(chosen) + "\n")
     for task in dict.fromkeys(r["task"]["name"] for r in chosen):
-        paths.append(diagnostics_png([r for r in chosen if r["task"]["name"] == task],
-                                     out_dir / "plots" / f"diagnostics-{task}.png"))
+        paths.append(
+            diagnostics_png(
+                [r for r in chosen if r["task"]["name"] == task],
+                out_dir / "plots" / f"diagnostics-{task}.png",
+            )
+        )
     return paths
 
 
 class Diagnostics:
-    """The report step of ``--diagnostics``: diagnostics.md and a plot per task (:func:`write_diagnostics`)."""
+    """The report step of ``--diagnostics``: diagnostics.md and a plot per task
+    (:func:`write_diagnostics`)."""
 
     name = "diagnostics"
 

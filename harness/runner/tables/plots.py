@@ -28,10 +28,14 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
     from harness.core.hashing import atomic_write_bytes
 
     try:
-        if fig.get_layout_engine() is None:  # a figure drawn with layout="constrained" lays itself out
+        if (
+            fig.get_layout_engine() is None
+        ):  # a figure drawn with layout="constrained" lays itself out
             fig.tight_layout()
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None)
+        fig.savefig(
+            buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None
+        )
     finally:
         _pyplot().close(fig)
     atomic_write_bytes(path, buffer.getvalue())
@@ -52,14 +56,20 @@ def drawn_from(path: Path) -> str | None:
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         return None
     offset, key = 8, None
-    while offset + 12 <= len(data):  # every chunk is checked: a truncated or altered file is drawn again
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
-        crc = data[offset + 8 + length:offset + 12 + length]
-        if len(body) != length or len(crc) != 4 or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
+    while offset + 12 <= len(
+        data
+    ):  # every chunk is checked: a truncated or altered file is drawn again
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        crc = data[offset + 8 + length : offset + 12 + length]
+        if (
+            len(body) != length
+            or len(crc) != 4
+            or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]
+        ):
             return None
         if kind == b"tEXt" and body.startswith(INPUT_KEY.encode() + b"\0"):
-            key = body[len(INPUT_KEY) + 1:].decode("latin-1")
+            key = body[len(INPUT_KEY) + 1 :].decode("latin-1")
         if kind == b"IEND":
             return key
         offset += 12 + length
@@ -78,14 +88,26 @@ def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
         label = record["method"]["label"]
         values = np.asarray(diag["singular_values"])
         spectrum.plot(np.arange(1, len(values) + 1), values / values[0], label=label, linewidth=1.4)
-        edges, counts = np.asarray(diag["cosine_histogram"]["edges"]), np.asarray(diag["cosine_histogram"]["counts"])
+        edges, counts = (
+            np.asarray(diag["cosine_histogram"]["edges"]),
+            np.asarray(diag["cosine_histogram"]["counts"]),
+        )
         histogram.stairs(counts / counts.sum(), edges, label=label, linewidth=1.4)
-    # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it off
-    # so the shapes that matter stay readable.
-    spectrum.set(yscale="log", ylim=(1e-3, 1.5), xlabel="component", ylabel="singular value / largest",
-                 title=f"{records[0]['task']['title']}: spectrum of centred vectors")
-    histogram.set(xlabel="cosine of random sentence pairs", ylabel="share of pairs", xlim=(-1, 1),
-                  title="pairwise cosine (isotropic vectors centre on 0)")
+    # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it
+    # off so the shapes that matter stay readable.
+    spectrum.set(
+        yscale="log",
+        ylim=(1e-3, 1.5),
+        xlabel="component",
+        ylabel="singular value / largest",
+        title=f"{records[0]['task']['title']}: spectrum of centred vectors",
+    )
+    histogram.set(
+        xlabel="cosine of random sentence pairs",
+        ylabel="share of pairs",
+        xlim=(-1, 1),
+        title="pairwise cosine (isotropic vectors centre on 0)",
+    )
     for ax in (spectrum, histogram):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -119,8 +141,11 @@ def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
     subfigures = fig.subfigures(len(blocks), 1, height_ratios=heights, squeeze=False)[:, 0]
     for subfigure, (key, data), block in zip(subfigures, groups.items(), blocks):
         _draw_bars(subfigure, data, *block)
-        subfigure.suptitle(f"Protocol: {protocol_title(dict(zip(GROUP_KEYS, key)))}", fontsize=9.5,
-                           fontweight="bold")
+        subfigure.suptitle(
+            f"Protocol: {protocol_title(dict(zip(GROUP_KEYS, key)))}",
+            fontsize=9.5,
+            fontweight="bold",
+        )
     return save_figure(fig, path)
 
 
@@ -129,11 +154,16 @@ def protocol_title(group: Mapping[str, Any]) -> str:
     from harness.runner.tables.frames import protocol_line
 
     parts = protocol_line(group).split(" · ")
-    return " · ".join(parts) if len(parts) < 4 else " · ".join(parts[:3]) + "\n" + " · ".join(parts[3:])
+    return (
+        " · ".join(parts)
+        if len(parts) < 4
+        else " · ".join(parts[:3]) + "\n" + " · ".join(parts[3:])
+    )
 
 
 def _bar_block(data: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[str, float]]:
-    """A group's tasks, its row labels (lowest mean first, so the best is on top) and their means."""
+    """A group's tasks, its row labels (lowest mean first, so the best is on top) and their
+    means."""
     import math
 
     import numpy as np
@@ -149,18 +179,37 @@ def _bar_block(data: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[s
     return tasks, rows, means
 
 
-def _draw_bars(subfigure, data: list[dict[str, Any]], tasks: list[str], rows: list[str],
-               means: dict[str, float]) -> None:
+def _draw_bars(
+    subfigure,
+    data: list[dict[str, Any]],
+    tasks: list[str],
+    rows: list[str],
+    means: dict[str, float],
+) -> None:
     import numpy as np
 
     axes = subfigure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
     for ax, task in zip(axes, tasks):
         cells = {bar_label(row): row for row in data if row["task"] == task}
-        values = np.array([cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float)
-        low = values - np.array([cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float)
-        high = np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float) - values
+        values = np.array(
+            [cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float
+        )
+        low = values - np.array(
+            [cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float
+        )
+        high = (
+            np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float)
+            - values
+        )
         err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
-        ax.barh(range(len(rows)), np.nan_to_num(values), xerr=err, color="#4C72B0", ecolor="#333333", capsize=2)
+        ax.barh(
+            range(len(rows)),
+            np.nan_to_num(values),
+            xerr=err,
+            color="#4C72B0",
+            ecolor="#333333",
+            capsize=2,
+        )
         for y, (value, right) in enumerate(zip(values, np.nan_to_num(values + high, nan=0.0))):
             if np.isfinite(value):  # right of the whisker, so the label never sits on it
                 ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)

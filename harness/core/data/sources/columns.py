@@ -17,13 +17,26 @@ from harness.core.errors import UserError
 ALIASES = {
     "s1": ("sentence1", "sentence_1", "sentence_a", "s1", "text1", "text_1", "text_a", "sent1"),
     "s2": ("sentence2", "sentence_2", "sentence_b", "s2", "text2", "text_2", "text_b", "sent2"),
-    "score": ("score", "label", "gold", "gold_score", "similarity", "relatedness_score", "relatedness"),
+    "score": (
+        "score",
+        "label",
+        "gold",
+        "gold_score",
+        "similarity",
+        "relatedness_score",
+        "relatedness",
+    ),
     "split": ("split",),
     "subset": ("subset",),
 }
 REQUIRED = ("s1", "s2", "score")
-ROLE = {"s1": "sentence 1", "s2": "sentence 2", "score": "the gold score", "split": "the split",
-        "subset": "the subset"}
+ROLE = {
+    "s1": "sentence 1",
+    "s2": "sentence 2",
+    "score": "the gold score",
+    "split": "the split",
+    "subset": "the subset",
+}
 MIN_PAIRS = 3  # a rank correlation of fewer pairs is undefined or meaningless
 
 
@@ -37,20 +50,26 @@ def find_columns(names: Sequence[str], own: OwnSource, where: str) -> dict[str, 
         given = own.column(role)
         if given is not None:
             if given not in names:
-                raise UserError(f"{where}: no column '{given}' ({role}={given}); its columns are: "
-                                f"{', '.join(map(str, names))}")
+                raise UserError(
+                    f"{where}: no column '{given}' ({role}={given}); its columns are: "
+                    f"{', '.join(map(str, names))}"
+                )
             out[role] = given
             continue
         found = next((folded[a] for a in ALIASES[role] if a in folded), None)
         if found is not None:
             out[role] = found
         elif role in REQUIRED:
-            raise UserError(f"{where}: no column for {ROLE[role]} (looked for {', '.join(ALIASES[role])}); its "
-                            f"columns are: {', '.join(map(str, names))}; name it with {role}=COLUMN")
+            raise UserError(
+                f"{where}: no column for {ROLE[role]} (looked for {', '.join(ALIASES[role])}); its "
+                f"columns are: {', '.join(map(str, names))}; name it with {role}=COLUMN"
+            )
     twice = [c for c in set(out.values()) if list(out.values()).count(c) > 1]
     if twice:
-        raise UserError(f"{where}: column '{twice[0]}' is given more than one role; map each of s1, s2, score "
-                        "to its own")
+        raise UserError(
+            f"{where}: column '{twice[0]}' is given more than one role; map each of s1, s2, score "
+            "to its own"
+        )
     return out
 
 
@@ -65,13 +84,16 @@ class PairSplits:
         self.rows: dict[str, tuple[list[str], list[str], list[float], list[str], list[str]]] = {}
 
     def add(self, where: str, values: dict[str, Any], split: str | None = None) -> None:
-        """One row: ``values`` maps roles to the raw values; ``where`` is its ``file:line``; ``split``
-        is the split it belongs to (default: a split column's value, else the scored split)."""
+        """One row: ``values`` maps roles to the raw values; ``where`` is its ``file:line``;
+        ``split`` is the split it belongs to (default: a split column's value, else the scored
+        split)."""
         split = split or self.eval_split
         if self.split_column:
             text = str(values["split"] if values["split"] is not None else "").strip()
             if text.lower() not in SPLIT_NAMES:
-                raise UserError(f"{where}: split {text!r} is not one of {', '.join(SPLIT_NAMES)}; fix that row")
+                raise UserError(
+                    f"{where}: split {text!r} is not one of {', '.join(SPLIT_NAMES)}; fix that row"
+                )
             split = SPLIT_NAMES[text.lower()]
         s1, s2, gold, labels, wheres = self.rows.setdefault(split, ([], [], [], [], []))
         s1.append(check_sentence(_text(values["s1"]), where, "sentence 1"))
@@ -82,22 +104,36 @@ class PairSplits:
         wheres.append(where)
 
     def result(self, splits: Sequence[str], spec: TaskSpec) -> dict[str, SplitData]:
-        """The requested splits present, after checking the scored split exists and has enough pairs."""
+        """The requested splits present, after checking the scored split exists and has enough
+        pairs."""
         if not self.rows:
-            raise UserError(f"{self.origin}: no pairs in it (only a header, or empty); {spec.title} cannot be scored")
+            raise UserError(
+                f"{self.origin}: no pairs in it (only a header, or empty); {spec.title} cannot be "
+                "scored"
+            )
         evaluated = self.rows.get(self.eval_split)
         if evaluated is None:
-            raise UserError(f"{self.origin}: no pair of the {self.eval_split} split (it holds "
-                            f"{', '.join(self.rows)}); choose the scored split with eval=SPLIT")
+            raise UserError(
+                f"{self.origin}: no pair of the {self.eval_split} split (it holds "
+                f"{', '.join(self.rows)}); choose the scored split with eval=SPLIT"
+            )
         if len(evaluated[0]) < MIN_PAIRS:
-            raise UserError(f"{evaluated[4][-1]}: {spec.title}'s {self.eval_split} split holds only "
-                            f"{len(evaluated[0])} pair(s); Spearman needs at least {MIN_PAIRS}: add pairs")
+            raise UserError(
+                f"{evaluated[4][-1]}: {spec.title}'s {self.eval_split} split holds only "
+                f"{len(evaluated[0])} pair(s); Spearman needs at least {MIN_PAIRS}: add pairs"
+            )
         out: dict[str, SplitData] = {}
         for split in splits:
             if split in self.rows:
                 s1, s2, gold, labels, wheres = self.rows[split]
-                out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(labels) if self.subset_column else None,
-                                       origin=self.origin, where=tuple(wheres))
+                out[split] = SplitData(
+                    tuple(s1),
+                    tuple(s2),
+                    tuple(gold),
+                    tuple(labels) if self.subset_column else None,
+                    origin=self.origin,
+                    where=tuple(wheres),
+                )
         return out
 
 
@@ -115,6 +151,8 @@ def gold_score(text: str, where: str) -> float:
         except ValueError:
             value = math.nan  # not a number at all: parse_score says so
         if math.isfinite(value):
-            raise UserError(f"{where}: gold score {text[:40]!r} is not a plain decimal number; write it with the "
-                            "digits 0-9, an optional sign, '.' and exponent, like 0.5 or 4")
+            raise UserError(
+                f"{where}: gold score {text[:40]!r} is not a plain decimal number; write it with "
+                "the digits 0-9, an optional sign, '.' and exponent, like 0.5 or 4"
+            )
     return parse_score(text, where)

@@ -7,9 +7,9 @@ r"""A task's own file of pairs (``--tasks file:PATH``): CSV, TSV or JSONL, one p
 * JSONL: one JSON object per line, its keys the columns; a sentence must be a JSON string (a number,
   an object or a list would be scored as its Python spelling).
 
-TSV and JSONL lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also cuts at U+2028, U+2029,
-NEL, form feed, vertical tab and the file/group/record separators, which a sentence may hold (JSON
-keeps them raw, a TSV field too), and would shift the line numbers of every error after them.
+TSV and JSONL lines end at ``\n`` (or ``\r\n``) only: ``str.splitlines`` also cuts at U+2028,
+U+2029, NEL, form feed, vertical tab and the file/group/record separators, which a sentence may hold
+(JSON keeps them raw, a TSV field too), and would shift the line numbers of every error after them.
 A gold score must be a plain decimal number (``0_5`` is refused, where ``float`` reads 5.0).
 
 Without ``split`` column every pair belongs to the scored split (``eval``, default test). Sentences
@@ -42,8 +42,10 @@ def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitD
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+        line = data[: err.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8"
+        ) from None
     rows = _json_rows(text, path) if own.format == "jsonl" else _table_rows(text, path, own)
     pairs: PairSplits | None = None
     roles: dict[str, Any] = {}
@@ -63,19 +65,30 @@ def _roles(names: list[str] | None, own: OwnSource, where: str) -> dict[str, Any
         numbers = {"s1": "1", "s2": "2", "score": "3"} | dict(own.columns)
         return {role: int(number) - 1 for role, number in numbers.items()}
     found = find_columns(names, own, where)
-    return found if own.format == "jsonl" else {role: names.index(column) for role, column in found.items()}
+    return (
+        found
+        if own.format == "jsonl"
+        else {role: names.index(column) for role, column in found.items()}
+    )
 
 
 def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[str, Any]:
     if isinstance(row, dict):
         missing = [key for key in roles.values() if key not in row]
         if missing:
-            raise UserError(f"{where}: no '{missing[0]}' key in this line (the first line has it); fix that line")
+            raise UserError(
+                f"{where}: no '{missing[0]}' key in this line (the first line has it); fix that "
+                "line"
+            )
         for role, side in (("s1", "sentence 1"), ("s2", "sentence 2")):
             value = row[roles[role]]
-            if not isinstance(value, str):  # str() would score 5, {"a": 1} or [..] as their Python text
-                raise UserError(f"{where}: {side} ('{roles[role]}') is {_json_kind(value)}, not text; a sentence "
-                                "must be a JSON string in quotes")
+            if not isinstance(
+                value, str
+            ):  # str() would score 5, {"a": 1} or [..] as their Python text
+                raise UserError(
+                    f"{where}: {side} ('{roles[role]}') is {_json_kind(value)}, not text; a "
+                    "sentence must be a JSON string in quotes"
+                )
         return {role: row[key] for role, key in roles.items()}
     needed = max(roles.values()) + 1
     if len(row) < needed:
@@ -85,9 +98,19 @@ def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[s
 
 
 def _json_kind(value: Any) -> str:
-    """What a JSON value is, in JSON's words, with its start: ``a number (5)``, ``an object ({"a": 1})``."""
-    kind = ("true/false" if isinstance(value, bool) else "a number" if isinstance(value, int | float)
-            else "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else "null")
+    """What a JSON value is, in JSON's words, with its start: ``a number (5)``,
+    ``an object ({"a": 1})``."""
+    kind = (
+        "true/false"
+        if isinstance(value, bool)
+        else "a number"
+        if isinstance(value, int | float)
+        else "an object"
+        if isinstance(value, dict)
+        else "an array"
+        if isinstance(value, list)
+        else "null"
+    )
     return kind if value is None else f"{kind} ({json.dumps(value, ensure_ascii=False)[:40]})"
 
 
@@ -116,10 +139,14 @@ def _json_rows(text: str, path: Path) -> Rows:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise UserError(f"{where}: not valid JSON ({err.msg}); each line must be one JSON object") from None
+            raise UserError(
+                f"{where}: not valid JSON ({err.msg}); each line must be one JSON object"
+            ) from None
         if not isinstance(row, dict):
-            raise UserError(f"{where}: expected a JSON object like {{\"sentence1\": ..., \"sentence2\": ..., "
-                            f"\"score\": ...}}, got {type(row).__name__}")
+            raise UserError(
+                f'{where}: expected a JSON object like {{"sentence1": ..., "sentence2": ..., '
+                f'"score": ...}}, got {type(row).__name__}'
+            )
         if names is None:
             names, named_at = [str(key) for key in row], where
         yield where, names, row, named_at
@@ -127,7 +154,9 @@ def _json_rows(text: str, path: Path) -> Rows:
 
 def _table_rows(text: str, path: Path, own: OwnSource) -> Rows:
     if own.format == "tsv":  # split at tabs only: quotes are text
-        rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in lines(text) if line.strip())
+        rows: Iterator[tuple[int, list[str]]] = (
+            (n, line.split("\t")) for n, line in lines(text) if line.strip()
+        )
     else:  # the csv module ends a row at \r, \n or \r\n only; text mode's newlines, as before
         rows = _csv_lines(text.replace("\r\n", "\n").replace("\r", "\n"), path)
     names: list[str] | None = None

@@ -23,7 +23,11 @@ def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitD
     own = spec.own
     assert own is not None and own.kind == "hf"
     data, origin = _open(own)
-    parts = [(name, SPLIT_NAMES.get(name.lower())) for name in data] if hasattr(data, "keys") else [("", None)]
+    parts = (
+        [(name, SPLIT_NAMES.get(name.lower())) for name in data]
+        if hasattr(data, "keys")
+        else [("", None)]
+    )
     pairs: PairSplits | None = None
     for name, ours in parts:
         if hasattr(data, "keys") and ours is None:
@@ -32,14 +36,20 @@ def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitD
         label = f"{origin} [{name}]" if name else origin
         roles = find_columns(list(rows.column_names), own, label)
         if name and "split" in roles:
-            raise UserError(f"{label}: a dataset with named splits cannot also have a split column; drop split=")
+            raise UserError(
+                f"{label}: a dataset with named splits cannot also have a split column; drop split="
+            )
         if pairs is None:
             pairs = PairSplits(origin, list(roles), spec.eval_split)
         columns = {role: rows[column] for role, column in roles.items()}
         for i in range(len(rows)):
-            pairs.add(f"{label} row {i}", {role: values[i] for role, values in columns.items()}, ours)
+            pairs.add(
+                f"{label} row {i}", {role: values[i] for role, values in columns.items()}, ours
+            )
     if pairs is None:
-        raise UserError(f"{origin}: none of its splits ({', '.join(data)}) is train, validation, dev or test")
+        raise UserError(
+            f"{origin}: none of its splits ({', '.join(data)}) is train, validation, dev or test"
+        )
     return pairs.result(splits, spec)
 
 
@@ -53,14 +63,23 @@ def _open(own: OwnSource) -> tuple[Any, str]:
     if folder.is_dir():
         saved = (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
         try:
-            return (load_from_disk(str(folder)) if saved else load_dataset(str(folder))), str(folder)
+            return (load_from_disk(str(folder)) if saved else load_dataset(str(folder))), str(
+                folder
+            )
         except Exception as err:  # an unreadable folder: one line, naming it
-            raise UserError(f"{own.entry}: cannot read the dataset folder {folder} ({first_line(err)}); write it with "
-                            "Dataset.save_to_disk or put csv/json/parquet files in it") from None
+            raise UserError(
+                f"{own.entry}: cannot read the dataset folder {folder} ({first_line(err)}); write "
+                "it with Dataset.save_to_disk or put csv/json/parquet files in it"
+            ) from None
     if own.location.startswith((".", "/", "~")):
         raise UserError(f"{own.entry}: {folder}: no such folder")
     revision = own.revision or None
-    data = once(("dataset", own.location, revision, None), lambda: load_dataset(own.location, revision=revision),
-                lambda err: f"could not load the dataset {own.location} from the hub: {first_line(err)}; offline, "
-                "save it with save_to_disk and pass hf:FOLDER")
+    data = once(
+        ("dataset", own.location, revision, None),
+        lambda: load_dataset(own.location, revision=revision),
+        lambda err: (
+            f"could not load the dataset {own.location} from the hub: {first_line(err)}; offline, "
+            "save it with save_to_disk and pass hf:FOLDER"
+        ),
+    )
     return data, f"{own.location}@{revision}" if revision else own.location

@@ -23,7 +23,9 @@ HUB_SPLIT_NAMES = {"train": "train", "dev": "validation", "test": "test"}
 COLUMNS = ("sentence1", "sentence2", "score")
 
 
-def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
+def load(
+    spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object
+) -> dict[str, SplitData]:
     from datasets import load_dataset
 
     from harness.core.hub import first_line, once
@@ -31,8 +33,10 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
     if hub_root:
         path = Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]
         if not path.is_dir():
-            raise UserError(f"--hub-root: {path} does not exist; it should hold {spec.hub_path}'s files "
-                            f"with columns {', '.join(COLUMNS)}")
+            raise UserError(
+                f"--hub-root: {path} does not exist; it should hold {spec.hub_path}'s files with "
+                f"columns {', '.join(COLUMNS)}"
+            )
         location, revision = str(path), None
     else:
         location, revision = spec.hub_path, spec.hub_revision
@@ -41,15 +45,23 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
         if split not in spec.hub_splits:
             continue
         hub_split = HUB_SPLIT_NAMES[split]
-        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s Callables
-        rows = once(("dataset", location, revision, hub_split),
-                    lambda hub_split=hub_split: load_dataset(location, revision=revision, split=hub_split),  # type: ignore[misc]
-                    lambda err, hub_split=hub_split: f"could not load {location} (split {hub_split}) from the hub: "  # type: ignore[misc]
-                    f"{first_line(err)}; offline, use --source senteval --senteval-dir DIR or --hub-root DIR")
+        # mypy cannot infer a lambda whose default argument binds the loop variable against once()'s
+        # Callables
+        rows = once(
+            ("dataset", location, revision, hub_split),
+            lambda hub_split=hub_split: load_dataset(location, revision=revision, split=hub_split),  # type: ignore[misc]
+            lambda err, hub_split=hub_split: (
+                f"could not load {location} (split {hub_split}) from the hub: "  # type: ignore[misc]
+                f"{first_line(err)}; offline, use --source senteval --senteval-dir DIR or "
+                "--hub-root DIR"
+            ),
+        )
         missing = [c for c in COLUMNS if c not in rows.column_names]
         if missing:
-            raise UserError(f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; "
-                            f"expected {', '.join(COLUMNS)}")
+            raise UserError(
+                f"{location} split {hub_split}: missing column(s) {', '.join(missing)}; expected "
+                f"{', '.join(COLUMNS)}"
+            )
         s1, s2, gold, wheres = [], [], [], []
         for i, (a, b, score) in enumerate(zip(rows["sentence1"], rows["sentence2"], rows["score"])):
             where = f"{location} [{hub_split}] row {i}"
@@ -58,5 +70,7 @@ def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, 
             gold.append(parse_score(str(score), where))
             wheres.append(where)
         origin = f"{spec.hub_path}@{revision}" if revision else location
-        out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=origin, where=tuple(wheres))
+        out[split] = SplitData(
+            tuple(s1), tuple(s2), tuple(gold), None, origin=origin, where=tuple(wheres)
+        )
     return out

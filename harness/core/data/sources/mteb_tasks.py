@@ -57,8 +57,10 @@ def task_spec(name: str, exact: bool = True) -> TaskSpec | None:
         try:
             mteb.get_task(name)
         except KeyError:
-            raise UserError(f"unknown MTEB STS task '{name}'{did_you_mean(name, names)}; MTEB's STS tasks are: "
-                            f"{', '.join(names)}") from None
+            raise UserError(
+                f"unknown MTEB STS task '{name}'{did_you_mean(name, names)}; MTEB's STS tasks are: "
+                f"{', '.join(names)}"
+            ) from None
         match = name  # MTEB knows it, as another type of task: mteb_task says which
     return spec_from_task(mteb_task(match))
 
@@ -72,37 +74,57 @@ def mteb_task(name: str) -> Any:
         task = mteb.get_task(name)
     except KeyError:
         names = _sts_task_names()
-        raise UserError(f"unknown MTEB task '{name}'{did_you_mean(name, names)}; --source mteb reads MTEB's STS "
-                        "tasks") from None
+        raise UserError(
+            f"unknown MTEB task '{name}'{did_you_mean(name, names)}; --source mteb reads MTEB's "
+            "STS tasks"
+        ) from None
     if not isinstance(task, AbsTaskSTS):
-        raise UserError(f"MTEB task {name} is a {task.metadata.type} task; --source mteb reads STS tasks only "
-                        "(sentence pairs with a gold score)")
+        raise UserError(
+            f"MTEB task {name} is a {task.metadata.type} task; --source mteb reads STS tasks only "
+            "(sentence pairs with a gold score)"
+        )
     return task
 
 
 def spec_from_task(task: Any) -> TaskSpec:
-    """The TaskSpec of an MTEB task object: its name, description, dataset and revision, eval split."""
+    """The TaskSpec of an MTEB task object: its name, description, dataset and revision, eval
+    split."""
     meta = task.metadata
     eval_split = next((s for s in meta.eval_splits if _our_split(s) == "test"), meta.eval_splits[0])
     description = " ".join(str(meta.description).split())
     subsets = f"; {len(task.hf_subsets)} language subsets" if len(task.hf_subsets) > 1 else ""
-    return TaskSpec(name=meta.name, title=meta.name, description=f"MTEB {meta.type}: {description[:90]}{subsets}",
-                    splits=SPLITS, senteval_dir="", hub_path=str(meta.dataset["path"]),
-                    hub_revision=str(meta.dataset.get("revision") or ""), hub_splits=SPLITS,
-                    eval_split=_our_split(eval_split), mteb_name=meta.name, gold_range=gold_range(task))
+    return TaskSpec(
+        name=meta.name,
+        title=meta.name,
+        description=f"MTEB {meta.type}: {description[:90]}{subsets}",
+        splits=SPLITS,
+        senteval_dir="",
+        hub_path=str(meta.dataset["path"]),
+        hub_revision=str(meta.dataset.get("revision") or ""),
+        hub_splits=SPLITS,
+        eval_split=_our_split(eval_split),
+        mteb_name=meta.name,
+        gold_range=gold_range(task),
+    )
 
 
 def gold_range(task: Any) -> tuple[float, float]:
     """The scale MTEB declares for a task (``AbsTaskSTS.min_score``/``max_score``: 0-5 by default,
-    -1..1 for RUParaPhraserSTS), so its gold scores are checked against what the task itself says."""
+    -1..1 for RUParaPhraserSTS), so its gold scores are checked against what the task itself
+    says."""
     low, high = getattr(task, "min_score", 0), getattr(task, "max_score", 5)
     return float(low), float(high)
 
 
-def load(spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object) -> dict[str, SplitData]:
+def load(
+    spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object
+) -> dict[str, SplitData]:
     task = loaded_mteb_task(spec.mteb_name or spec.name, hub_root)
-    origin = str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1]) if hub_root \
+    origin = (
+        str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1])
+        if hub_root
         else f"{spec.hub_path}@{spec.hub_revision}"
+    )
     return split_data(task, splits, origin)
 
 
@@ -116,10 +138,16 @@ def loaded_mteb_task(name: str, hub_root: str | None = None) -> Any:
         from harness.core.hub import first_line, once
 
         path, revision = task.metadata.dataset["path"], task.metadata.dataset.get("revision")
-        once(("mteb", task.metadata.name, revision), task.load_data,
-             lambda err: f"could not load MTEB task {task.metadata.name} ({path}@{revision}): "
-             f"{first_line(err)}; offline, pass {flag('--hub-root', 'DIR')} holding {str(path).split('/')[-1]}/ "
-             "(see --source hub) or run once online to fill the datasets cache")
+        once(
+            ("mteb", task.metadata.name, revision),
+            task.load_data,
+            lambda err: (
+                f"could not load MTEB task {task.metadata.name} ({path}@{revision}): "
+                f"{first_line(err)}; offline, pass {flag('--hub-root', 'DIR')} holding "
+                f"{str(path).split('/')[-1]}/ (see --source hub) or run once online to fill the "
+                "datasets cache"
+            ),
+        )
     return task
 
 
@@ -131,27 +159,40 @@ def _load_local(task: Any, root: Path) -> None:
     multilingual = task.metadata.is_multilingual
     try:
         if multilingual:
-            task.dataset = {subset: load_dataset(str(folder / subset)) for subset in task.hf_subsets
-                            if (folder / subset).is_dir()}
+            task.dataset = {
+                subset: load_dataset(str(folder / subset))
+                for subset in task.hf_subsets
+                if (folder / subset).is_dir()
+            }
             if not task.dataset:
-                raise FileNotFoundError(f"no subset folder ({', '.join(task.hf_subsets[:4])}, ...) in {folder}")
+                raise FileNotFoundError(
+                    f"no subset folder ({', '.join(task.hf_subsets[:4])}, ...) in {folder}"
+                )
             task.hf_subsets = [s for s in task.hf_subsets if s in task.dataset]
         else:
             task.dataset = load_dataset(str(folder))
-    except Exception as err:  # missing folder, unreadable files: one line naming the layout expected
+    except (
+        Exception
+    ) as err:  # missing folder, unreadable files: one line naming the layout expected
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         layout = "<subset>/<split>.jsonl" if multilingual else "<split>.jsonl"
-        raise UserError(f"{flag('--hub-root')}: cannot read {folder} ({first}); it should hold {layout} with columns "
-                        "sentence1, sentence2, score") from None
+        raise UserError(
+            f"{flag('--hub-root')}: cannot read {folder} ({first}); it should hold {layout} with "
+            "columns sentence1, sentence2, score"
+        ) from None
     task.dataset_transform()
     task.data_loaded = True
 
 
 def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, SplitData]:
-    """The pairs of each requested split of a loaded MTEB task; language subsets become subset labels."""
+    """The pairs of each requested split of a loaded MTEB task; language subsets become subset
+    labels."""
     columns = type(task).column_names
     if not all(isinstance(c, str) for c in columns):
-        raise UserError(f"MTEB task {task.metadata.name} compares non-text inputs; sts-bench reads text pairs only")
+        raise UserError(
+            f"MTEB task {task.metadata.name} compares non-text inputs; sts-bench reads text pairs "
+            "only"
+        )
     subsets = list(task.hf_subsets) if task.metadata.is_multilingual else ["default"]
     out: dict[str, SplitData] = {}
     for split in splits:
@@ -167,8 +208,12 @@ def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, Split
             rows = data[name]
             missing = [c for c in (*columns, "score") if c not in rows.column_names]
             if missing:
-                raise UserError(f"{origin} [{subset}/{name}]: missing column(s) {', '.join(missing)}")
-            for i, (a, b, score) in enumerate(zip(rows[columns[0]], rows[columns[1]], rows["score"])):
+                raise UserError(
+                    f"{origin} [{subset}/{name}]: missing column(s) {', '.join(missing)}"
+                )
+            for i, (a, b, score) in enumerate(
+                zip(rows[columns[0]], rows[columns[1]], rows["score"])
+            ):
                 where = f"{origin} [{subset}/{name}] row {i}"
                 s1.append(check_sentence(str(a or ""), where, columns[0]))
                 s2.append(check_sentence(str(b or ""), where, columns[1]))
@@ -176,16 +221,23 @@ def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, Split
                 labels.append(subset)
         if s1:
             keep = labels if len(unique(labels)) > 1 or task.metadata.is_multilingual else None
-            out[split] = SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(keep) if keep else None, origin=origin)
+            out[split] = SplitData(
+                tuple(s1), tuple(s2), tuple(gold), tuple(keep) if keep else None, origin=origin
+            )
     return out
 
 
 def loaded_task(task: Any) -> LoadedTask:
-    """An MTEB task object whose data is loaded (or set directly, as MTEB's tests do), as sts-bench's
-    ``LoadedTask``: what fit sets (``target``, ``test``...) are built from."""
+    """An MTEB task object whose data is loaded (or set directly, as MTEB's tests do), as
+    sts-bench's ``LoadedTask``: what fit sets (``target``, ``test``...) are built from."""
     if not task.data_loaded and task.dataset is None:
-        raise UserError(f"MTEB task {task.metadata.name} has no data loaded; call task.load_data() or set task.dataset")
+        raise UserError(
+            f"MTEB task {task.metadata.name} has no data loaded; call task.load_data() or set "
+            "task.dataset"
+        )
     spec = spec_from_task(task)
     # The eval split first, as a run loads them: fit sets keep the same sentence order either way.
     splits = unique([spec.eval_split, *SPLITS])
-    return LoadedTask(spec=spec, source="mteb", splits=split_data(task, splits, f"mteb:{task.metadata.name}"))
+    return LoadedTask(
+        spec=spec, source="mteb", splits=split_data(task, splits, f"mteb:{task.metadata.name}")
+    )

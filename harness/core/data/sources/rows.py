@@ -39,8 +39,10 @@ def read_lines(path: Path) -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from None
+        line = data[: err.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8"
+        ) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start another
@@ -64,8 +66,10 @@ def read_stsb_csv(path: Path, normalize_space: bool = False) -> SplitData:
         where = f"{path}:{lineno}"
         fields = line.split("\t")
         if len(fields) < 7:
-            raise UserError(f"{where}: expected at least 7 tab-separated fields "
-                            f"(genre, file, year, id, score, sentence1, sentence2), got {len(fields)}")
+            raise UserError(
+                f"{where}: expected at least 7 tab-separated fields (genre, file, year, id, score, "
+                f"sentence1, sentence2), got {len(fields)}"
+            )
         a, b = fields[5], fields[6]
         if normalize_space:
             a, b = " ".join(a.split()), " ".join(b.split())

@@ -3,10 +3,12 @@
 Layout (file names exactly as SentEval's ``get_transfer_data.bash`` leaves them)::
 
     STS/STS12-en-test/STS.input.<subset>.txt   two tab-separated sentences per line
-    STS/STS12-en-test/STS.gs.<subset>.txt      one gold score per line; an empty line = unscored pair
+    STS/STS12-en-test/STS.gs.<subset>.txt      one gold score per line; an empty line = unscored
+                                               pair
     ...                                         STS13..STS16 likewise
     STS/STSBenchmark/sts-{train,dev,test}.csv  the STS Benchmark format (see rows.read_stsb_csv)
-    SICK/SICK_{train,trial,test_annotated}.txt header line, then pair_ID, A, B, relatedness, entailment
+    SICK/SICK_{train,trial,test_annotated}.txt header line, then pair_ID, A, B, relatedness,
+                                               entailment
 
 SentEval's data is Moses-tokenized and lowercased, and SentEval hands models the tokens re-joined
 with single spaces; we do the same (``" ".join(text.split())``). Pairs whose gold score is empty
@@ -29,15 +31,19 @@ GET_DATA_HINT = "fetch it with SentEval's data/downstream/get_transfer_data.bash
 def downstream_root(senteval_dir: str | None) -> Path:
     """Accept either SentEval's ``data/downstream`` folder or the SentEval checkout above it."""
     if not senteval_dir:
-        raise UserError("--source senteval needs --senteval-dir DIR (SentEval's data/downstream folder)")
+        raise UserError(
+            "--source senteval needs --senteval-dir DIR (SentEval's data/downstream folder)"
+        )
     root = Path(senteval_dir).expanduser()
     if not root.is_dir():
         raise UserError(f"--senteval-dir {root}: no such directory")
     for candidate in (root, root / "data" / "downstream"):
         if (candidate / "STS").is_dir() or (candidate / "SICK").is_dir():
             return candidate
-    raise UserError(f"--senteval-dir {root}: found neither STS/ nor SICK/ in it (or in data/downstream/); "
-                    f"point it at SentEval's data/downstream folder, or {GET_DATA_HINT}")
+    raise UserError(
+        f"--senteval-dir {root}: found neither STS/ nor SICK/ in it (or in data/downstream/); "
+        f"point it at SentEval's data/downstream folder, or {GET_DATA_HINT}"
+    )
 
 
 def _require(path: Path, root: Path) -> Path:
@@ -46,8 +52,9 @@ def _require(path: Path, root: Path) -> Path:
     return path
 
 
-def load(spec: TaskSpec, splits: Sequence[str], *, senteval_dir: str | None = None,
-         **_: object) -> dict[str, SplitData]:
+def load(
+    spec: TaskSpec, splits: Sequence[str], *, senteval_dir: str | None = None, **_: object
+) -> dict[str, SplitData]:
     root = downstream_root(senteval_dir)
     folder = root / spec.senteval_dir
     out: dict[str, SplitData] = {}
@@ -57,7 +64,9 @@ def load(spec: TaskSpec, splits: Sequence[str], *, senteval_dir: str | None = No
         if spec.senteval_subsets:
             out[split] = _read_sts_year(folder, spec.senteval_subsets, root)
         elif spec.name == "stsb":
-            out[split] = read_stsb_csv(_require(folder / f"sts-{split}.csv", root), normalize_space=True)
+            out[split] = read_stsb_csv(
+                _require(folder / f"sts-{split}.csv", root), normalize_space=True
+            )
         elif spec.name == "sickr":
             out[split] = _read_sick(_require(folder / SICK_FILES[split], root))
         else:
@@ -78,24 +87,34 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
         pairs = read_lines(input_path)
         scores = read_lines(gold_path)
         if len(pairs) != len(scores):
-            raise UserError(f"{input_path} has {len(pairs)} lines but {gold_path.name} has {len(scores)}; "
-                            "each input line needs one gold line (empty for an unscored pair)")
+            raise UserError(
+                f"{input_path} has {len(pairs)} lines but {gold_path.name} has {len(scores)}; each "
+                "input line needs one gold line (empty for an unscored pair)"
+            )
         for lineno, (line, score) in enumerate(zip(pairs, scores), start=1):
             if not score.strip():
                 continue  # unscored pair: SentEval drops it too
             where = f"{input_path}:{lineno}"
             fields = line.split("\t")
             if len(fields) != 2:
-                raise UserError(f"{where}: expected 2 tab-separated sentences, got {len(fields)} fields")
+                raise UserError(
+                    f"{where}: expected 2 tab-separated sentences, got {len(fields)} fields"
+                )
             s1.append(check_sentence(" ".join(fields[0].split()), where, "sentence 1"))
             s2.append(check_sentence(" ".join(fields[1].split()), where, "sentence 2"))
             gold.append(parse_score(score.strip(), f"{gold_path}:{lineno}"))
             labels.append(subset)
             wheres.append(f"{gold_path}:{lineno}")
-        if len(gold) == before:  # an empty subset would be scored on the others, silently, like a missing one
-            raise UserError(f"SentEval dir {root}: {input_path.relative_to(root)} and {gold_path.name} hold no scored "
-                            f"pair (empty files?); {GET_DATA_HINT}")
-    return SplitData(tuple(s1), tuple(s2), tuple(gold), tuple(labels), origin=str(folder), where=tuple(wheres))
+        if (
+            len(gold) == before
+        ):  # an empty subset would be scored on the others, silently, like a missing one
+            raise UserError(
+                f"SentEval dir {root}: {input_path.relative_to(root)} and {gold_path.name} hold no "
+                f"scored pair (empty files?); {GET_DATA_HINT}"
+            )
+    return SplitData(
+        tuple(s1), tuple(s2), tuple(gold), tuple(labels), origin=str(folder), where=tuple(wheres)
+    )
 
 
 def _read_sick(path: Path) -> SplitData:
@@ -109,8 +128,10 @@ def _read_sick(path: Path) -> SplitData:
         where = f"{path}:{lineno}"
         fields = line.strip().split("\t")
         if len(fields) < 4:
-            raise UserError(f"{where}: expected pair_ID, sentence_A, sentence_B, relatedness_score "
-                            f"separated by tabs, got {len(fields)} fields")
+            raise UserError(
+                f"{where}: expected pair_ID, sentence_A, sentence_B, relatedness_score separated "
+                f"by tabs, got {len(fields)} fields"
+            )
         s1.append(check_sentence(" ".join(fields[1].split()), where, "sentence_A"))
         s2.append(check_sentence(" ".join(fields[2].split()), where, "sentence_B"))
         gold.append(parse_score(fields[3], where))
