@@ -17,7 +17,9 @@ What this module does about each:
 * **oneDNN epilogues** (:class:`LinearKernel`): with bf16 on CPU the weights are reordered once
   into oneDNN's blocked layout, and bias + GELU or bias + residual add happen inside the matrix
   product (``torch.ops.mkldnn._linear_pointwise``, what ``torch.compile`` emits on CPU), instead of
-  as separate passes over memory.
+  as separate passes over memory. Those ops are private to torch: :func:`fused_linear_ops` checks
+  them once against ``F.linear`` and, if a torch release renamed or changed them, turns the fused
+  path off (the public path computes the same vectors, slower).
 
 Relative-position schemes (MPNet, DeBERTa) enter attention as a score bias (:data:`ScoreBias`),
 computed per group of equal lengths. This module imports torch; only the native encoders
@@ -26,62 +28,216 @@ computed per group of equal lengths. This module imports torch; only the native 
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+log = logging.getLogger("sts_bench.kernels")
+
 # Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
-ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu,
-               "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-               "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+ACTIVATIONS = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
 # Attention as batched products up to this length; beyond it SDPA's flash kernel is efficient.
 SHORT = 64
 # oneDNN's names for the activations a fused product can apply: (attr, algorithm).
-_FUSED_ACTIVATIONS = {"gelu": ("gelu", "none"), "gelu_new": ("gelu", "tanh"), "gelu_pytorch_tanh": ("gelu", "tanh"),
-                      "relu": ("relu", "")}
+_FUSED_ACTIVATIONS = {
+    "gelu": ("gelu", "none"),
+    "gelu_new": ("gelu", "tanh"),
+    "gelu_pytorch_tanh": ("gelu", "tanh"),
+    "relu": ("relu", ""),
+}
 
 
 def fused_linear_available(device: torch.device, dtype: torch.dtype) -> bool:
-    """oneDNN fused products: CPU, bf16, a torch built with them, and a CPU with bf16 instructions
-    (AVX512-BF16, AMX or AVX-NE-CONVERT). On an AVX2-only CPU oneDNN refuses bf16 weights, and the
-    plain ``F.linear`` path below runs instead."""
-    return (device.type == "cpu" and dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise") and bf16_native_on_cpu())
+    """oneDNN fused products: CPU, bf16, and :func:`fused_linear_ops` found torch's private ops
+    working (a torch built with oneDNN, a CPU with bf16 instructions: AVX512-BF16, AMX or
+    AVX-NE-CONVERT). On an AVX2-only CPU oneDNN refuses bf16 weights, and the plain ``F.linear``
+    path runs instead."""
+    return device.type == "cpu" and dtype == torch.bfloat16 and fused_linear_ops() is not None
 
 
 def fp16_native_on_cpu() -> bool:
     """Whether this CPU computes fp16 products in hardware (oneDNN's own test)."""
-    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", None)
-    return bool(probe()) if probe is not None else False
+    return _cpu_supports(torch.ops.mkldnn, "_is_mkldnn_fp16_supported")
 
 
 def bf16_native_on_cpu() -> bool:
     """Whether this CPU computes bf16 products in hardware (oneDNN's own test). Without it torch
     emulates bf16, which is slower than fp32 (measured 4x on an AVX2 Zen 4 at 2 threads)."""
-    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return bool(probe()) if probe is not None else False
+    return _cpu_supports(torch.ops.mkldnn, "_is_mkldnn_bf16_supported")
+
+
+def _cpu_supports(namespace: Any, test: str) -> bool:
+    """oneDNN's private test ``namespace.<test>()``; False when this torch lacks it or it fails."""
+    try:
+        return bool(getattr(namespace, test)())
+    except Exception as error:  # a renamed or changed private op: the answer is "no", not a crash
+        log.debug(
+            "torch.ops.mkldnn.%s unusable (%s: %s): taken as unsupported",
+            test,
+            type(error).__name__,
+            error,
+        )
+        return False
+
+
+@dataclass(frozen=True)
+class FusedOps:
+    """torch's private oneDNN ops for a bf16 linear with its epilogue (what ``torch.compile`` emits
+    on CPU), each checked by :func:`probe_fused_ops` on this torch; nothing else in the harness
+    calls them.
+
+    ``reorder(weight, batch_size)`` packs a weight into oneDNN's blocked layout;
+    ``pointwise(x, packed, bias, attr, scalars, algorithm)`` is ``act(x Wᵀ + b)``;
+    ``binary(x, other, packed, bias, "add")`` is ``x Wᵀ + b + other``.
+    """
+
+    reorder: Callable[..., torch.Tensor]
+    pointwise: Callable[..., torch.Tensor]
+    binary: Callable[..., torch.Tensor]
+
+    def pack(self, weight: torch.Tensor) -> torch.Tensor:
+        return self.reorder(weight, None)
+
+    def linear(
+        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor, act: str | None
+    ) -> torch.Tensor:
+        attr, algorithm = _FUSED_ACTIVATIONS[act] if act else ("none", "")
+        return self.pointwise(x, packed, bias, attr, [], algorithm)
+
+    def linear_add(
+        self, x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor, other: torch.Tensor
+    ) -> torch.Tensor:
+        return self.binary(x, other, packed, bias, "add")
+
+
+@functools.cache
+def fused_linear_ops() -> FusedOps | None:
+    """torch's oneDNN fused-linear ops when they work here, else None (the public path runs).
+    Probed once per process; why they are off is one debug line on ``sts_bench.kernels``."""
+    if not torch.backends.mkldnn.is_available():
+        log.debug("oneDNN fused linear off: this torch is built without oneDNN")
+        return None
+    return probe_fused_ops(torch.ops.mkldnn)
+
+
+def probe_fused_ops(namespace: Any) -> FusedOps | None:
+    """The fused ops of ``namespace`` (``torch.ops.mkldnn``) if the CPU has bf16 instructions, the
+    ops exist, take today's arguments and, on a tiny bf16 product, give what :func:`plain_linear`
+    gives for every epilogue the encoder uses, within bf16 rounding; otherwise None. A torch that
+    renames or changes them then loses speed, never vectors."""
+    if not _cpu_supports(namespace, "_is_mkldnn_bf16_supported"):
+        log.debug("oneDNN fused linear off: no bf16 instructions on this CPU, by oneDNN's test")
+        return None
+    try:
+        ops = FusedOps(
+            reorder=namespace._reorder_linear_weight,
+            pointwise=namespace._linear_pointwise,
+            binary=namespace._linear_pointwise.binary,
+        )
+        mismatch = _probe_mismatch(ops)
+    except Exception as error:  # renamed, removed, or a changed signature: the public path runs
+        log.debug(
+            "oneDNN fused linear off: torch %s's ops fail (%s: %s)",
+            torch.__version__,
+            type(error).__name__,
+            error,
+        )
+        return None
+    if mismatch:
+        log.debug(
+            "oneDNN fused linear off: torch %s's ops differ from F.linear: %s",
+            torch.__version__,
+            mismatch,
+        )
+        return None
+    return ops
+
+
+# |fused - plain| <= ATOL + RTOL·|plain| on the probe: a few bf16 ulps (2⁻⁸ relative) of outputs of
+# size ~1 pass; a dropped bias, activation or residual (errors of ~1) does not.
+PROBE_ATOL, PROBE_RTOL = 0.02, 0.02
+
+
+def _probe_mismatch(ops: FusedOps) -> str:
+    """'' when ``ops`` match :func:`plain_linear` on a tiny bf16 product for every epilogue, else
+    which epilogue differs and by how much. A private generator: the global RNG is untouched."""
+    generator = torch.Generator().manual_seed(0)
+
+    def sample(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(torch.bfloat16)
+
+    x, weight, bias, residual = sample(8, 24), sample(16, 24) * 0.2, sample(16), sample(8, 16)
+    with torch.no_grad():
+        packed = ops.pack(weight)
+        cases = [
+            (act or "none", ops.linear(x, packed, bias, act), plain_linear(x, weight, bias, act))
+            for act in (None, *_FUSED_ACTIVATIONS)
+        ]
+        cases.append(
+            (
+                "residual add",
+                ops.linear_add(x, packed, bias, residual),
+                plain_linear(x, weight, bias, residual=residual),
+            )
+        )
+    for name, got, want in cases:
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return (
+                f"{name}: {got.dtype} {tuple(got.shape)}, expected {want.dtype} {tuple(want.shape)}"
+            )
+        excess = (got.float() - want.float()).abs() - PROBE_RTOL * want.float().abs()
+        if not bool((excess <= PROBE_ATOL).all()):  # NaN fails too
+            return f"{name}: off by up to {excess.max().item() + PROBE_ATOL:.3g}"
+    return ""
+
+
+def plain_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    act: str | None = None,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The public path: ``act(x Wᵀ + b)`` or ``residual + (x Wᵀ + b)`` in ``residual``'s dtype."""
+    y = F.linear(x, weight, bias)
+    if act:
+        # ACTIVATIONS mixes torch functions and lambdas: mypy infers no common callable type
+        # for them
+        y = ACTIVATIONS[act](y)  # type: ignore[operator]
+    return y if residual is None else residual + y.to(residual.dtype)
 
 
 class LinearKernel:
-    """``act(x Wᵀ + b)`` or ``x Wᵀ + b + residual`` for one ``nn.Linear``, fused when possible."""
+    """``act(x Wᵀ + b)`` or ``x Wᵀ + b + residual`` for one ``nn.Linear``: with ``fused`` and
+    working oneDNN ops (:func:`fused_linear_ops`) in one fused product on a reordered weight,
+    otherwise through :func:`plain_linear`."""
 
     def __init__(self, linear: nn.Linear, fused: bool) -> None:
         self.weight, self.bias = linear.weight.detach(), linear.bias.detach()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None) if fused else None
+        ops = fused_linear_ops() if fused else None
+        # the ops and the weight reordered once for them; None: the public path
+        self.fused = None if ops is None else (ops, ops.pack(self.weight))
 
-    def __call__(self, x: torch.Tensor, act: str | None = None, residual: torch.Tensor | None = None) -> torch.Tensor:
-        if self.packed is not None:
+    def __call__(
+        self, x: torch.Tensor, act: str | None = None, residual: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if self.fused is not None:
+            ops, packed = self.fused
             if residual is not None:
-                return torch.ops.mkldnn._linear_pointwise.binary(x, residual.to(x.dtype), self.packed, self.bias, "add")
-            attr, algorithm = _FUSED_ACTIVATIONS[act] if act else ("none", "")
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, attr, [], algorithm)
-        y = F.linear(x, self.weight, self.bias)
-        if act:
-            # ACTIVATIONS mixes torch functions and lambdas: mypy infers no common callable type for them
-            y = ACTIVATIONS[act](y)  # type: ignore[operator]
-        return y if residual is None else residual + y.to(residual.dtype)
+                return ops.linear_add(x, packed, self.bias, residual.to(x.dtype))
+            return ops.linear(x, packed, self.bias, act)
+        return plain_linear(x, self.weight, self.bias, act, residual)
 
 
 class Packing:
@@ -97,7 +253,9 @@ class Packing:
         lengths = mask.sum(1)
         order = torch.argsort(lengths, descending=True, stable=True)
         positions = torch.arange(batch * width, device=mask.device).view(batch, width)
-        self.flat = positions[order][mask[order]]  # packed row → flat (row, column) of the padded batch
+        self.flat = positions[order][
+            mask[order]
+        ]  # packed row → flat (row, column) of the padded batch
         self.columns = self.flat % width
         self.batch, self.width = batch, width
         counts = torch.unique_consecutive(lengths[order], return_counts=True)
@@ -121,11 +279,12 @@ class Packing:
 
 
 class PackedStates(Sequence):
-    """Hidden states kept packed; a layer is unpacked to (batch, length, hidden) when a view reads it
-    (usually 1-2 of 7-25 layers), and only once."""
+    """Hidden states kept packed; a layer is unpacked to (batch, length, hidden) when a view reads
+    it (usually 1-2 of 7-25 layers), and only once."""
 
     def __init__(self, packing: Packing, packed: list[torch.Tensor]) -> None:
-        # _unpacked: layer index → its unpacked (batch, length, hidden) tensor; a tuple assignment takes no annotation
+        # _unpacked: layer index → its unpacked (batch, length, hidden) tensor; a tuple assignment
+        # takes no annotation
         self._packing, self._packed, self._unpacked = packing, packed, {}  # type: ignore[var-annotated]
 
     def __len__(self) -> int:
@@ -134,6 +293,8 @@ class PackedStates(Sequence):
     def __getitem__(self, index: int | slice):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):  # ends iteration (Sequence.__iter__ stops here)
+            raise IndexError(index)
         index = index % len(self)
         if index not in self._unpacked:
             self._unpacked[index] = self._packing.unpack(self._packed[index])
@@ -146,17 +307,25 @@ class PackedStates(Sequence):
 ScoreBias = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
-def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int, scale: float | None = None,
-                    bias: ScoreBias | None = None) -> torch.Tensor:
+def short_attention(
+    qkv: torch.Tensor,
+    count: int,
+    length: int,
+    heads: int,
+    scale: float | None = None,
+    bias: ScoreBias | None = None,
+) -> torch.Tensor:
     """Self-attention of ``count`` sentences of ``length`` tokens, no padding: (count·length, 3H) →
     (count·length, H), computed in fp32 as two batched products (see the module docstring).
     Scores are ``q·kᵀ · scale`` (default ``1/sqrt(d)``) plus ``bias(q, k, length)`` when given."""
     hidden = qkv.shape[-1] // 3
     d = hidden // heads
     x = torch.empty((3, count, heads, length, d), dtype=torch.float32, device=qkv.device)
-    x.copy_(qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4))  # one pass: split heads and cast
+    x.copy_(
+        qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4)
+    )  # one pass: split heads and cast
     q, k, v = x.view(3, count * heads, length, d).unbind(0)
-    scores = torch.bmm(q, k.transpose(1, 2)).mul_(d ** -0.5 if scale is None else scale)
+    scores = torch.bmm(q, k.transpose(1, 2)).mul_(d**-0.5 if scale is None else scale)
     if bias is not None:
         scores.view(count, heads, length, length).add_(bias(x[0], x[1], length))
     weights = torch.exp(scores)
@@ -164,17 +333,24 @@ def short_attention(qkv: torch.Tensor, count: int, length: int, heads: int, scal
     low, high = torch.aminmax(sums)
     weights.div_(sums)
     if not (low > 0 and high < float("inf")):
-        # A score above ~88 or a row far below 0: those rows (only those, so a sentence's result never
-        # depends on its group-mates) take the max-subtracted softmax.
+        # A score above ~88 or a row far below 0: those rows (only those, so a sentence's result
+        # never depends on its group-mates) take the max-subtracted softmax.
         bad = ~((sums > 0) & (sums < float("inf")))
         weights = torch.where(bad, torch.softmax(scores, -1), weights)
     out = torch.bmm(weights, v)
     result = torch.empty((count, length, heads, d), dtype=qkv.dtype, device=qkv.device)
-    return result.copy_(out.view(count, heads, length, d).transpose(1, 2)).view(count * length, hidden)
+    return result.copy_(out.view(count, heads, length, d).transpose(1, 2)).view(
+        count * length, hidden
+    )
 
 
-def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int, scale: float | None = None,
-                     bias: ScoreBias | None = None) -> torch.Tensor:
+def packed_attention(
+    qkv: torch.Tensor,
+    packing: Packing,
+    heads: int,
+    scale: float | None = None,
+    bias: ScoreBias | None = None,
+) -> torch.Tensor:
     """Self-attention over packed rows, one group of equal-length sentences at a time (``scale`` and
     ``bias`` as in :func:`short_attention`)."""
     hidden = qkv.shape[-1] // 3
@@ -186,9 +362,14 @@ def packed_attention(qkv: torch.Tensor, packing: Packing, heads: int, scale: flo
         if qkv.device.type == "cpu" and length <= SHORT:
             out[rows] = short_attention(qkv[rows], count, length, heads, scale, bias)
         else:
-            q, k, v = qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
+            q, k, v = (
+                qkv[rows].view(count, length, 3, heads, hidden // heads).permute(2, 0, 3, 1, 4)
+            )
             # the bias as an additive mask in the products' dtype (SDPA's rule), computed in fp32
             mask = None if bias is None else bias(q.float(), k.float(), length).to(q.dtype)
-            out[rows] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale).transpose(1, 2).reshape(
-                count * length, hidden)
+            out[rows] = (
+                F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+                .transpose(1, 2)
+                .reshape(count * length, hidden)
+            )
     return out
