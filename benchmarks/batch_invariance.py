@@ -1,7 +1,7 @@
 """Does a sentence's vector depend on its batch-mates or on the cache's history? (CPU, MiniLM.)
 
     .venv/bin/python benchmarks/batch_invariance.py                       # ~10 minutes on 2 cores
-    .venv/bin/python benchmarks/batch_invariance.py --out docs/batch_invariance.md
+    .venv/bin/python benchmarks/batch_invariance.py --out docs/measurements/batch_invariance.md
 
 Part 1, batches: for the first sentence of every token length in STS-B test, encode it in
 ``--trials`` random batches of each encoder's batching: the native encoder packs rows, so its
@@ -39,7 +39,8 @@ def stsb(splits: list[str]):
     return {split: read_stsb_csv(stsb_dir() / f"sts-{split}.csv") for split in splits}
 
 
-# (encoder, batching, mix lengths?, top up tiny batches?): what each encoder runs now, and a contrast.
+# (encoder, batching, mix lengths?, top up tiny batches?): what each encoder runs now, and a
+# contrast.
 SCHEMES = [
     ("native", "mixed lengths, packed, topped up (now)", True, True),
     ("native", "mixed lengths, packed, not topped up", True, False),
@@ -63,11 +64,18 @@ def batch_probe(threads: list[int], dtypes: list[str], trials: int) -> list[str]
     views = [View("mean", ref.num_layers), View("cls", ref.num_layers), View("mean", 1)]
     test = stsb(["test"])["test"]
     texts = list(dict.fromkeys(test.s1 + test.s2))
-    lines = ["| encoder | batching | dtype | threads | lengths probed | encodes | lengths whose vector changed |",
-             "|---|---|---|---|---:|---:|---:|"]
+    lines = [
+        "| encoder | batching | dtype | threads | lengths probed | encodes | lengths whose vector "
+        "changed |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
     for dtype in dtypes:
-        engines = {"native": NativeEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu"),
-                   "transformers": TransformersEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu")}
+        engines = {
+            "native": NativeEngine(ref, EncodeSettings(device="cpu", dtype=dtype), "cpu"),
+            "transformers": TransformersEngine(
+                ref, EncodeSettings(device="cpu", dtype=dtype), "cpu"
+            ),
+        }
         for impl, scheme, mixed, top_up in SCHEMES:
             engine = engines[impl]
             autocast = None if engine.handles_dtype else torch_dtype(dtype)
@@ -84,23 +92,42 @@ def batch_probe(threads: list[int], dtypes: list[str], trials: int) -> list[str]
                     for _ in range(trials):
                         pool = items if mixed else group
                         size = int(rng.integers(1, min(len(pool), 48) + 1))
-                        mates = [pool[i] for i in rng.choice(len(pool), size=size - 1)] if size > 1 else []
+                        mates = (
+                            [pool[i] for i in rng.choice(len(pool), size=size - 1)]
+                            if size > 1
+                            else []
+                        )
                         position = int(rng.integers(0, size))
                         batch = [*mates[:position], group[0], *mates[position:]]
                         if top_up:
-                            batch = [batch[i] for i in topped_up(list(range(len(batch))),
-                                                                 [engine.length(it) for it in batch])]
+                            batch = [
+                                batch[i]
+                                for i in topped_up(
+                                    list(range(len(batch))), [engine.length(it) for it in batch]
+                                )
+                            ]
                         tensors = engine.batch(batch)
-                        with torch.inference_mode(), torch.autocast("cpu", dtype=autocast or torch.float32,
-                                                                    enabled=autocast is not None):
+                        with (
+                            torch.inference_mode(),
+                            torch.autocast(
+                                "cpu", dtype=autocast or torch.float32, enabled=autocast is not None
+                            ),
+                        ):
                             states, pooled = engine.forward(tensors)
-                            vectors = [pool_view(states, pooled, tensors["attention_mask"], v)[position] for v in views]
+                            vectors = [
+                                pool_view(states, pooled, tensors["attention_mask"], v)[position]
+                                for v in views
+                            ]
                         encodes += 1
-                        seen.setdefault(length, set()).add(hashlib.sha1(b"".join(v.tobytes() for v in vectors))
-                                                           .hexdigest())
+                        seen.setdefault(length, set()).add(
+                            hashlib.sha1(b"".join(v.tobytes() for v in vectors)).hexdigest()
+                        )
             changed = sum(len(h) > 1 for h in seen.values())
-            lines.append(f"| {impl} | {scheme} | {dtype} | {','.join(map(str, threads))} | {len(seen)} | {encodes} | "
-                         f"{changed} |")
+            lines.append(
+                f"| {impl} | {scheme} | {dtype} | {','.join(map(str, threads))} | {len(seen)} | "
+                f"{encodes} | "
+                f"{changed} |"
+            )
     return lines
 
 
@@ -112,8 +139,15 @@ def history_probe() -> list[str]:
 
     lines = ["| batching | history | avg Pearson ×100 | avg Spearman ×100 |", "|---|---|---:|---:|"]
     notes = []
-    for scheme in ("mixed lengths, packed, topped up (now)", "mixed lengths, packed, not topped up"):
-        patches = [] if scheme.endswith("(now)") else [mock.patch.object(forward, "topped_up", lambda ids, n: ids)]
+    for scheme in (
+        "mixed lengths, packed, topped up (now)",
+        "mixed lengths, packed, not topped up",
+    ):
+        patches = (
+            []
+            if scheme.endswith("(now)")
+            else [mock.patch.object(forward, "topped_up", lambda ids, n: ids)]
+        )
         for patch in patches:
             patch.start()
         try:
@@ -142,20 +176,31 @@ def _histories(scheme: str) -> tuple[list[str], str]:
     everything = list(dict.fromkeys(s for split in data.values() for s in split.s1 + split.s2))
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, first in (("empty cache, test sentences only", []), ("cache that encoded all of STS-B first",
-                                                                        everything)):
-            provider = ViewProvider(ref, EncodeSettings(device="cpu", progress=False), Path(tmp) / name[:5])
+        for name, first in (
+            ("empty cache, test sentences only", []),
+            ("cache that encoded all of STS-B first", everything),
+        ):
+            provider = ViewProvider(
+                ref, EncodeSettings(device="cpu", progress=False), Path(tmp) / name[:5]
+            )
             if first:
                 provider.ensure(first, [view])
             left, right = provider.get(test.s1, view), provider.get(test.s2, view)
             similarity, _ = cosine_rows(left, right)
-            results[name] = (np.concatenate([left, right]), pearson(similarity, np.asarray(test.gold)),
-                             spearman(similarity, np.asarray(test.gold)))
+            results[name] = (
+                np.concatenate([left, right]),
+                pearson(similarity, np.asarray(test.gold)),
+                spearman(similarity, np.asarray(test.gold)),
+            )
     (a, _, _), (b, _, _) = results.values()
     differ = int((np.abs(a - b).max(axis=1) > 0).sum())
-    rows = [f"| {scheme} | {name} | {p * 100!r} | {s * 100!r} |" for name, (_, p, s) in results.items()]
-    return rows, (f"{scheme}: {differ} of the {len(a)} test-pair vectors (both sides) differ between the two "
-                  f"histories, by at most {float(np.abs(a - b).max()):.3g}.")
+    rows = [
+        f"| {scheme} | {name} | {p * 100!r} | {s * 100!r} |" for name, (_, p, s) in results.items()
+    ]
+    return rows, (
+        f"{scheme}: {differ} of the {len(a)} test-pair vectors (both sides) differ between the two "
+        f"histories, by at most {float(np.abs(a - b).max()):.3g}."
+    )
 
 
 def main() -> None:
@@ -164,13 +209,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2,4", help="thread counts to compare (1,2,4)")
     parser.add_argument("--dtypes", default="fp32,bf16")
-    parser.add_argument("--trials", type=int, default=3, help="random batches per token length and thread count")
+    parser.add_argument(
+        "--trials", type=int, default=3, help="random batches per token length and thread count"
+    )
     parser.add_argument("--out", help="also write the report here (markdown)")
     args = parser.parse_args()
-    lines = ["# A sentence's vector against its batch and the cache's history", "",
-             "`python benchmarks/batch_invariance.py` (MiniLM, STS-B test, CPU).", "",
-             "## Batches", ""]
-    lines += batch_probe([int(t) for t in args.threads.split(",")], args.dtypes.split(","), args.trials)
+    lines = [
+        "# A sentence's vector against its batch and the cache's history",
+        "",
+        "`python benchmarks/batch_invariance.py` (MiniLM, STS-B test, CPU).",
+        "",
+        "## Batches",
+        "",
+    ]
+    lines += batch_probe(
+        [int(t) for t in args.threads.split(",")], args.dtypes.split(","), args.trials
+    )
     lines += ["", "## Cache histories (`avg`, fp32)", ""]
     lines += history_probe()
     emit(lines, args.out)

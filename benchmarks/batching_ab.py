@@ -1,8 +1,8 @@
 """The native encoder's batches, side by side: mixed token lengths (what it runs) against one token
 length per batch (what padded encoders need), on the same sentences in one process.
 
-    .venv/bin/python benchmarks/batching_ab.py                        # MiniLM, STS-B test, ~1 minute
-    .venv/bin/python benchmarks/batching_ab.py --threads 1 --out docs/batching_ab.md
+    .venv/bin/python benchmarks/batching_ab.py          # MiniLM, STS-B test, ~1 minute
+    .venv/bin/python benchmarks/batching_ab.py --rounds 5 --out docs/measurements/batching_ab.md
 
 The native encoder packs a batch's real tokens into one matrix, so a batch may mix sentence
 lengths without padding anything (:mod:`harness.core.encoding.batching`). One length per batch
@@ -51,10 +51,19 @@ def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None
     ref = resolve_backbone("minilm")
     views = [View("mean", ref.layer_index(-1)), View("cls", ref.layer_index(-1)), View("mean", 1)]
     windows = make_windows(texts, EncodeSettings().window)
-    plan = forward.plan_batches if scheme == SCHEMES[0] else \
-        (lambda lengths, size, tokens, packs_rows=False: equal_length_batches(lengths, size, tokens))
-    fp = forward.ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False, impl="native",
-                                                 threads=threads))
+    plan = (
+        forward.plan_batches
+        if scheme == SCHEMES[0]
+        else (
+            lambda lengths, size, tokens, packs_rows=False: equal_length_batches(
+                lengths, size, tokens
+            )
+        )
+    )
+    fp = forward.ForwardPass(
+        ref,
+        EncodeSettings(device="cpu", dtype=dtype, progress=False, impl="native", threads=threads),
+    )
     length_of = dict(zip(texts, fp.token_lengths(texts)))
     batches = sum(len(plan([length_of[t] for t in w], 0, 4096, True)) for w in windows)
     with mock.patch.object(forward, "plan_batches", plan):
@@ -82,25 +91,44 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="0: all cores")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument("--child", nargs=3, metavar=("SCHEME", "DTYPE", "VECTORS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=3, metavar=("SCHEME", "DTYPE", "VECTORS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         encode_once(args.child[0], args.child[1], args.threads, args.child[2])
         return
     load_at_start = os.getloadavg()
-    lines = [f"STS-B test (2,552 sentences), MiniLM, native encoder, views mean@6, cls@6, mean@1; each "
-             f"encode in a fresh process after a warm-up encode; median of {args.rounds} alternating rounds", "",
-             "| dtype | batching | batches | seconds | sentences/s | speed-up | vectors |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        f"STS-B test (2,552 sentences), MiniLM, native encoder, views mean@6, cls@6, mean@1; each "
+        f"encode in a fresh process after a warm-up encode; median of {args.rounds} alternating "
+        "rounds",
+        "",
+        "| dtype | batching | batches | seconds | sentences/s | speed-up | vectors |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in args.dtypes:
             times: dict[str, list[float]] = {name: [] for name in SCHEMES}
             batches: dict[str, int] = {}
             for number in range(args.rounds):
-                for name in (SCHEMES if number % 2 == 0 else tuple(reversed(SCHEMES))):
+                for name in SCHEMES if number % 2 == 0 else tuple(reversed(SCHEMES)):
                     out = str(Path(tmp) / f"{SCHEMES.index(name)}.npy")
-                    done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child",
-                                           name, dtype, out], capture_output=True, text=True, cwd=ROOT)
+                    done = subprocess.run(
+                        [
+                            sys.executable,
+                            __file__,
+                            "--threads",
+                            str(args.threads),
+                            "--child",
+                            name,
+                            dtype,
+                            out,
+                        ],
+                        capture_output=True,
+                        text=True,
+                        cwd=ROOT,
+                    )
                     if done.returncode != 0:
                         raise SystemExit(done.stderr[-3000:])
                     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -110,8 +138,10 @@ def main() -> None:
             base = statistics.median(times[SCHEMES[1]])
             for name in SCHEMES:
                 median = statistics.median(times[name])
-                lines.append(f"| {dtype} | {name} | {batches[name]} | {median:.2f} | {2552 / median:.0f} | "
-                             f"{base / median:.2f}× | {'byte-identical' if same else 'DIFFER'} |")
+                lines.append(
+                    f"| {dtype} | {name} | {batches[name]} | {median:.2f} | {2552 / median:.0f} | "
+                    f"{base / median:.2f}× | {'byte-identical' if same else 'DIFFER'} |"
+                )
     emit([*lines, "", load_line(load_at_start)], args.out)
 
 

@@ -1,6 +1,6 @@
 """The dask backend against the local one on a two-backbone job, in one run.
 
-    .venv/bin/python benchmarks/dask_vs_local.py --out docs/dask_vs_local.md   # ~1 minute on 2 cores
+    .venv/bin/python benchmarks/dask_vs_local.py --out docs/measurements/dask_vs_local.md  # ~1 min
 
 The job: ``avg`` with the packaged MiniLM plus ``simcse`` (cls_before_pooler) with a copy of it
 in another folder — two backbones, two encode jobs — on STS-B test, cold caches. The dask side
@@ -42,22 +42,43 @@ def main() -> None:
         shutil.copytree(resolve_backbone("minilm").path, twin)
 
         def run(name: str, **extra) -> tuple[float, list]:
-            cfg = harness.BenchConfig(methods=("avg", "simcse"), method_params={"simcse": {"model": str(twin)}},
-                                      cache_dir=f"{tmp}/cache-{name}", output_dir=f"{tmp}/out-{name}",
-                                      progress=False, plots=False, bootstrap=0, **extra)
+            cfg = harness.BenchConfig(
+                methods=("avg", "simcse"),
+                method_params={"simcse": {"model": str(twin)}},
+                cache_dir=f"{tmp}/cache-{name}",
+                output_dir=f"{tmp}/out-{name}",
+                progress=False,
+                plots=False,
+                bootstrap=0,
+                **extra,
+            )
             started = time.perf_counter()
             outcome = harness.run(cfg)
-            return time.perf_counter() - started, [(r["method"]["label"], r["scores"]) for r in outcome.records]
+            return time.perf_counter() - started, [
+                (r["method"]["label"], r["scores"]) for r in outcome.records
+            ]
 
         local_s, local = run("local")
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-            dask_s, distributed = run("dask", backend="dask", scheduler_address=cluster.scheduler_address)
+        with LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            dask_s, distributed = run(
+                "dask", backend="dask", scheduler_address=cluster.scheduler_address
+            )
     equal = json.dumps(local) == json.dumps(distributed)
     from benchmarks.report import emit
 
-    emit(["| backend | seconds |", "|---|---:|", f"| local | {local_s:.1f} |",
-          f"| dask LocalCluster, 2 workers | {dask_s:.1f} |", "",
-          f"dask / local = {dask_s / local_s:.2f}; scores byte-equal: {equal}"], args.out)
+    emit(
+        [
+            "| backend | seconds |",
+            "|---|---:|",
+            f"| local | {local_s:.1f} |",
+            f"| dask LocalCluster, 2 workers | {dask_s:.1f} |",
+            "",
+            f"dask / local = {dask_s / local_s:.2f}; scores byte-equal: {equal}",
+        ],
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """BERT-flow fit time on all STS-B sentences with MiniLM first-last vectors, CPU (target < 30 s).
 
-    .venv/bin/python benchmarks/flow_fit.py                 # ~1 minute with a warm cache, +1 minute cold
-    .venv/bin/python benchmarks/flow_fit.py --rounds 5 --out docs/flow_fit.md
+    .venv/bin/python benchmarks/flow_fit.py        # ~1 minute with a warm cache, +1 minute cold
+    .venv/bin/python benchmarks/flow_fit.py --out docs/measurements/flow_fit.md
 
 The fit set is ``--fit-set target`` of the embedded default: the 15,487 unique sentences of STS-B
 train + dev + test, pooled as first-last (layers 1 and 6) by the packaged MiniLM in fp32. Their
@@ -51,7 +51,9 @@ def first_last_vectors(cache_dir: Path):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cache-dir", default=os.environ.get("STS_BENCH_CACHE", "~/.cache/sts-bench"))
+    parser.add_argument(
+        "--cache-dir", default=os.environ.get("STS_BENCH_CACHE", "~/.cache/sts-bench")
+    )
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
 
@@ -63,28 +65,43 @@ def main() -> None:
     torch.set_num_threads(available_cpus())
     fit_set, x = first_last_vectors(Path(args.cache_dir).expanduser())
     n, dim = x.shape
-    settings = [("additive, permute (default)", FlowConfig(), args.rounds),
-                ("affine, permute", FlowConfig(coupling="affine"), 1),
-                ("additive, conv1x1, lr 1e-4", FlowConfig(mixing="conv1x1", lr=1e-4), 1)]
-    lines = [f"BERT-flow fit, packaged MiniLM first-last (fp32 vectors), STS-B target fit set: {n} sentences × "
-             f"{dim} dims (fingerprint {fit_set.fingerprint[:12]}); "
-             f"CPU, {torch.get_num_threads()} threads; levels 2, depth 3, width 32, batch 32, 1 epoch",
-             "", "| setting | fit seconds (median) | rounds | steps | steps/s | bits/dim first → last |",
-             "|---|---:|---:|---:|---:|---|"]
+    settings = [
+        ("additive, permute (default)", FlowConfig(), args.rounds),
+        ("affine, permute", FlowConfig(coupling="affine"), 1),
+        ("additive, conv1x1, lr 1e-4", FlowConfig(mixing="conv1x1", lr=1e-4), 1),
+    ]
+    lines = [
+        f"BERT-flow fit, packaged MiniLM first-last (fp32 vectors), STS-B target fit set: {n} "
+        "sentences × "
+        f"{dim} dims (fingerprint {fit_set.fingerprint[:12]}); "
+        f"CPU, {torch.get_num_threads()} threads; levels 2, depth 3, width 32, batch 32, 1 epoch",
+        "",
+        "| setting | fit seconds (median) | rounds | steps | steps/s | bits/dim first → last |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     default_seconds, default_flow = 0.0, None
     for label, config, rounds in settings:
-        runs = [train_flow(lambda epoch: x, dim, n, config, seed=1234, progress=False) for _ in range(rounds)]
+        runs = [
+            train_flow(lambda epoch: x, dim, n, config, seed=1234, progress=False)
+            for _ in range(rounds)
+        ]
         seconds = statistics.median(stats.seconds for _, stats in runs)
         stats = runs[0][1]
         default_seconds, default_flow = default_seconds or seconds, default_flow or runs[0][0]
-        lines.append(f"| {label} | {seconds:.2f} | {rounds} | {stats.steps} | {stats.steps / seconds:.0f} | "
-                     f"{stats.first_bits_per_dim:.3f} → {stats.last_bits_per_dim:.3f} |")
+        lines.append(
+            f"| {label} | {seconds:.2f} | {rounds} | {stats.steps} | {stats.steps / seconds:.0f} | "
+            f"{stats.first_bits_per_dim:.3f} → {stats.last_bits_per_dim:.3f} |"
+        )
         print(lines[-1], flush=True)
     started = time.perf_counter()
     latents(default_flow, x)
-    lines += ["", f"latents for all {n} sentences (the test-time transform): {time.perf_counter() - started:.2f} s",
-              f"default fit: {default_seconds:.2f} s; target < {TARGET_SECONDS:.0f} s: "
-              f"{'met' if default_seconds < TARGET_SECONDS else 'NOT met'}"]
+    lines += [
+        "",
+        f"latents for all {n} sentences (the test-time transform): "
+        f"{time.perf_counter() - started:.2f} s",
+        f"default fit: {default_seconds:.2f} s; target < {TARGET_SECONDS:.0f} s: "
+        f"{'met' if default_seconds < TARGET_SECONDS else 'NOT met'}",
+    ]
     from benchmarks.report import emit
 
     emit(lines, args.out)

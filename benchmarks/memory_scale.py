@@ -1,7 +1,7 @@
 """Peak memory and time of encoding 10k, 100k and 300k synthetic sentences (cold cache).
 
-    .venv/bin/python benchmarks/memory_scale.py                    # bf16, ~9 minutes on 2 cores
-    .venv/bin/python benchmarks/memory_scale.py --dtype fp32       # ~15 minutes
+    .venv/bin/python benchmarks/memory_scale.py --out docs/measurements/memory_scale.md  # ~9 min
+    python benchmarks/memory_scale.py --dtype fp32 --out docs/measurements/memory_scale_fp32.md
     .venv/bin/python benchmarks/memory_scale.py --sizes 10000 30000
 
 Each size runs in a fresh process (``/usr/bin/time`` reports its peak RSS): the packaged MiniLM
@@ -22,8 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-WORDS = ("the a man woman dog cat child plays runs eats rides sleeps guitar piano horse bike ball food grass "
-         "street park house red blue big small two three people car water tree sun with on in and").split()
+WORDS = (
+    "the a man woman dog cat child plays runs eats rides sleeps guitar piano horse bike ball food "
+    "grass "
+    "street park house red blue big small two three people car water tree sun with on in and"
+).split()
 
 
 def child(n: int, cache: str, dtype: str) -> None:
@@ -36,8 +39,12 @@ def child(n: int, cache: str, dtype: str) -> None:
     from harness.core.encoding.settings import EncodeSettings
 
     rng = random.Random(0)
-    sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))) + f" {i}" for i in range(n)]
-    provider = ViewProvider(resolve_backbone("minilm"), EncodeSettings(dtype=dtype, progress=False), Path(cache))
+    sentences = [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))) + f" {i}" for i in range(n)
+    ]
+    provider = ViewProvider(
+        resolve_backbone("minilm"), EncodeSettings(dtype=dtype, progress=False), Path(cache)
+    )
     provider.ensure(sentences, [View("mean", 6)])
     print(provider.forwarded)
 
@@ -51,17 +58,34 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", choices=["fp32", "bf16"])
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
-    lines = [f"dtype {args.dtype}, packaged MiniLM, avg view, empty cache, one process per size", "",
-             "| sentences | wall s | sentences/s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+    lines = [
+        f"dtype {args.dtype}, packaged MiniLM, avg view, empty cache, one process per size",
+        "",
+        "| sentences | wall s | sentences/s | peak RSS MiB |",
+        "|---:|---:|---:|---:|",
+    ]
     for n in args.sizes:
         with tempfile.TemporaryDirectory() as cache:
-            command = ["/usr/bin/time", "-f", "%e %M", sys.executable, __file__, "--child", str(n), cache, args.dtype]
-            done = subprocess.run(command,
-                                  capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            command = [
+                "/usr/bin/time",
+                "-f",
+                "%e %M",
+                sys.executable,
+                __file__,
+                "--child",
+                str(n),
+                cache,
+                args.dtype,
+            ]
+            done = subprocess.run(
+                command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+            )
         if done.returncode != 0:
             raise SystemExit(done.stderr[-2000:])
         wall, rss_kib = done.stderr.strip().splitlines()[-1].split()
-        lines.append(f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |")
+        lines.append(
+            f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |"
+        )
         print(lines[-1], flush=True)
     from benchmarks.report import emit
 

@@ -3,6 +3,7 @@ default (both trained from the packaged MiniLM on STS-B train; cached after the 
 
     .venv/bin/python benchmarks/query_candidates.py            # Q = 100, C = 100 / 1000 / 10000
     .venv/bin/python benchmarks/query_candidates.py --dtype bf16
+    .venv/bin/python benchmarks/query_candidates.py --out docs/measurements/cost.md
 
 Queries and candidates are STS-B sentences (test + the fit set), shuffled with the seed. (a) is
 measured up to 10,000 pairs and extrapolated beyond from its measured pairs/second (marked in
@@ -31,16 +32,28 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--cache-dir", default=default_cache_dir())
     parser.add_argument("--output-dir", default="results")
+    parser.add_argument("--out", help="also write the run's cost.md (markdown) to this file")
     args = parser.parse_args()
-    cfg = harness.BenchConfig(methods=("cross-encoder", "dse"), cost=True, dtype=args.dtype,
-                              cache_dir=args.cache_dir, output_dir=args.output_dir, plots=False)
+    cfg = harness.BenchConfig(
+        methods=("cross-encoder", "dse"),
+        cost=True,
+        dtype=args.dtype,
+        cache_dir=args.cache_dir,
+        output_dir=args.output_dir,
+        plots=False,
+    )
     harness.run(cfg)
     out = Path(args.output_dir)
-    print((out / "cost.md").read_text(encoding="utf-8"))
+    from benchmarks.report import emit
+
+    emit((out / "cost.md").read_text(encoding="utf-8").rstrip("\n").splitlines(), args.out)
     rows = {row["candidates"]: row for row in json.loads((out / "cost.json").read_text())["rows"]}
     if 1000 in rows:
         ratio = rows[1000]["speedup_student"]
-        print(f"(a)/(b) at Q=100, C=1000: {ratio:.0f}x (target >= 50x: {'met' if ratio >= 50 else 'NOT met'})")
+        print(
+            f"(a)/(b) at Q=100, C=1000: {ratio:.0f}x (target >= 50x: "
+            f"{'met' if ratio >= 50 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 bert-base, bert-large, roberta-base, mpnet-base and deberta-v3-base shapes, random weights, at 1
 and 2 threads, with a summary table of ratios and shares of the bf16 matmul peak.
 
-    .venv/bin/python benchmarks/shapes.py --out docs/shapes.md           # ~45 minutes on 2 cores
-    .venv/bin/python benchmarks/shapes.py --shapes mpnet-base --threads 2 --rounds 1  # one shape
+    .venv/bin/python benchmarks/shapes.py --scale 0.5 --rounds 2 --out docs/measurements/shapes.md #
+    ~45 min, 2 cores .venv/bin/python benchmarks/shapes.py --shapes mpnet-base --threads 2 --rounds
+    1 # one shape
 
 Throughput does not depend on the weights, so each model is a randomly initialised transformers
 model of the published shape, saved with ``save_pretrained`` under ``.cache/bench-models/`` with
@@ -29,34 +30,96 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MODELS = ROOT / ".cache" / "bench-models"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+)
 BERT = {"vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
 SHAPES = {
-    "bert-base": ("bert", {**BERT, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                           "intermediate_size": 3072}),
-    "bert-large": ("bert", {**BERT, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
-                            "intermediate_size": 4096}),
-    "roberta-base": ("roberta", {"vocab_size": 30522, "max_position_embeddings": 514, "type_vocab_size": 1,
-                                 "pad_token_id": 0, "hidden_size": 768, "num_hidden_layers": 12,
-                                 "num_attention_heads": 12, "intermediate_size": 3072}),
-    "mpnet-base": ("mpnet", {"vocab_size": 30527, "max_position_embeddings": 514, "hidden_size": 768,
-                             "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-                             "relative_attention_num_buckets": 32, "pad_token_id": 1}),
-    "deberta-v3-base": ("deberta-v2", {"vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 0,
-                                       "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                                       "intermediate_size": 3072, "relative_attention": True,
-                                       "position_buckets": 256, "norm_rel_ebd": "layer_norm",
-                                       "share_att_key": True, "pos_att_type": ["p2c", "c2p"],
-                                       "position_biased_input": False, "max_relative_positions": -1}),
+    "bert-base": (
+        "bert",
+        {
+            **BERT,
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+        },
+    ),
+    "bert-large": (
+        "bert",
+        {
+            **BERT,
+            "hidden_size": 1024,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "intermediate_size": 4096,
+        },
+    ),
+    "roberta-base": (
+        "roberta",
+        {
+            "vocab_size": 30522,
+            "max_position_embeddings": 514,
+            "type_vocab_size": 1,
+            "pad_token_id": 0,
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+        },
+    ),
+    "mpnet-base": (
+        "mpnet",
+        {
+            "vocab_size": 30527,
+            "max_position_embeddings": 514,
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+            "relative_attention_num_buckets": 32,
+            "pad_token_id": 1,
+        },
+    ),
+    "deberta-v3-base": (
+        "deberta-v2",
+        {
+            "vocab_size": 30522,
+            "max_position_embeddings": 512,
+            "type_vocab_size": 0,
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+            "relative_attention": True,
+            "position_buckets": 256,
+            "norm_rel_ebd": "layer_norm",
+            "share_att_key": True,
+            "pos_att_type": ["p2c", "c2p"],
+            "position_biased_input": False,
+            "max_relative_positions": -1,
+        },
+    ),
 }
 # Sentences per shape (the first N unique sentences of STS-B test, before --scale).
-SENTENCES = {"bert-base": 512, "bert-large": 256, "roberta-base": 512, "mpnet-base": 512, "deberta-v3-base": 512}
+SENTENCES = {
+    "bert-base": 512,
+    "bert-large": 256,
+    "roberta-base": 512,
+    "mpnet-base": 512,
+    "deberta-v3-base": 512,
+}
 PEERS = ["torch:fp32", "onnx:fp32", "openvino:fp32", "openvino:bf16"]
 # What is measured: (model, harness --encoder-impl). Each shape natively against every peer; MPNet
 # and DeBERTa also through AutoModel, the harness alone (the peers were timed in the native run).
-RUNS = {**{shape: (shape, "auto") for shape in SENTENCES},
-        "mpnet-base (transformers)": ("mpnet-base", "transformers"),
-        "deberta-v3-base (transformers)": ("deberta-v3-base", "transformers")}
+RUNS = {
+    **{shape: (shape, "auto") for shape in SENTENCES},
+    "mpnet-base (transformers)": ("mpnet-base", "transformers"),
+    "deberta-v3-base (transformers)": ("deberta-v3-base", "transformers"),
+}
 
 
 def build(name: str) -> Path:
@@ -90,22 +153,42 @@ def peers() -> list[str]:
 
 def summary(results: list[tuple[str, int, dict]]) -> list[str]:
     """One row per (shape, threads): the harness's fastest dtype against each peer at its best."""
-    lines = ["| shape | threads | sts-bench (dtype) s | ST + OpenVINO bf16 s | × | ST + OpenVINO fp32 s | × | "
-             "ST + ONNX Runtime s | × | ST torch fp32 s | × | sts-bench bf16, % of bf16 peak | "
-             "sts-bench fp32, % of fp32 peak |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| shape | threads | sts-bench (dtype) s | ST + OpenVINO bf16 s | × | ST + OpenVINO fp32 s "
+        "| × | "
+        "ST + ONNX Runtime s | × | ST torch fp32 s | × | sts-bench bf16, % of bf16 peak | "
+        "sts-bench fp32, % of fp32 peak |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for shape, threads, data in results:
         by = {(e["name"], e["dtype"]): e for e in data["encoders"]}
-        ours = min((e for e in data["encoders"] if e["name"].startswith("sts-bench")), key=lambda e: e["seconds"])
+        ours = min(
+            (e for e in data["encoders"] if e["name"].startswith("sts-bench")),
+            key=lambda e: e["seconds"],
+        )
         cells = [shape, str(threads), f"{ours['seconds']:.2f} ({ours['dtype']})"]
-        for key in (("ST openvino", "bf16"), ("ST openvino", "fp32"), ("ST onnx", "fp32"), ("ST torch", "fp32")):
+        for key in (
+            ("ST openvino", "bf16"),
+            ("ST openvino", "fp32"),
+            ("ST onnx", "fp32"),
+            ("ST torch", "fp32"),
+        ):
             peer = by.get(key)
-            cells += [f"{peer['seconds']:.2f}", f"**{peer['seconds'] / ours['seconds']:.2f}**"] if peer else ["—", "—"]
-        # each share is the harness's own run in that dtype against the probe of that dtype;
-        # without bf16 instructions the bf16 "peak" is torch's emulation: a share of it means nothing
+            cells += (
+                [f"{peer['seconds']:.2f}", f"**{peer['seconds'] / ours['seconds']:.2f}**"]
+                if peer
+                else ["—", "—"]
+            )
+        # each share is the harness's own run in that dtype against the probe of that dtype; without
+        # bf16 instructions the bf16 "peak" is torch's emulation: a share of it means nothing
         bf16, fp32 = by.get((ours["name"], "bf16")), by.get((ours["name"], "fp32"))
-        bf16_share = (f"{100 * bf16['share_of_own_peak']:.0f} %" if bf16 and data["bf16_native"]
-                      else "— (bf16 emulated)" if bf16 else "—")
+        bf16_share = (
+            f"{100 * bf16['share_of_own_peak']:.0f} %"
+            if bf16 and data["bf16_native"]
+            else "— (bf16 emulated)"
+            if bf16
+            else "—"
+        )
         fp32_share = f"{100 * fp32['share_of_own_peak']:.0f} %" if fp32 else "—"
         cells += [bf16_share, fp32_share]
         lines.append("| " + " | ".join(cells) + " |")
@@ -120,12 +203,21 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="one run per thread count")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every shape's sentence count")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[1, 2], help="one run per thread count"
+    )
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every shape's sentence count"
+    )
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
-    lines = ["Random-weight encoders of published shapes; sentences: the first N unique sentences of STS-B "
-             "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by side.", ""]
+    lines = [
+        "Random-weight encoders of published shapes; sentences: the first N unique sentences of "
+        "STS-B "
+        "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by "
+        "side.",
+        "",
+    ]
     results: list[tuple[str, int, dict]] = []
     for threads in args.threads:
         for shape in args.shapes:
@@ -134,18 +226,48 @@ def main() -> None:
             sentences = max(16, int(SENTENCES[model] * args.scale))
             folder = build(model)
             with tempfile.NamedTemporaryFile(suffix=".json") as report:
-                command = [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(folder),
-                           "--sentences", str(sentences), "--rounds", str(args.rounds),
-                           "--batch-sizes", *map(str, args.batch_sizes), "--threads", str(threads), *extra]
-                print(f"{shape}, {threads} threads: {' '.join(command[1:])}", file=sys.stderr, flush=True)
-                done = subprocess.run([*command, "--json", report.name], cwd=ROOT, capture_output=True, text=True,
-                                      env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                command = [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "throughput.py"),
+                    "--model",
+                    str(folder),
+                    "--sentences",
+                    str(sentences),
+                    "--rounds",
+                    str(args.rounds),
+                    "--batch-sizes",
+                    *map(str, args.batch_sizes),
+                    "--threads",
+                    str(threads),
+                    *extra,
+                ]
+                print(
+                    f"{shape}, {threads} threads: {' '.join(command[1:])}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                done = subprocess.run(
+                    [*command, "--json", report.name],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                )
                 if done.returncode != 0:
                     raise SystemExit(f"{shape} failed:\n{done.stderr[-3000:]}")
-                results.append((shape, threads, json.loads(Path(report.name).read_text(encoding="utf-8"))))
-            lines += [f"## {shape}, {threads} thread{'s' if threads > 1 else ''}", "",
-                      "`" + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(str(ROOT) + "/", "") + "`",
-                      "", done.stdout.strip(), ""]
+                results.append(
+                    (shape, threads, json.loads(Path(report.name).read_text(encoding="utf-8")))
+                )
+            lines += [
+                f"## {shape}, {threads} thread{'s' if threads > 1 else ''}",
+                "",
+                "`"
+                + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(str(ROOT) + "/", "")
+                + "`",
+                "",
+                done.stdout.strip(),
+                "",
+            ]
     from benchmarks.report import emit
 
     emit(["# Every family against the peers", "", *summary(results), "", *lines], args.out)

@@ -1,9 +1,13 @@
-"""Encode throughput against sentence-transformers on torch, ONNX Runtime and OpenVINO, and peak share.
+"""Encode throughput against sentence-transformers on torch, ONNX Runtime and OpenVINO, and peak
+share.
 
 Each encoder's time is also given as a fraction of this machine's matmul peak.
 
     .venv/bin/python benchmarks/throughput.py                 # MiniLM, ~6 minutes on 2 cores
     .venv/bin/python benchmarks/throughput.py --model DIR --sentences 512 --rounds 2
+    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads.md
+    .venv/bin/python benchmarks/throughput.py --threads 1 --out docs/measurements/throughput.md
+    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads_busy.md
 
 Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
 them), every encoder loaded once in its own process and waiting while the others run: only
@@ -36,7 +40,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # (backend, dtype) of the sentence-transformers peers; OpenVINO's bf16 is its default on this CPU.
-PEERS = (("torch", "fp32"), ("torch", "bf16"), ("onnx", "fp32"), ("openvino", "fp32"), ("openvino", "bf16"))
+PEERS = (
+    ("torch", "fp32"),
+    ("torch", "bf16"),
+    ("onnx", "fp32"),
+    ("openvino", "fp32"),
+    ("openvino", "bf16"),
+)
 
 
 def matmul_peak(dtype, size: int = 4096, repeats: int = 5, budget_s: float = 0.5) -> float:
@@ -53,7 +63,7 @@ def matmul_peak(dtype, size: int = 4096, repeats: int = 5, budget_s: float = 0.5
             break
         n *= 2
     best = min(_timed(lambda: torch.matmul(a, b)) for _ in range(repeats))
-    return 2 * n ** 3 / best
+    return 2 * n**3 / best
 
 
 def _timed(fn) -> float:
@@ -89,8 +99,10 @@ def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str,
     vectors: dict[str, np.ndarray] = {}
     encoders = []
     for dtype in dtypes:
-        forward = ForwardPass(ref, EncodeSettings(device="cpu", dtype=dtype, progress=False, impl=impl,
-                                                  threads=threads))
+        forward = ForwardPass(
+            ref,
+            EncodeSettings(device="cpu", dtype=dtype, progress=False, impl=impl, threads=threads),
+        )
         list(forward.encode_windows([texts[:64]], [view]))  # load weights, first-call costs
 
         def run(forward=forward, key=f"sts-bench {dtype}") -> float:
@@ -117,19 +129,37 @@ def main() -> None:
     from harness.core.scoring import cosine_rows, spearman
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="minilm", help="'minilm' (packaged) or a local model folder")
-    parser.add_argument("--sentences", type=int, default=0, help="only the first N unique sentences (0: all)")
+    parser.add_argument(
+        "--model", default="minilm", help="'minilm' (packaged) or a local model folder"
+    )
+    parser.add_argument(
+        "--sentences", type=int, default=0, help="only the first N unique sentences (0: all)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256])
-    parser.add_argument("--peers", nargs="*", default=[f"{b}:{d}" for b, d in PEERS],
-                        help="backend:dtype of the sentence-transformers peers (none: harness only)")
-    parser.add_argument("--dtypes", nargs="+", default=["auto"],
-                        help="harness dtypes; auto: fp32, and bf16 where the CPU computes it (not emulated)")
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        default=[f"{b}:{d}" for b, d in PEERS],
+        help="backend:dtype of the sentence-transformers peers (none: harness only)",
+    )
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["auto"],
+        help="harness dtypes; auto: fp32, and bf16 where the CPU computes it (not emulated)",
+    )
     parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="threads of every encoder (0: all cores); 1 resists a busy machine best")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="threads of every encoder (0: all cores); 1 resists a busy machine best",
+    )
     parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument("--json", help="also write the medians, shares and ratios as JSON (read by shapes.py)")
+    parser.add_argument(
+        "--json", help="also write the medians, shares and ratios as JSON (read by shapes.py)"
+    )
     args = parser.parse_args()
     if args.dtypes == ["auto"]:
         from harness.core.encoding.kernels import bf16_native_on_cpu
@@ -139,9 +169,11 @@ def main() -> None:
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
     if args.sentences:
-        texts = texts[:args.sentences]
+        texts = texts[: args.sentences]
     model_dir = packaged_model_dir() if args.model == "minilm" else str(Path(args.model).resolve())
-    ref, encoders, vectors, lengths = harness_encoders(args.model, texts, args.dtypes, args.impl, args.threads)
+    ref, encoders, vectors, lengths = harness_encoders(
+        args.model, texts, args.dtypes, args.impl, args.threads
+    )
     skipped = []
     peers: dict[str, PeerProcess] = {}
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
@@ -150,12 +182,20 @@ def main() -> None:
         for spec in args.peers:
             backend, dtype = spec.split(":")
             try:
-                peer = peers[spec] = PeerProcess(model_dir, backend, dtype, texts_file, args.threads)
+                peer = peers[spec] = PeerProcess(
+                    model_dir, backend, dtype, texts_file, args.threads
+                )
             except RuntimeError as err:  # e.g. an architecture the backend cannot export
-                skipped.append(f"ST {backend} {dtype}: not measured ({str(err).splitlines()[-1][:200]})")
+                skipped.append(
+                    f"ST {backend} {dtype}: not measured ({str(err).splitlines()[-1][:200]})"
+                )
                 continue
-            encoders += [Encoder(f"ST {backend}", dtype, str(size), lambda p=peer, s=size: p.encode_seconds(s))
-                         for size in args.batch_sizes]
+            encoders += [
+                Encoder(
+                    f"ST {backend}", dtype, str(size), lambda p=peer, s=size: p.encode_seconds(s)
+                )
+                for size in args.batch_sizes
+            ]
         for number in range(args.rounds):
             shift = number * len(encoders) // max(args.rounds, 1)  # rotate who goes first
             for encoder in encoders[shift:] + encoders[:shift]:
@@ -164,7 +204,9 @@ def main() -> None:
         best: dict[tuple[str, str], Encoder] = {}
         for encoder in encoders:
             key = (encoder.name, encoder.dtype)
-            if key not in best or statistics.median(encoder.times) < statistics.median(best[key].times):
+            if key not in best or statistics.median(encoder.times) < statistics.median(
+                best[key].times
+            ):
                 best[key] = encoder
         for spec, peer in peers.items():  # vectors at the best batch size, for Spearman
             backend, dtype = spec.split(":")
@@ -186,50 +228,88 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
-    lines = [f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
-             f"({torch.get_num_threads()} threads), median of {args.rounds} interleaved rounds; "
-             f"{len(pairs)} STS-B test pairs scored", "",
-             "| encoder | dtype | batch | seconds | sentences/s | avg Spearman | % of matmul peak |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
+        f"({torch.get_num_threads()} threads), median of {args.rounds} interleaved rounds; "
+        f"{len(pairs)} STS-B test pairs scored",
+        "",
+        "| encoder | dtype | batch | seconds | sentences/s | avg Spearman | % of matmul peak |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     med = {key: statistics.median(e.times) for key, e in best.items()}
     spearmans = {}
     for (name, dtype), encoder in best.items():
         key = f"sts-bench {dtype}" if name.startswith("sts-bench") else f"{name} {dtype}"
         spearmans[(name, dtype)] = rho(key)
         share = 100 * flops / med[(name, dtype)] / peak[dtype]
-        lines.append(f"| {name} | {dtype} | {encoder.batch} | {med[(name, dtype)]:.2f} | "
-                     f"{len(texts) / med[(name, dtype)]:.0f} | {spearmans[(name, dtype)]:.4f} | {share:.0f} % |")
+        lines.append(
+            f"| {name} | {dtype} | {encoder.batch} | {med[(name, dtype)]:.2f} | "
+            f"{len(texts) / med[(name, dtype)]:.0f} | {spearmans[(name, dtype)]:.4f} | {share:.0f} "
+            "% |"
+        )
     ours = [k for k in best if k[0].startswith("sts-bench")]
     reference = next((spearmans[k] for k in ours if k[1] == "fp32"), None)
-    lines += ["", f"matmul peak probe (up to 4096², {torch.get_num_threads()} threads): bf16 {peak['bf16'] / 1e9:.0f} "
-              f"GFLOP/s, fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s; useful work {flops / 1e9:.1f} GFLOP", ""]
+    lines += [
+        "",
+        f"matmul peak probe (up to 4096², {torch.get_num_threads()} threads): bf16 "
+        f"{peak['bf16'] / 1e9:.0f} "
+        f"GFLOP/s, fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s; useful work {flops / 1e9:.1f} GFLOP",
+        "",
+    ]
     if ours:
         fastest = min(ours, key=lambda k: med[k])
-        drift = "" if reference is None else \
-            f", |ΔSpearman| vs sts-bench fp32 {abs(spearmans[fastest] - reference):.4f}"
-        lines.append(f"sts-bench {fastest[1]} (its fastest{drift}) against each peer at its best batch size:")
+        drift = (
+            ""
+            if reference is None
+            else f", |ΔSpearman| vs sts-bench fp32 {abs(spearmans[fastest] - reference):.4f}"
+        )
+        lines.append(
+            f"sts-bench {fastest[1]} (its fastest{drift}) against each peer at its best batch size:"
+        )
         lines.append("")
         for key in best:
             if key not in ours:
-                lines.append(f"- {key[0]} {key[1]} (batch {best[key].batch}): **{med[key] / med[fastest]:.2f}×**, "
-                             f"|ΔSpearman| {abs(spearmans[fastest] - spearmans[key]):.4f}")
+                lines.append(
+                    f"- {key[0]} {key[1]} (batch {best[key].batch}): "
+                    f"**{med[key] / med[fastest]:.2f}×**, "
+                    f"|ΔSpearman| {abs(spearmans[fastest] - spearmans[key]):.4f}"
+                )
     lines += [f"- {line}" for line in skipped]
-    lines += ["", "every batch size (median seconds): " + "; ".join(
-        f"{e.name} {e.dtype} b{e.batch} {statistics.median(e.times):.2f}" for e in encoders if e.batch != "auto")]
+    lines += [
+        "",
+        "every batch size (median seconds): "
+        + "; ".join(
+            f"{e.name} {e.dtype} b{e.batch} {statistics.median(e.times):.2f}"
+            for e in encoders
+            if e.batch != "auto"
+        ),
+    ]
     from benchmarks.report import emit, load_line
 
     emit([*lines, "", load_line(load_at_start)], args.out)
     if args.json:
         from harness.core.encoding.kernels import bf16_native_on_cpu
 
-        summary = {"threads": torch.get_num_threads(), "bf16_native": bf16_native_on_cpu(),
-                   "sentences": len(texts), "tokens": sum(lengths),
-                   "useful_gflop": flops / 1e9, "peak_gflops": {k: v / 1e9 for k, v in peak.items()},
-                   "encoders": [{"name": name, "dtype": dtype, "batch": best[(name, dtype)].batch,
-                                 "seconds": med[(name, dtype)], "spearman": spearmans[(name, dtype)],
-                                 "share_of_own_peak": flops / med[(name, dtype)] / peak[dtype]}
-                                for name, dtype in best],
-                   "skipped": skipped}
+        summary = {
+            "threads": torch.get_num_threads(),
+            "bf16_native": bf16_native_on_cpu(),
+            "sentences": len(texts),
+            "tokens": sum(lengths),
+            "useful_gflop": flops / 1e9,
+            "peak_gflops": {k: v / 1e9 for k, v in peak.items()},
+            "encoders": [
+                {
+                    "name": name,
+                    "dtype": dtype,
+                    "batch": best[(name, dtype)].batch,
+                    "seconds": med[(name, dtype)],
+                    "spearman": spearmans[(name, dtype)],
+                    "share_of_own_peak": flops / med[(name, dtype)] / peak[dtype],
+                }
+                for name, dtype in best
+            ],
+            "skipped": skipped,
+        }
         Path(args.json).write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
 

@@ -1,14 +1,15 @@
 """The harness against its peers on STS-B test with the packaged all-MiniLM-L6-v2, in one run.
 
     .venv/bin/python benchmarks/vs_peers.py            # 3 rounds, ~5 minutes on 2 cores
-    .venv/bin/python benchmarks/vs_peers.py --rounds 1 --out docs/vs_peers.md
+    .venv/bin/python benchmarks/vs_peers.py --out docs/measurements/vs_peers.md
+    .venv/bin/python benchmarks/vs_peers.py --rounds 2 --out docs/measurements/vs_peers_busy.md
 
 Every step is a fresh process (a cold start is what a user pays), run in turn within each round so
 machine drift hits all steps alike; medians over rounds are reported.
 
-    (a) the harness, ``avg``, empty cache (fp32 and bf16)
-    (b) MTEB's own STSBenchmark evaluation, same model, same data fed in locally (fp32)
-    (c) sentence-transformers ``encode`` of both sides (fp32 and bf16), and with its ONNX Runtime and
+    (a) the harness, ``avg``, empty cache (fp32 and bf16) (b) MTEB's own STSBenchmark evaluation,
+    same model, same data fed in locally (fp32) (c) sentence-transformers ``encode`` of both sides
+    (fp32 and bf16), and with its ONNX Runtime and
         OpenVINO backends (``.venv-peers``, see ``benchmarks/peer_env.py``; the model exported once
         beforehand, as the harness's model is installed beforehand; OpenVINO in its default bf16)
     (d) the harness, ``cls avg first-last whitening``, empty cache, whitening fit on the test split
@@ -36,12 +37,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 VIEW_METHODS = ["cls", "avg", "first-last", "whitening"]
 
 
 def harness_step(argv: list[str]) -> None:
-    """In a child process: run the harness once and print {"seconds", "spearman": {method: value}}."""
+    """In a child process: run the harness once and print {"seconds", "spearman": {method:
+    value}}."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--methods", nargs="+")
     parser.add_argument("--dtype")
@@ -52,13 +59,26 @@ def harness_step(argv: list[str]) -> None:
     started = time.perf_counter()
     import harness
 
-    cfg = harness.BenchConfig(methods=tuple(args.methods), dtype=args.dtype, cache_dir=args.cache_dir,
-                              output_dir=args.output_dir, fit_set="test", progress=False, plots=False)
+    cfg = harness.BenchConfig(
+        methods=tuple(args.methods),
+        dtype=args.dtype,
+        cache_dir=args.cache_dir,
+        output_dir=args.output_dir,
+        fit_set="test",
+        progress=False,
+        plots=False,
+    )
     outcome = harness.run(cfg)
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "spearman": {r["method"]["name"]: r["scores"]["spearman"]
-                                                       for r in outcome.records},
-                      "forwarded": outcome.sentences_forwarded}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "spearman": {r["method"]["name"]: r["scores"]["spearman"] for r in outcome.records},
+                "forwarded": outcome.sentences_forwarded,
+            }
+        )
+    )
 
 
 def timed(command: list[str]) -> dict:
@@ -73,18 +93,34 @@ def timed(command: list[str]) -> dict:
 
 
 def backend_step(backend: str, dtype: str, model: str, texts: Path, work: Path) -> dict:
-    """sentence-transformers with ``backend`` as a fresh process; Spearman from the saved vectors."""
+    """sentence-transformers with ``backend`` as a fresh process; Spearman from the saved
+    vectors."""
     import numpy as np
 
     from benchmarks.peer_env import WORKER, python_for
     from benchmarks.peers import _cosine_spearman, load_stsb_test
 
     vectors = work / f"vectors-{backend}-{dtype}.npy"
-    result = timed([str(python_for(backend)), str(WORKER), "once", "--model", model, "--backend", backend,
-                    "--dtype", dtype, "--texts", str(texts), "--vectors", str(vectors)])
+    result = timed(
+        [
+            str(python_for(backend)),
+            str(WORKER),
+            "once",
+            "--model",
+            model,
+            "--backend",
+            backend,
+            "--dtype",
+            dtype,
+            "--texts",
+            str(texts),
+            "--vectors",
+            str(vectors),
+        ]
+    )
     s1, _, gold = load_stsb_test()
     embeddings = np.load(vectors)
-    result["spearman"] = _cosine_spearman(embeddings[:len(s1)], embeddings[len(s1):], gold)
+    result["spearman"] = _cosine_spearman(embeddings[: len(s1)], embeddings[len(s1) :], gold)
     return result
 
 
@@ -95,8 +131,21 @@ def one_round(work: Path, exports: dict[str, str], texts: Path) -> dict[str, dic
     out: dict[str, dict] = {}
 
     def harness(name: str, methods: list[str], dtype: str, cache: str) -> None:
-        out[name] = timed([py, me, "--step", "--methods", *methods, "--dtype", dtype, "--cache-dir",
-                           str(work / cache), "--output-dir", str(work / f"out-{name}")])
+        out[name] = timed(
+            [
+                py,
+                me,
+                "--step",
+                "--methods",
+                *methods,
+                "--dtype",
+                dtype,
+                "--cache-dir",
+                str(work / cache),
+                "--output-dir",
+                str(work / f"out-{name}"),
+            ]
+        )
 
     harness("a fp32", ["avg"], "fp32", "cache-a-fp32")
     harness("a bf16", ["avg"], "bf16", "cache-a-bf16")
@@ -119,30 +168,57 @@ def spearman_of(result: dict) -> float:
 
 def report(rounds: list[dict[str, dict]], load: str = "") -> str:
     steps = list(rounds[0])
-    med = {s: {k: statistics.median(r[s][k] for r in rounds) for k in ("process", "seconds")} for s in steps}
-    lines = [f"STS-B test, packaged all-MiniLM-L6-v2, CPU ({os.cpu_count()} cores), median of {len(rounds)} round(s)",
-             "", "| step | process s | work s | Spearman (avg) |", "|---|---:|---:|---:|"]
+    med = {
+        s: {k: statistics.median(r[s][k] for r in rounds) for k in ("process", "seconds")}
+        for s in steps
+    }
+    lines = [
+        f"STS-B test, packaged all-MiniLM-L6-v2, CPU ({os.cpu_count()} cores), median of "
+        f"{len(rounds)} round(s)",
+        "",
+        "| step | process s | work s | Spearman (avg) |",
+        "|---|---:|---:|---:|",
+    ]
     for step in steps:
-        lines.append(f"| {step} | {med[step]['process']:.2f} | {med[step]['seconds']:.2f} | "
-                     f"{spearman_of(rounds[0][step]):.4f} |")
+        lines.append(
+            f"| {step} | {med[step]['process']:.2f} | {med[step]['seconds']:.2f} | "
+            f"{spearman_of(rounds[0][step]):.4f} |"
+        )
     drift = abs(spearman_of(rounds[0]["a bf16"]) - spearman_of(rounds[0]["a fp32"]))
-    dtype = "bf16" if drift <= 0.1 and med["a bf16"]["process"] < med["a fp32"]["process"] else "fp32"
-    ratio = {k: {m: med[f"{k} {dtype}"][m] for m in ("process", "seconds")} for k in ("a", "d", "e")}
+    dtype = (
+        "bf16" if drift <= 0.1 and med["a bf16"]["process"] < med["a fp32"]["process"] else "fp32"
+    )
+    ratio = {
+        k: {m: med[f"{k} {dtype}"][m] for m in ("process", "seconds")} for k in ("a", "d", "e")
+    }
     b = med["b mteb fp32"]
-    lines += ["", f"fastest harness dtype with |ΔSpearman| ≤ 0.1: {dtype} (Δ = {drift:.4f})", "",
-              "| ratio | process | work | target |", "|---|---:|---:|---:|"]
-    checks = (("(a)/(b)", ratio["a"], b, "≤ 0.5"), ("(d)/(a)", ratio["d"], ratio["a"], "≤ 1.3"),
-              ("(e)/(d)", ratio["e"], ratio["d"], "≤ 0.1"))
+    lines += [
+        "",
+        f"fastest harness dtype with |ΔSpearman| ≤ 0.1: {dtype} (Δ = {drift:.4f})",
+        "",
+        "| ratio | process | work | target |",
+        "|---|---:|---:|---:|",
+    ]
+    checks = (
+        ("(a)/(b)", ratio["a"], b, "≤ 0.5"),
+        ("(d)/(a)", ratio["d"], ratio["a"], "≤ 1.3"),
+        ("(e)/(d)", ratio["e"], ratio["d"], "≤ 0.1"),
+    )
     for label, top, bottom, target in checks:
-        lines.append(f"| {label} | {top['process'] / bottom['process']:.2f} | {top['seconds'] / bottom['seconds']:.2f} "
-                     f"| {target} |")
+        lines.append(
+            f"| {label} | {top['process'] / bottom['process']:.2f} | "
+            f"{top['seconds'] / bottom['seconds']:.2f} "
+            f"| {target} |"
+        )
     warm_forwarded = {r[f"e {dtype}"]["forwarded"] for r in rounds}
     lines += ["", f"sentences run through the model in (e): {sorted(warm_forwarded)}"]
     if "c st openvino bf16" in med:
         peer = med["c st openvino bf16"]
-        lines.append(f"(c) sentence-transformers + OpenVINO bf16 / (a) harness {dtype}: process "
-                     f"{peer['process'] / ratio['a']['process']:.2f}×, "
-                     f"work {peer['seconds'] / ratio['a']['seconds']:.2f}×")
+        lines.append(
+            f"(c) sentence-transformers + OpenVINO bf16 / (a) harness {dtype}: process "
+            f"{peer['process'] / ratio['a']['process']:.2f}×, "
+            f"work {peer['seconds'] / ratio['a']['seconds']:.2f}×"
+        )
     if load:
         lines += ["", load]
     return "\n".join(lines)

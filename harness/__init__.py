@@ -27,19 +27,29 @@ if TYPE_CHECKING:
     from harness.runner.execution.run import RunOutcome
     from harness.runner.settings.config import BenchConfig
 
-__all__ = ["BenchConfig", "UserError", "__version__", "evaluate", "mteb_model", "register_method", "run"]
+__all__ = [
+    "BenchConfig",
+    "UserError",
+    "__version__",
+    "evaluate",
+    "mteb_model",
+    "register_method",
+    "run",
+]
 
 
 def run(cfg: BenchConfig) -> RunOutcome:
-    """Plan and execute one benchmark run (:mod:`harness.runner.execution.run`), or with ``cfg.paper`` every
-    row of that paper's protocol (:mod:`harness.runner.papers.run`), as the CLI does (it calls this).
+    """Plan and execute one benchmark run (:mod:`harness.runner.execution.run`), or with
+    ``cfg.paper`` every row of that paper's protocol (:mod:`harness.runner.papers.run`), as the CLI
+    does (it calls this).
 
     Returns a :class:`~harness.runner.execution.run.RunOutcome`: ``records`` (typed result records,
     one per method × task), ``scores`` (the same as a pandas DataFrame), the files written
-    (``result_paths``, ``leaderboard_paths``, ``embedding_dirs``), the printed ``table``, ``exit_code``
-    (1 on a regression against ``cfg.baseline``) and what was computed rather than cached
-    (``sentences_forwarded``, ``models_trained``, ``pairs_scored``). Bad settings or data raise
-    :class:`UserError` with one line; ``cfg.output_dir`` defaults to ``results`` in the current folder.
+    (``result_paths``, ``leaderboard_paths``, ``embedding_dirs``), the printed ``table``,
+    ``exit_code`` (1 on a regression against ``cfg.baseline``) and what was computed rather than
+    cached (``sentences_forwarded``, ``models_trained``, ``pairs_scored``). Bad settings or data
+    raise :class:`UserError` with one line; ``cfg.output_dir`` defaults to ``results`` in the
+    current folder.
     """
     if cfg.paper:
         from harness.runner.papers.run import run_paper
@@ -50,17 +60,34 @@ def run(cfg: BenchConfig) -> RunOutcome:
     return _run(cfg)
 
 
-def evaluate(encoder: Any, *, output_dir: str | Path, tasks: str | Sequence[str] = ("stsb",),
-             name: str | None = None, cache_key: str | None = None, methods: str | Sequence[str] = (),
-             **settings: Any) -> RunOutcome:
+def evaluate(
+    encoder: Any,
+    *,
+    output_dir: str | Path,
+    tasks: str | Sequence[str] = ("stsb",),
+    name: str | None = None,
+    cache_key: str | None = None,
+    methods: str | Sequence[str] = (),
+    **settings: Any,
+) -> RunOutcome:
     """Score any object with ``encode(list[str]) -> array-like (n, d)`` as a method of a run, beside
     built-in ``methods``, with the CLI's statistics and reports; see
     :func:`harness.runner.execution.from_python.evaluate` (``output_dir`` is required; vectors are
-    cached only under the ``cache_key`` you name; they are exported to ``<output_dir>/embeddings``)."""
+    cached only under the ``cache_key`` you name; they are exported to ``<output_dir>/embeddings``).
+    ``settings`` are the run-wide settings by their config-file names (``source``, ``bootstrap``,
+    ``seed``, ...): every setting declared in ``BenchConfig`` but the modes, checked as the command
+    line checks them; that docstring lists them with their defaults."""
     from harness.runner.execution.from_python import evaluate as _evaluate
 
-    return _evaluate(encoder, output_dir=output_dir, tasks=tasks, name=name, cache_key=cache_key, methods=methods,
-                     **settings)
+    return _evaluate(
+        encoder,
+        output_dir=output_dir,
+        tasks=tasks,
+        name=name,
+        cache_key=cache_key,
+        methods=methods,
+        **settings,
+    )
 
 
 def mteb_model(method: str, backbone: str = "minilm", **kwargs: Any) -> Any:

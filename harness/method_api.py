@@ -20,10 +20,10 @@ class attributes:
     a tuple of :class:`Option` (name, default, help, type, choices, in_label). The user's values,
     converted by ``type`` and checked against ``choices``, arrive in ``self.spec.params``; an option
     off its default is part of the leaderboard label (``rp[dim=64]``) unless ``in_label=False``.
-``uses_fit_set``
-    True for a method that fits on unlabelled sentences: the run calls ``fit(fit_set)`` before
-    scoring each task, with ``--fit-set`` (default ``target``: the task's own sentences, marked as
-    such in every table); ``fit_set.sentences`` is a list of strings, ``fit_set.fingerprint`` its hash.
+``uses_fit_set`` True for a method that fits on unlabelled sentences: the run calls ``fit(fit_set)``
+    before scoring each task, with ``--fit-set`` (default ``target``: the task's own sentences,
+    marked as such in every table); ``fit_set.sentences`` is a list of strings,
+    ``fit_set.fingerprint`` its hash.
 ``pooling``, ``layers``
     the spec's view of the backbone (``"mean"``/``"cls"``; ``hidden_states`` indices, -1 the last).
 ``labelled_training``
@@ -78,8 +78,38 @@ Raise :class:`UserError` with one line (what, where, how to fix) for bad input: 
 runnable by its name in this process (it is not re-exported here: this module's code is part of
 every plugin's cache key, and the registry's table must not be).
 
+The method contract
+-------------------
+
+What the run relies on, checked when a class is registered (``--methods file.py:Class``, an entry
+point, ``harness.register_method``, ``harness.evaluate``: ``methods.plugins.check_class`` and
+``check_contract``), so a class that breaks it is refused before anything is computed. Each
+violation is ONE ``error:`` line naming the method, its file and what to add (a ``PluginError``,
+exit 5); a built-in that broke it would be a bug of sts-bench (tests/test_method_contract.py).
+
+1. It derives from :class:`EmbeddingMethod` (and defines ``encode`` or ``encode_sides``) or from
+   :class:`PairScoringMethod` (and defines ``score_pairs``), and leaves ``kind`` to its base.
+2. ``name``: lower case letters, digits, ``-`` and ``_``, not a built-in's, not an installed
+   plugin's, not held by another class; ``summary``: a non-empty line.
+3. ``options``: a tuple of :class:`Option`, one name each (a Python identifier), each default a
+   value of its ``type`` (str, int, float, bool; any for a type of your own) and one of its
+   ``choices`` when it has them.
+4. ``uses_fit_set = True`` needs ``fit(fit_set)``. The leaderboard's fit-set column is read from
+   ``self.fit_info["fit_set"]`` only: set ``self.fit_info = {"fit_set": fit_set.describe(), ...}``
+   in ``fit`` (a plugin that leaves it out gets the run's fit set added; a dict of JSON values).
+5. A :class:`PostProcessor` has an option ``view`` whose choices are among :data:`BASE_VIEWS` and
+   whose default is one of them (its base reads it to build the spec; without it, a KeyError).
+
+At run time a plugin's hooks must answer with what the run reads (``label()`` a non-empty str,
+``backbone_views()`` a list of :class:`View`, vectors float32 (n, d), one score per pair):
+checked once, up front, each wrong answer one ``PluginError`` line.
+
+The smallest complete method, registered in a registry for one run (a layer over the process
+registry, as ``harness.evaluate`` does; ``harness.runner.execution.run.run(cfg, registry=...)``
+takes one), and one violation with its line:
+
 >>> import numpy as np
->>> from harness.method_api import EmbeddingMethod, Option
+>>> from harness.method_api import EmbeddingMethod, Option, PostProcessor
 >>> class Ones(EmbeddingMethod):
 ...     name, summary = "ones", "every sentence is the same vector"
 ...     options = (Option("dim", 4, "vector size", type=int),)
@@ -87,6 +117,19 @@ every plugin's cache key, and the registry's table must not be).
 ...         return np.ones((len(sentences), self.spec.params["dim"]), dtype=np.float32)
 >>> Ones.options[0].type("8")
 8
+>>> from methods import PROCESS
+>>> run_registry = PROCESS.layer(Ones)
+>>> run_registry.get("ones") is Ones, "ones" in PROCESS.plugins()
+(True, False)
+>>> class NoView(PostProcessor):
+...     name, summary = "no-view", "a post-processor that forgot its view"
+...     def fit(self, fit_set): ...
+...     def encode(self, sentences): ...
+>>> try:
+...     PROCESS.layer(NoView)
+... except UserError as err:
+...     print(type(err).__name__, str(err).split(";")[0])
+PluginError register_method: NoView derives from PostProcessor but has no 'view' option
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ is not built in, or when every method is listed:
 * an installed package's entry point in the group ``sts_bench.methods`` (``name = "module:Class"``);
 * :func:`register_method` from Python, for a class built at run time.
 
+They are held by a :class:`Registry`: :data:`PROCESS` (the process registry, explicit) or a layer
+over it that a run is given (``harness.evaluate``'s encoder method lives in one for its run only).
+
 A plugin's name may not be a built-in's, so ``avg`` always means this table's ``avg``.
 """
 
@@ -43,34 +46,159 @@ METHODS: dict[str, str] = {
     "dse": "methods.dse:DSE",
     "random": "methods.random_baseline:RandomBaseline",
 }
-# Plugin classes this process has loaded or been given (files, entry points, register_method: encoder
-# objects from harness.evaluate), by method name.
-REGISTERED: dict[str, type[Method]] = {}
 
 
-def get_method(name: str) -> type[Method]:
-    """The class registered under ``name``, or named by a ``file.py:Class`` / ``module:Class``
-    reference; an unknown name is a one-line error with a suggestion."""
-    if name in METHODS:
-        module_name, _, class_name = METHODS[name].partition(":")
-        return getattr(importlib.import_module(module_name), class_name)
-    if name in REGISTERED:
-        return REGISTERED[name]
-    from methods import plugins
+class Registry:
+    """Method classes by name: the built-ins (:data:`METHODS`), then this registry's plugin
+    classes (``classes``), then its parent's; names it does not hold are looked up as a
+    ``file.py:Class`` reference or an installed entry point and loaded into the root registry.
 
-    installed = plugins.entry_points()
-    if plugins.is_reference(name):
-        cls = plugins.load_reference(name)
-        if cls.name in installed and installed[cls.name].value != f"{cls.__module__}:{cls.__qualname__}":
-            raise UserError(f"--methods {name}: '{cls.name}' is the name of an installed plugin "
-                            f"({installed[cls.name].value}); give the class another name")
-        _add(cls, f"--methods {name}")
+    :data:`PROCESS` is the process registry: ``harness.register_method``,
+    ``--methods file.py:Class`` and entry points add to it, explicitly, for the rest of the process
+    (docs/PLUGINS.md). A run resolves names through the registry it is given
+    (``RunContext.registry``); ``harness.evaluate`` gives it :meth:`layer` of the process registry
+    holding its encoder method, so the method is known to that run only and :data:`PROCESS` is never
+    changed by it.
+
+    >>> run = PROCESS.layer()
+    >>> run.parent is PROCESS and run.get("avg") is get_method("avg")
+    True
+    """
+
+    def __init__(self, parent: Registry | None = None) -> None:
+        self.parent = parent
+        self.classes: dict[str, type[Method]] = {}  # plugin classes held here, by method name
+
+    def layer(self, *classes: type[Method]) -> Registry:
+        """A registry over this one holding ``classes`` (each checked as :meth:`register`
+        checks)."""
+        layered = Registry(self)
+        for cls in classes:
+            layered.register(cls)
+        return layered
+
+    def root(self) -> Registry:
+        return self if self.parent is None else self.parent.root()
+
+    def held(self, name: str) -> type[Method] | None:
+        """The plugin class this registry or a parent holds under ``name`` (the nearest), else
+        None."""
+        if name in self.classes:
+            return self.classes[name]
+        return self.parent.held(name) if self.parent is not None else None
+
+    def plugins(self) -> dict[str, type[Method]]:
+        """Every plugin class held here or in a parent, by name (a layer's shadows its parent's)."""
+        return {**(self.parent.plugins() if self.parent is not None else {}), **self.classes}
+
+    def get(self, name: str) -> type[Method]:
+        """The class registered under ``name``, or named by a ``file.py:Class`` / ``module:Class``
+        reference; an unknown name is a one-line error with a suggestion."""
+        if name in METHODS:
+            module_name, _, class_name = METHODS[name].partition(":")
+            return getattr(importlib.import_module(module_name), class_name)
+        held = self.held(name)
+        if held is not None:
+            return held
+        from methods import plugins
+
+        root = self.root()
+        installed = plugins.entry_points()
+        if plugins.is_reference(name):
+            cls = plugins.load_reference(name)
+            if (
+                cls.name in installed
+                and installed[cls.name].value != f"{cls.__module__}:{cls.__qualname__}"
+            ):
+                raise UserError(
+                    f"--methods {name}: '{cls.name}' is the name of an installed plugin "
+                    f"({installed[cls.name].value}); give the class another name"
+                )
+            root.add(cls, f"--methods {name}")
+            return cls
+        if name in installed:
+            return root.entry_point(installed[name])
+        known = [*METHODS, *sorted({*self.plugins(), *installed})]
+        raise UserError(
+            f"unknown method '{name}'{did_you_mean(name, known)}; known methods: "
+            f"{', '.join(known)} "
+            "(see --list; a method from a file: --methods path/to/file.py:ClassName)"
+        )
+
+    def all(self) -> list[type[Method]]:
+        """Built-in methods, then installed plugins, then those loaded or registered."""
+        from methods import plugins
+
+        root = self.root()
+        for _, ep in sorted(plugins.entry_points().items()):
+            if self.held(ep.name) is None:
+                root.entry_point(ep)
+        return [*(self.get(name) for name in METHODS), *self.plugins().values()]
+
+    def register(self, cls: type[Method]) -> None:
+        """Make ``cls`` runnable by its ``cls.name`` through this registry, as if it were built in.
+        Registering a name again replaces the class held under it; a built-in's name or an
+        installed plugin's is refused."""
+        from methods import plugins
+
+        plugins.check_class(cls, f"register_method({cls!r})")
+        if cls.name in plugins.entry_points() and self.held(cls.name) is not cls:
+            raise UserError(
+                f"register_method: '{cls.name}' is an installed plugin's name (entry point group "
+                f"{plugins.GROUP}); give the class another name"
+            )
+        earlier = self.classes.pop(cls.name, None)
+        try:
+            self.add(cls, "register_method")
+        except UserError:
+            if earlier is not None:
+                self.classes[cls.name] = earlier
+            raise
+
+    def entry_point(self, ep: EntryPoint) -> type[Method]:
+        from methods import plugins
+
+        where = f"plugin '{ep.name}' ({plugins.GROUP} entry point {ep.value!r})"
+        if ep.name in METHODS:
+            raise UserError(
+                f"{where}: '{ep.name}' is a built-in method's name; rename the entry point and its "
+                "class, or uninstall the plugin's package"
+            )
+        cls = plugins.load_entry_point(ep)
+        self.add(cls, where)
         return cls
-    if name in installed:
-        return _entry_point(installed[name])
-    known = [*METHODS, *sorted({*REGISTERED, *installed})]
-    raise UserError(f"unknown method '{name}'{did_you_mean(name, known)}; known methods: {', '.join(known)} "
-                    "(see --list; a method from a file: --methods path/to/file.py:ClassName)")
+
+    def add(self, cls: type[Method], where: str) -> None:
+        """Register a plugin class (every way in comes here): its name must be free, then it must
+        keep the method contract (``plugins.check_contract``, harness.method_api), so it is refused
+        now rather than failing in the middle of a run."""
+        from methods import plugins
+
+        if cls.name in METHODS:
+            raise UserError(
+                f"{where}: '{cls.name}' is a built-in method's name; give the plugin class another "
+                f'name (e.g. name = "my-{cls.name}")'
+            )
+        held = self.classes.get(cls.name)
+        if held is not None and held is not cls:
+            raise UserError(
+                f"{where}: the method name '{cls.name}' is already taken by {held.__module__}."
+                f"{held.__qualname__}; give one of the classes another name"
+            )
+        plugins.check_contract(cls, where)
+        self.classes[cls.name] = cls
+
+
+# The process registry (explicit, documented in docs/PLUGINS.md): what harness.register_method,
+# --methods file.py:Class and installed entry points add, for the rest of the process.
+PROCESS = Registry()
+# Its plugin classes by name (the same dict), for readers of the registry's contents.
+REGISTERED: dict[str, type[Method]] = PROCESS.classes
+
+
+def get_method(name: str, registry: Registry | None = None) -> type[Method]:
+    """``registry.get(name)`` (default: the process registry)."""
+    return (registry or PROCESS).get(name)
 
 
 def method_name(name: str) -> str:
@@ -80,12 +208,7 @@ def method_name(name: str) -> str:
 
 def all_methods() -> list[type[Method]]:
     """Built-in methods, then installed plugins, then those loaded or registered in this process."""
-    from methods import plugins
-
-    for _, ep in sorted(plugins.entry_points().items()):
-        if ep.name not in REGISTERED:
-            _entry_point(ep)
-    return [*(get_method(name) for name in METHODS), *REGISTERED.values()]
+    return PROCESS.all()
 
 
 def builtin_methods() -> list[type[Method]]:
@@ -98,43 +221,9 @@ def plugin_origin(cls: type[Method]) -> str | None:
 
 
 def register_method(cls: type[Method]) -> None:
-    """Make ``cls`` runnable by its ``cls.name`` in this process, as if it were built in: ``--methods``,
-    ``--set``, records, leaderboards, ``harness.mteb_model``. Registering a name again replaces the
-    class this process had under it; a built-in's name or an installed plugin's is refused."""
-    from methods import plugins
-
-    plugins.check_class(cls, f"register_method({cls!r})")
-    if cls.name in plugins.entry_points() and REGISTERED.get(cls.name) is not cls:
-        raise UserError(f"register_method: '{cls.name}' is an installed plugin's name (entry point group "
-                        f"{plugins.GROUP}); give the class another name")
-    REGISTERED.pop(cls.name, None)
-    _add(cls, "register_method")
-
-
-def _entry_point(ep: EntryPoint) -> type[Method]:
-    from methods import plugins
-
-    where = f"plugin '{ep.name}' ({plugins.GROUP} entry point {ep.value!r})"
-    if ep.name in METHODS:
-        raise UserError(f"{where}: '{ep.name}' is a built-in method's name; rename the entry point and its class, "
-                        "or uninstall the plugin's package")
-    cls = plugins.load_entry_point(ep)
-    _add(cls, where)
-    return cls
-
-
-def _add(cls: type[Method], where: str) -> None:
-    """Register a plugin class (every way in comes here): its name must be free, then it must
-    provide what its base class needs (``plugins.check_contract``), so it is refused now rather than
-    failing in the middle of a run."""
-    from methods import plugins
-
-    if cls.name in METHODS:
-        raise UserError(f"{where}: '{cls.name}' is a built-in method's name; give the plugin class another name "
-                        f"(e.g. name = \"my-{cls.name}\")")
-    held = REGISTERED.get(cls.name)
-    if held is not None and held is not cls:
-        raise UserError(f"{where}: the method name '{cls.name}' is already taken by {held.__module__}."
-                        f"{held.__qualname__}; give one of the classes another name")
-    plugins.check_contract(cls, where)
-    REGISTERED[cls.name] = cls
+    """Make ``cls`` runnable by its ``cls.name`` in this process, as if it were built in:
+    ``--methods``, ``--set``, records, leaderboards, ``harness.mteb_model``. Registering a name
+    again replaces the class this process had under it; a built-in's name or an installed plugin's
+    is refused. This adds to :data:`PROCESS`, the process registry, on purpose (``harness.evaluate``
+    does not)."""
+    PROCESS.register(cls)

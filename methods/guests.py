@@ -21,10 +21,19 @@ from typing import Any, TextIO
 
 from harness.core.errors import PluginError, ResourceError, UserError
 
-# OSErrors that are the machine failing (disk full, a read-only or forbidden folder), whoever made the
-# call: they stay exit 3, like the same failure in the harness's own code (the cache a plugin writes).
-_MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EMFILE,
-                   errno.ENFILE}
+# OSErrors that are the machine failing (disk full, a read-only or forbidden folder), whoever made
+# the call: they stay exit 3, like the same failure in the harness's own code (the cache a plugin
+# writes).
+_MACHINE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EIO,
+    errno.EMFILE,
+    errno.ENFILE,
+}
 _OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
@@ -38,9 +47,9 @@ def is_guest(cls: type) -> bool:
 
 
 def source(cls: type) -> str:
-    """The plugin's file, relative to the current folder when it lies under it (what the user typed);
-    ``plugin_source`` when the class declares one (an encoder object's ``module.Class``: the class
-    :func:`harness.evaluate` builds around it lives in the harness's own module)."""
+    """The plugin's file, relative to the current folder when it lies under it (what the user
+    typed); ``plugin_source`` when the class declares one (an encoder object's ``module.Class``: the
+    class :func:`harness.evaluate` builds around it lives in the harness's own module)."""
     declared = getattr(cls, "plugin_source", None)
     if isinstance(declared, str):
         return declared
@@ -80,17 +89,22 @@ def _in_home(filename: str, home: Path) -> bool:
 
 
 def _location(err: BaseException, cls: type) -> str:
-    """`` at file.py:LINE``: the deepest frame of ``err`` in the plugin's own code ("" when none)."""
+    """`` at file.py:LINE``: the deepest frame of ``err`` in the plugin's own code ("" when
+    none)."""
     home = _home(cls)
     if home is None:
         return ""
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if _in_home(f.filename, home) and f.filename != __file__]  # not guest()'s own frame
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if _in_home(f.filename, home) and f.filename != __file__
+    ]  # not guest()'s own frame
     return f" at {_shown(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
 
 
 def what_happened(err: BaseException) -> str:
-    """``Type: first line of its message`` (``called sys.exit(CODE)`` for an exit), at most 200 characters."""
+    """``Type: first line of its message`` (``called sys.exit(CODE)`` for an exit), at most 200
+    characters."""
     if isinstance(err, SystemExit):
         return f"called sys.exit({err.code!r})"
     first = (str(err).strip().splitlines() or [""])[0][:200]
@@ -102,24 +116,33 @@ def _stays(err: BaseException) -> bool:
     own UserError (bad input, exit 2: docs/PLUGINS.md), and the machine failing (exit 3)."""
     if isinstance(err, KeyboardInterrupt | UserError | ResourceError | MemoryError):
         return True
-    if type(err).__name__ == "OutOfMemoryError" or (isinstance(err, RuntimeError)
-                                                    and any(w in str(err).lower() for w in _OOM_WORDS)):
+    if type(err).__name__ == "OutOfMemoryError" or (
+        isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
+    ):
         return True
     return isinstance(err, OSError) and err.errno in _MACHINE_ERRNOS
 
 
 def misbehaved(cls: type, call: str, err: BaseException) -> str:
-    """The one line for a plugin whose ``call`` raised or exited with ``err``: what it did, where, the fix."""
+    """The one line for a plugin whose ``call`` raised or exited with ``err``: what it did, where,
+    the fix."""
     if isinstance(err, SystemExit):
-        return (f"{who(cls)}: {call} {what_happened(err)}{_location(err, cls)}; a method returns its result or "
-                "raises an exception, it never ends the process: remove the exit")
-    return (f"{who(cls)}: {call} raised {what_happened(err)}{_location(err, cls)}; fix the plugin (--debug prints the "
-            "traceback)")
+        return (
+            f"{who(cls)}: {call} {what_happened(err)}{_location(err, cls)}; a method returns its "
+            "result or "
+            "raises an exception, it never ends the process: remove the exit"
+        )
+    return (
+        f"{who(cls)}: {call} raised {what_happened(err)}{_location(err, cls)}; fix the plugin "
+        "(--debug prints the "
+        "traceback)"
+    )
 
 
 class _Lines(io.TextIOBase):
     """A text stream that writes each line it is given to ``target``, after ``prefix``: a plugin's
-    prints, said on stderr as the plugin's (``plugin NAME: ...``), never inside the table on stdout."""
+    prints, said on stderr as the plugin's (``plugin NAME: ...``), never inside the table on
+    stdout."""
 
     def __init__(self, prefix: str, target: TextIO) -> None:
         super().__init__()
@@ -129,7 +152,8 @@ class _Lines(io.TextIOBase):
         return True
 
     def fileno(self) -> int:
-        """stderr's descriptor: a child process the plugin hands ``sys.stdout`` to writes there too."""
+        """stderr's descriptor: a child process the plugin hands ``sys.stdout`` to writes there
+        too."""
         return self.target.fileno()
 
     def write(self, text: str) -> int:
@@ -172,11 +196,12 @@ def guest(cls: type, call: str) -> Iterator[None]:
     harness's: exit 4, traceback).
 
     >>> from harness.core.api import EmbeddingMethod
-    >>> Quits = type("Quits", (EmbeddingMethod,), {"name": "quits", "summary": "s", "__module__": "my_plugin"})
+    >>> fields = {"name": "quits", "summary": "s", "__module__": "my_plugin"}
+    >>> Quits = type("Quits", (EmbeddingMethod,), fields)
     >>> with guest(Quits, "encode()"):
     ...     raise SystemExit(0)
     Traceback (most recent call last):
-    harness.core.errors.PluginError: plugin method 'quits' (my_plugin): encode() called sys.exit(0); ...
+    harness.core.errors.PluginError: plugin method 'quits' (my_plugin): encode() called ...
     """
     if not is_guest(cls):
         yield
@@ -184,7 +209,9 @@ def guest(cls: type, call: str) -> Iterator[None]:
     try:
         with printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
             yield
-    except BaseException as err:  # SystemExit too: a plugin must never end the run, least of all with 0
+    except (
+        BaseException
+    ) as err:  # SystemExit too: a plugin must never end the run, least of all with 0
         if _stays(err):
             raise
         raise PluginError(misbehaved(cls, call, err)) from err

@@ -88,8 +88,41 @@ def hub_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def real_cache(tmp_path_factory) -> Path:
     """The embedded default's cache, shared by every ``real`` test module (the report page test
-    reads the same vectors as test_real.py instead of encoding STS-B again)."""
+    reads the same vectors as test_real.py instead of encoding STS-B again). Under pytest-xdist its
+    users run on one worker (:func:`pytest_collection_modifyitems`), so STS-B is encoded once."""
     return tmp_path_factory.mktemp("real-cache")
+
+
+# Session fixtures are per process: under pytest-xdist (`make test` runs -n ... --dist loadgroup)
+# every worker builds its own tiny models (seconds), but the tests sharing a cache that is expensive
+# to fill must share a worker, or each worker fills it again (MiniLM on STS-B: a minute each).
+SHARED_WORKER = {"real_cache": "minilm-on-stsb"}
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist, each worker keeps to a core of its own (worker i: the i-th core this
+    process may use). The harness sizes torch's threads by the cores a process may use
+    (``--threads 0``), so two workers on two cores would otherwise run four threads that wait for
+    each other; subprocesses a test starts inherit the core."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if count <= len(cores):  # more workers than cores: leave them to the scheduler
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist, a test using a fixture of ``SHARED_WORKER`` goes to that fixture's group
+    (``--dist loadgroup`` runs a group on one worker). Without xdist the marker is not registered,
+    and nothing is added."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        groups = {SHARED_WORKER[name] for name in getattr(item, "fixturenames", ()) if name in SHARED_WORKER}
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(name="+".join(sorted(groups))))
 
 
 @pytest.fixture

@@ -46,9 +46,12 @@ def test_missing_folder_and_unreachable_hub_are_one_line_errors(tmp_path):
         resolve_backbone(str(tmp_path / "empty"))
 
 
-def test_an_unreachable_hub_is_asked_once_per_process(monkeypatch):
-    """A paper preset resolves a missing hub model once per row; only the first asks the network."""
+def test_an_unreachable_hub_is_asked_once_per_run(monkeypatch):
+    """A paper preset resolves a missing hub model once per row; only the first asks the network
+    (its rows share one HubFailures, papers/run.py). Outside a run nothing is remembered."""
     import huggingface_hub
+
+    from harness.core.hub import HubFailures
 
     calls = []
 
@@ -57,13 +60,17 @@ def test_an_unreachable_hub_is_asked_once_per_process(monkeypatch):
         raise OSError("network unreachable")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
-    for _ in range(3):
-        with pytest.raises(UserError, match=r"could not be fetched .*\(network unreachable\)"):
-            resolve_backbone("sts-bench-tests/asked-once")
-    assert calls.count(False) == 1 and calls[:2] == [True, False]  # the local cache each time, the hub once
-    with pytest.raises(UserError):
-        resolve_backbone("sts-bench-tests/asked-once", revision="v2")  # another revision is asked anew
-    assert calls.count(False) == 2
+    with HubFailures().current():
+        for _ in range(3):
+            with pytest.raises(UserError, match=r"could not be fetched .*\(network unreachable\)"):
+                resolve_backbone("sts-bench-tests/asked-once")
+        assert calls.count(False) == 1 and calls[:2] == [True, False]  # the local cache each time, the hub once
+        with pytest.raises(UserError):
+            resolve_backbone("sts-bench-tests/asked-once", revision="v2")  # another revision is asked anew
+        assert calls.count(False) == 2
+    with pytest.raises(UserError):  # another run (none here): asked again
+        resolve_backbone("sts-bench-tests/asked-once")
+    assert calls.count(False) == 3
 
 
 def test_a_cached_hub_snapshot_resolves_offline_to_its_commit(tiny_bert, tmp_path, monkeypatch):

@@ -23,18 +23,17 @@ def package(tmp_path, monkeypatch):
         '"""A method."""\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from plugpkg import types_only\n\n'
         "def fit(x):\n    from plugpkg.helper import scale  # imported where it is used\n    return scale(x)\n")
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(codekeys, "_memo", {})
-    codekeys._closure.cache_clear()
+    monkeypatch.setattr(codekeys, "_IN_MEMORY", codekeys.CodeDigests(None))
     codekeys.source_path.cache_clear()
     yield root / "plugpkg"
-    codekeys._closure.cache_clear()
     codekeys.source_path.cache_clear()
     sys.modules.pop("plugpkg", None)
 
 
-def digest() -> str:
-    codekeys._closure.cache_clear()
-    return codekeys.code_digest("plugpkg.method")
+def digest(digests: codekeys.CodeDigests | None = None) -> str:
+    digests = digests or codekeys._IN_MEMORY
+    digests.forget()
+    return digests.digest("plugpkg.method")
 
 
 def test_a_method_digest_covers_its_helpers_but_not_annotation_imports(package):
@@ -59,19 +58,26 @@ def test_docstrings_comments_and_layout_do_not_change_the_digest_code_does(packa
 
 def test_the_memo_on_disk_is_checked_and_a_damaged_one_only_costs_a_parse(package, tmp_path, caplog):
     memo = tmp_path / "code-digests.json"
-    codekeys.use_memo(memo)
-    try:
-        first = digest()
-        data = json.loads(memo.read_text())
-        assert data["files"] and data["check"]
-        entry = next(iter(data["files"].values()))
-        entry["digest"] = "0" * 64  # a lie: caught by the checksum, never believed
-        memo.write_text(json.dumps(data))
-        codekeys._memo.clear()
-        codekeys.use_memo(memo)
-        assert digest() == first and "does not match its checksum" in caplog.text
-    finally:
-        codekeys.use_memo(None)
+    first = digest(codekeys.CodeDigests(memo))
+    assert first == digest()  # the same value with or without a memo file
+    data = json.loads(memo.read_text())
+    assert data["files"] and data["check"]
+    entry = next(iter(data["files"].values()))
+    entry["digest"] = "0" * 64  # a lie: caught by the checksum, never believed
+    memo.write_text(json.dumps(data))
+    assert digest(codekeys.CodeDigests(memo)) == first and "does not match its checksum" in caplog.text
+
+
+def test_the_memo_file_is_the_objects_own_and_the_convenience_digest_writes_none(package, tmp_path):
+    """Two CodeDigests with two files (two caches) each write their own; code_digest writes no file."""
+    one, two = tmp_path / "one" / "code-digests.json", tmp_path / "two" / "code-digests.json"
+    first = codekeys.CodeDigests(one)
+    assert digest(first) == digest()
+    assert one.is_file() and not two.exists()
+    before = one.read_bytes()
+    assert digest(codekeys.CodeDigests(two)) == digest(first) and two.is_file()
+    assert one.read_bytes() == before  # the second object never wrote the first one's file
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == ["code-digests.json"] * 2
 
 
 def test_every_cache_folder_carries_the_digest_of_its_code(tmp_path):

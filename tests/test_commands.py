@@ -149,3 +149,58 @@ def test_a_reader_that_goes_away_is_not_an_error(argv):
     proc.stdout.close()  # before the interpreter has started: the first write finds no reader
     err = proc.stderr.read().decode()
     assert proc.wait() == 141 and err == ""
+
+
+def test_each_setting_is_declared_once_and_every_surface_follows():
+    """Flags of both command surfaces, config-file keys, harness.evaluate's keywords and the record's
+    protocol are derived from BenchConfig's declarations: each declared setting is on each of them."""
+    from harness.runner.cli.parser import from_mapping
+    from harness.runner.execution.from_python import accepted_settings
+    from harness.runner.settings.declaration import declared
+
+    run_parser = build_command_parser()._subparsers._group_actions[0].choices["run"]
+    for parser in (build_parser(), run_parser):
+        flags = {action.dest: action.option_strings for action in parser._actions}
+        for s in declared(BenchConfig):
+            if s.command is None:
+                assert flags[s.name] == [s.flag], s.name
+    for s in declared(BenchConfig):
+        if s.default is not None and s.many is None:  # a config-file key of its own name takes its default
+            assert from_mapping({s.name: s.default}, "bench.toml") == {s.name: s.default}, s.name
+    assert set(accepted_settings()) == {s.name for s in declared(BenchConfig)} - {
+        "methods", "tasks", "output_dir", "dry_run", "history", "paper"}
+    # Written into every record: changing this set changes what records say (schema readers, tables).
+    assert set(BenchConfig().protocol()) == {"similarity", "aggregation", "source", "fit_set", "first_last_layers",
+                                             "max_length", "dtype"}
+    assert BenchConfig(first_last_layers=(0, -1)).protocol()["first_last_layers"] == [0, -1]  # JSON: a list
+
+
+@pytest.mark.parametrize(("argv", "command", "given"), [
+    ([], "run", {}),
+    (["--dry-run", "--tasks", "stsb"], "plan", {"dry_run": True, "tasks": ["stsb"]}),
+    (["--history", "--no-plots"], "history", {"history": True, "plots": False}),
+    (["--paper", "sbert", "--dry-run"], "paper", {"paper": "sbert", "dry_run": True}),
+    (["--list"], "list", {"method": None}),
+    (["--list", "whitening"], "list", {"method": "whitening"}),
+])
+def test_run_bench_modes_are_the_subcommands(argv, command, given):
+    from harness.runner.cli.parser import run_bench_command
+
+    assert run_bench_command(argv) == (command, given)
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"seed": True}, "seed = True: expected an integer"),  # True is an int to Python, not to a user
+    ({"max_length": "64"}, "max_length = '64': expected an integer"),  # no conversion of text
+    ({"tolerance": float("inf")}, "tolerance = inf: expected a number"),
+    ({"first_last_layers": [1, "a"]}, "expected a list of integers"),
+    ({"bootstrap": -5}, "--bootstrap -5: must not be negative"),
+    ({"dtype": "fp33"}, "--dtype fp33: expected one of fp32, bf16, fp16 (did you mean 'fp32'?)"),
+])
+def test_a_config_built_in_python_is_checked_as_the_command_line_is(settings, message):
+    from dataclasses import replace
+
+    from harness.core.errors import UserError
+
+    with pytest.raises(UserError, match=re.escape(message)):
+        replace(BenchConfig(), **settings).validate()

@@ -107,7 +107,7 @@ def test_a_pair_scorer_has_no_vectors_and_is_skipped_with_a_note(tiny_bert, sent
                                                                   monkeypatch):
     import methods
 
-    monkeypatch.setattr(methods, "REGISTERED", dict(methods.REGISTERED))  # registered for this test only
+    monkeypatch.setattr(methods, "PROCESS", methods.Registry())  # registered for this test only
     methods.register_method(WordOverlap)
     outcome = harness.run(BenchConfig(methods=("overlap", "avg"), tasks=("stsb", "sts12"), backbone=str(tiny_bert),
                                       source="senteval", senteval_dir=str(senteval_root),

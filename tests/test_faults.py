@@ -37,7 +37,7 @@ CASES = [
     ("config: not a finite number", {TOML: b"tolerance = nan"}, [], 2, "tolerance = nan: expected a number"),
     ("config: option outside its choices", {TOML: b'[whitening]\nview = "pooler"'}, [], 2, "expected one of"),
     ("config: unknown method table", {TOML: b"[flw]\nlr = 1"}, [], 2, "unknown method 'flw'"),
-    ("config: negative seed", {TOML: b"seed = -1"}, [], 2, "none may be negative"),
+    ("config: negative seed", {TOML: b"seed = -1"}, [], 2, "--seed -1: must not be negative"),
     ("config: negative threads", {TOML: b"threads = -2"}, [], 2, "--threads -2: must not be negative"),
     ("config: missing file", {}, ["--config", "{tmp}/none.toml"], 2, "no such file"),
     ("flag: zero flow levels", {}, ["--flow-levels", "0"], 2, "--flow-levels 0: expected a positive integer"),

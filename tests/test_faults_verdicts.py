@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -234,6 +235,27 @@ def test_a_torn_history_line_does_not_swallow_the_next_run(bench, args, tmp_path
     assert [e["method"] for e in entries] == ["avg"] and entries[0]["seed"] == 7  # the torn one skipped
 
 
+def wait_until_blocked_on(lock_file: Path, job: subprocess.Popen, limit: float = 120.0) -> None:
+    """Return once ``job`` waits for the flock on ``lock_file`` (a ``->`` line of /proc/locks with its
+    pid and the file's inode), instead of sleeping a fixed time and hoping it got there. Where the
+    kernel has no /proc/locks, waits 20 s, the time a tiny-BERT run takes to reach the lock."""
+    locks = Path("/proc/locks")
+    if not locks.is_file():
+        with pytest.raises(subprocess.TimeoutExpired):
+            job.wait(timeout=20)
+        return
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and job.poll() is None:
+        inode = lock_file.stat().st_ino if lock_file.exists() else None
+        for line in locks.read_text().splitlines():
+            fields = line.split()
+            if inode is not None and "->" in fields and fields[fields.index("->") + 4] == str(job.pid) \
+                    and fields[fields.index("->") + 5].endswith(f":{inode}"):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the run (pid {job.pid}) never waited for {lock_file}; exit code {job.poll()}")
+
+
 def test_a_run_waits_for_the_output_folder_and_reports_every_record_in_it(args, tmp_path):
     """While another writer holds the folder, a run writes nothing; once it may, its reports hold
     what the other wrote in the meantime (a record of another method)."""
@@ -247,8 +269,8 @@ def test_a_run_waits_for_the_output_folder_and_reports_every_record_in_it(args, 
     with output_lock(out):
         job = subprocess.Popen([*command, "--methods", "avg", "--output-dir", str(out)], stderr=subprocess.PIPE,
                                text=True)
-        with pytest.raises(subprocess.TimeoutExpired):
-            job.wait(timeout=20)  # encoded and scored, then waiting for the lock
+        wait_until_blocked_on(out / ".sts-bench.lock", job)  # encoded and scored, then waiting for the lock
+        assert job.poll() is None
         assert not list((out / "runs").glob("avg__*.json"))
         (out / "runs").mkdir(parents=True, exist_ok=True)
         shutil.copy(other, out / "runs" / other.name)

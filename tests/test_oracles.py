@@ -8,7 +8,7 @@ tokens, first-last the mean of the means of ``hidden_states[1]`` and ``[-1]``, t
 [SEP]", DSE's head ``W2·relu(W1·[u, v, u·v, |u−v|] + b1) + b2``, whitening the principal axes of the
 fit set from numpy's SVD of the centred data (never ``eigh``, which the code uses). A plausible wrong
 version of any of them (the k smallest whitening directions, [CLS] replaced by the mean, the pairs'
-order swapped, a sigmoid dropped) fails here; docs/mutation.md lists the mutants each test kills.
+order swapped, a sigmoid dropped) fails here; docs/measurements/mutation.md lists the mutants the tests miss.
 """
 
 from __future__ import annotations

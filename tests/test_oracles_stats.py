@@ -204,7 +204,7 @@ def test_williams_comparison_uses_the_spearman_correlations_over_all_pairs():
     assert result.delta == pytest.approx(a.spearman - b.spearman) and math.isnan(result.ci_low)
 
 
-# -- edges the mutation benchmark found untested (docs/mutation.md) ------------------------------
+# -- edges mutation testing found untested (docs/measurements/mutation.md) -----------------------
 
 def test_student_t_tail_at_infinite_and_overflowing_t():
     from harness.core.significance import student_t_sf
@@ -273,8 +273,8 @@ def test_student_t_tail_far_out_with_few_degrees_of_freedom():
 
 
 def betacf_events(run):
-    """Trace events inside ``_betacf`` while ``run()`` runs. The tracer already running (coverage,
-    benchmarks/mutation.py's line tracer) is kept and called as before, so the lines these tests
+    """Trace events inside ``_betacf`` while ``run()`` runs. The tracer already running (coverage's,
+    say) is kept and called as before, so the lines these tests
     execute are still seen, and it is back in place afterwards."""
     import sys
 
@@ -337,30 +337,31 @@ def tagged_name(key: str, data: bytes) -> str:
 
 
 @pytest.fixture
-def memo_dir(tmp_path, monkeypatch):
-    """A disk memo under a cache secret: without one nothing is kept on disk (test_trust_memory.py)."""
+def memo_dir(tmp_path):
+    """The folder of a disk memo under a cache secret: without one nothing is kept on disk
+    (test_trust_memory.py)."""
+    return tmp_path
+
+
+def disk_memo(folder):
+    """A fresh memo (a new process) over ``folder``, under :data:`SECRET`."""
     from harness.core import bootstrap
 
-    monkeypatch.setattr(bootstrap, "_memo", {})
-    bootstrap.remember_resamples_in(tmp_path, secret=SECRET)
-    yield tmp_path
-    bootstrap.remember_resamples_in(None)
+    return bootstrap.ResampleMemo(folder, SECRET)
 
 
 def test_a_memo_file_of_another_dtype_is_replaced_not_read(memo_dir):
-    from harness.core import bootstrap
     from harness.core.hashing import npy_bytes
 
     cos, gold, labels = split(13)
-    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 3, disk_memo(memo_dir))
     (memo,) = memo_dir.glob("*.npy")
     key = memo.stem.rsplit("-", 1)[0]
     assert memo.name == tagged_name(key, memo.read_bytes())
     memo.unlink()
     data = npy_bytes(first.astype(np.float32))  # the right shape, a tag that verifies, the wrong dtype
     (memo_dir / tagged_name(key, data)).write_bytes(data)
-    bootstrap._memo.clear()
-    again = resampled_scores(cos, gold, labels, "all", ROUNDS, 3)
+    again = resampled_scores(cos, gold, labels, "all", ROUNDS, 3, disk_memo(memo_dir))
     assert again.dtype == np.float64
     np.testing.assert_array_equal(again, first)
     assert [p.name for p in memo_dir.glob("*.npy")] == [memo.name]
@@ -379,10 +380,9 @@ class _Touch:
 def test_a_memo_file_is_never_unpickled(memo_dir, tmp_path_factory):
     import io
 
-    from harness.core import bootstrap
 
     cos, gold, labels = split(14)
-    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 5)
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 5, disk_memo(memo_dir))
     (memo,) = memo_dir.glob("*.npy")
     key = memo.stem.rsplit("-", 1)[0]
     memo.unlink()
@@ -391,19 +391,16 @@ def test_a_memo_file_is_never_unpickled(memo_dir, tmp_path_factory):
     np.save(buffer, np.array([_Touch(marker)] * ROUNDS, dtype=object), allow_pickle=True)
     data = buffer.getvalue()
     (memo_dir / tagged_name(key, data)).write_bytes(data)  # even with a tag that verifies
-    bootstrap._memo.clear()
-    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 5), first)
+    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 5, disk_memo(memo_dir)), first)
     assert not marker.exists()
 
 
 def test_a_memo_file_removed_by_another_run_meanwhile_is_no_error(memo_dir, monkeypatch):
     from pathlib import Path
 
-    from harness.core import bootstrap
 
     cos, gold, labels = split(15)
-    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 6)
-    bootstrap._memo.clear()
+    first = resampled_scores(cos, gold, labels, "all", ROUNDS, 6, disk_memo(memo_dir))
     real = Path.read_bytes
 
     def raced(path):
@@ -413,7 +410,7 @@ def test_a_memo_file_removed_by_another_run_meanwhile_is_no_error(memo_dir, monk
         return real(path)
 
     monkeypatch.setattr(Path, "read_bytes", raced)
-    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 6), first)
+    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", ROUNDS, 6, disk_memo(memo_dir)), first)
 
 
 def test_resample_ranks_are_the_average_ranks_within_each_resample():

@@ -27,7 +27,7 @@ def test_the_wheel_holds_every_module_data_file_and_the_console_script(tmp_path)
     (wheel,) = (tmp_path / "dist").glob("sts_bench-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {str(p.relative_to(ROOT)) for folder in ("harness", "methods") for p in (ROOT / folder).rglob("*")
-                if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts}
+                if p.suffix in (".py", ".toml", ".j2", ".css", ".js") and "__pycache__" not in p.parts}
     assert expected and not expected - names, sorted(expected - names)
     assert "run_bench.py" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))

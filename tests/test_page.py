@@ -15,6 +15,9 @@ import pytest
 from harness.core.hub import first_line
 from harness.runner.history import moves
 from harness.runner.page import html as page
+from harness.runner.page.boards import paired_tests
+from harness.runner.page.cells import p_text
+from harness.runner.page.paper_deltas import papers
 from harness.runner.tables import plots
 from harness.runner.tables.frames import GROUP_KEYS
 
@@ -53,7 +56,7 @@ class Cells(HTMLParser):
 @pytest.mark.parametrize("p, shown", [(0.0, "< 0.001"), (0.00049, "< 0.001"), (0.001, "0.001"), (0.0456, "0.046"),
                                       (0.5, "0.500"), (float("nan"), "—"), ("", "—")])
 def test_p_values_never_read_zero(p, shown):
-    assert page._p(p) == shown
+    assert p_text(p) == shown
 
 
 def test_paired_test_deltas_are_coloured_only_where_significant():
@@ -63,7 +66,7 @@ def test_paired_test_deltas_are_coloured_only_where_significant():
     significance = [{"task": "STS-B", "method_a": f"a{i}", "method_b": "b", "delta": d, "ci_low": d - 1,
                      "ci_high": d + 1, "p_value": p, "test": "paired bootstrap", **group}
                     for i, (d, p, _) in enumerate(rows)]
-    parsed = Cells(page._significance(significance, group))
+    parsed = Cells(page.part("paired_tests", paired_tests(significance, group)))
     body = [r for r in parsed.rows if r]
     assert len(body) == len(rows)
     for cells, (delta, p, colour) in zip(body, rows):
@@ -98,7 +101,7 @@ def test_paper_deltas_say_when_the_model_differs_and_rows_not_run_are_one_line_p
         paper_line("SBERT", "STS12", 69.0, None, f"not run: {hub}"),
         paper_line("SBERT", "STS13", 79.0, None, f"not run: {hub}"),
     ])
-    parsed = Cells(page.papers(tmp_path))
+    parsed = Cells(page.part("papers", papers(tmp_path)))
     body = [r for r in parsed.rows if r]
     assert len(body) == 2  # the rows that ran; the five others are two lines
     delta = {row[4][1]: row[7] for row in body}
@@ -227,3 +230,166 @@ def test_history_legend_sits_off_the_data_with_one_colour_per_series(drawn, tmp_
     handles = {t.get_text(): mcolors.to_hex(mcolors.to_rgba_array(h.get_color())[0])
                for t, h in zip(legend.get_texts(), legend.legend_handles)}
     assert handles == colours  # the legend's swatch is the series' own colour
+
+
+# -- every text a user or a run wrote reaches the page escaped -------------------------------------
+
+SCRIPT = "<script>alert(1)</script>\"'&"  # a prompt, hence a method label; a task title (below)
+IMG = "<img src=x onerror=alert(1)>\"'&"  # file names cannot hold "/": a backbone folder, a plot
+SVG = "<svg onload=alert(1)>\"'&"  # the folder of a file: task (its path is in every score's title)
+# Every element and attribute the page writes itself: anything else on it was injected.
+TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "nav", "a", "section",
+        "table", "thead", "tbody", "tr", "th", "td", "span", "details", "summary", "pre", "ul", "li", "b",
+        "code", "figure", "img", "figcaption", "script"}
+ATTRIBUTES = {"lang", "charset", "name", "content", "class", "href", "id", "data-sort", "title", "alt", "src"}
+
+
+class Parts(HTMLParser):
+    """Every start tag with its attributes, every text (entities decoded) and each script's text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.texts: list[str] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+        self.texts.append(data)
+
+    def shown(self) -> str:
+        """Every text and attribute value, as the browser reads them."""
+        values = [v for _, attrs in self.tags for v in attrs.values() if v]
+        return "\n".join(self.texts + values)
+
+
+def swap(value: Any, old: str, new: str) -> Any:
+    """``value`` (a record, as JSON-like data) with every string equal to ``old`` replaced by ``new``."""
+    if isinstance(value, dict):
+        return {k: swap(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [swap(v, old, new) for v in value]
+    return new if value == old else value
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory, senteval_root, tiny_bert) -> tuple[str, Path]:
+    """A page whose prompt (so method label), backbone folder, task file folder, task title, paper CSV
+    cells and plot name each carry markup and quotes; returns the page and its folder."""
+    import shutil
+
+    import harness
+    from harness.runner.history.moves import history_report
+    from harness.runner.records.store import load_results
+    from harness.runner.settings.config import BenchConfig
+    from harness.runner.tables.comparisons import comparisons
+
+    root = tmp_path_factory.mktemp("hostile")
+    backbone = shutil.copytree(tiny_bert, root / IMG)
+    task = root / SVG / "pairs.tsv"
+    task.parent.mkdir()
+    rows = [line.split("\t") for line in (senteval_root / "STS" / "STS12-en-test" / "STS.input.MSRpar.txt")
+            .read_text(encoding="utf-8").splitlines()[:12]]
+    golds = (senteval_root / "STS" / "STS12-en-test" / "STS.gs.MSRpar.txt").read_text().splitlines()[:12]
+    task.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{g}\n" for (a, b), g in zip(rows, golds)),
+                    encoding="utf-8")
+    out = root / "out"
+    harness.run(BenchConfig(methods=("avg", "random"), tasks=("stsb", f"file:{task}?range=0,5"),
+                            backbone=str(backbone), source="senteval", senteval_dir=str(senteval_root),
+                            cache_dir=str(root / "cache"), output_dir=str(out), progress=False, bootstrap=50,
+                            threads=1, plots=False, method_params={"avg": {"prompt": SCRIPT}}))
+    write_paper_csv(out / "paper-x.csv", [
+        {**paper_line(SCRIPT, SVG, 60.0, 61.5, f"ran; {page.MODEL_DIFFERS}: {IMG} (paper: x)"), "table": IMG},
+        paper_line(SCRIPT, "STS13", 61.0, None, f"not run: {SCRIPT}")])
+    pyplot = plots._pyplot()
+    plots.save_figure(pyplot.figure(figsize=(1, 1)), out / "plots" / f"{IMG}.png")  # one the tool wrote
+    # A task title cannot hold markup (--tasks names are checked), but a plugin's text can: the page
+    # must not rely on that check, so the records are given one in memory.
+    records = [swap(rec, "STS-B", SCRIPT) for rec in load_results(out / "runs")]
+    significance, marks = comparisons(records, 50, 1)
+    text = page.render(records, marks, significance, out, history_report(out, 50, 1, plots=False))
+    return text, out
+
+
+def test_markup_in_names_prompts_paths_and_csv_cells_is_shown_as_text_never_run(hostile):
+    text, _ = hostile
+    parts = Parts(text)
+    assert {tag for tag, _ in parts.tags} <= TAGS, {tag for tag, _ in parts.tags} - TAGS
+    names = {name for _, attrs in parts.tags for name in attrs}
+    assert names <= ATTRIBUTES, names - ATTRIBUTES  # no onerror, onload, nor a name a quote broke out into
+    assert [tag for tag, _ in parts.tags].count("script") == 1  # the page's own, at its end
+    assert all(attrs["src"].startswith("data:image/png;base64,") for tag, attrs in parts.tags if tag == "img")
+    shown = parts.shown()
+    for hostile_text in (SCRIPT, IMG, SVG):  # each shown whole, as the text it is
+        assert hostile_text in shown, hostile_text
+    for raw in ("<script>alert", "<img src=x", "<svg", "\"'&"):
+        assert raw not in text, raw
+    # Where each one is shown: the method's cell, the backbone's cell, a score's settings, the task's
+    # header, the paper table and its not-run line, the plot's caption.
+    cells = Cells(text)
+    methods = [row[0][1] for row in cells.rows if row and row[0][1].startswith("avg[")]
+    assert methods and all(m.startswith(f"avg[prompt={SCRIPT}]") for m in methods)
+    assert any(IMG in t for t in parts.texts if t == IMG)  # the backbone cell (the folder's name) and the caption
+    titles = [attrs.get("title") or "" for tag, attrs in parts.tags if tag == "td"]
+    assert any(SVG in t for t in titles) and any(SCRIPT in t for t in titles)
+    assert SCRIPT in [t for t in parts.texts if t == SCRIPT] and any(SCRIPT in item for item in cells.items)
+    assert [attrs["alt"] for tag, attrs in parts.tags if tag == "img"].count(IMG) == 1
+
+
+def test_css_and_javascript_are_package_data_read_from_the_package(hostile):
+    """The page inlines static/page.css and static/page.js as read through importlib.resources, and
+    pyproject.toml's package data ships every template and static file (tests/test_packaging.py
+    builds the wheel)."""
+    import tomllib
+    from fnmatch import fnmatch
+    from importlib.resources import files
+
+    from harness.runner.page import assets
+
+    text, _ = hostile
+    package = files("harness.runner.page")
+    css = package.joinpath("static", "page.css").read_text(encoding="utf-8")
+    js = package.joinpath("static", "page.js").read_text(encoding="utf-8")
+    assert "table.sortable" in css and "aria-sort" in js  # the files are the page's style and script
+    assert f"<style>\n{css}</style>" in text and f"<script>\n{js}</script>" in text
+    assert assets.css() == css and assets.js() == js
+    parts = Parts(text)
+    assert parts.scripts == [f"\n{js}"]
+    source = Path(page.__file__).parent
+    for module in source.glob("*.py"):  # no copy of either left in code
+        code = module.read_text(encoding="utf-8")
+        assert "aria-sort" not in code and "--accent" not in code, module
+    globs = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())[
+        "tool"]["setuptools"]["package-data"]["harness.runner.page"]
+    data = [p.relative_to(source).as_posix() for folder in ("templates", "static")
+            for p in (source / folder).rglob("*") if p.is_file()]
+    assert {"templates/page.html.j2", "templates/parts.html.j2", "static/page.css", "static/page.js"} <= set(data)
+    assert all(any(fnmatch(name, glob) for glob in globs) for name in data), (data, globs)
+
+
+def test_a_static_file_that_would_end_its_element_is_refused(monkeypatch):
+    from harness.runner.page import assets
+
+    assert assets.ENDS_RAW_TEXT.search("a { content: '</style>' }")
+    assert assets.ENDS_RAW_TEXT.search("x = '</SCRIPT >'") and assets.ENDS_RAW_TEXT.search("<!-- x")
+    assert not assets.ENDS_RAW_TEXT.search(assets.js()) and not assets.ENDS_RAW_TEXT.search(assets.css())
+
+
+def test_a_missing_template_variable_fails_loudly():
+    import jinja2
+
+    with pytest.raises(jinja2.UndefinedError):
+        page.environment().get_template("page.html.j2").render()

@@ -215,13 +215,10 @@ BROKEN = {
 @pytest.mark.parametrize(("target", "message"), [
     ("missing.py:X", "--methods missing.py:X: no such file missing.py"),
     ("not_method.py:Absent", "defines no Absent; its classes: NotAMethod"),
-    ("not_method.py:NotAMethod", "is not a method class; derive it from EmbeddingMethod"),
     ("builtin_name.py:Avg", "'avg' is a built-in method's name; give the plugin class another name"),
-    ("no_name.py:Nameless", "Nameless.name = None; set a class attribute name"),
     ("raises.py:X", "raises.py:4: RuntimeError: boom"),
     ("syntax.py:X", "syntax.py:1: SyntaxError"),
     ("exits.py:X", "importing exits.py called sys.exit(0) at exits.py:3"),
-    ("no_view.py:NoView", "NoView derives from PostProcessor but has no 'view' option"),
     ("no_such_plugin_module:X", "no module no_such_plugin_module on the Python path"),
     ("randproj2", "unknown method 'randproj2' (did you mean 'randproj'?)"),
 ])
@@ -231,6 +228,22 @@ def test_a_bad_plugin_is_one_line_and_exit_2(bench, tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     code, _, err = bench("--methods", target, "--tasks", "sts12")
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("not_method.py:NotAMethod", "is not a method class; derive it from EmbeddingMethod"),
+    ("no_name.py:Nameless", "Nameless.name = None; set a class attribute name"),
+    ("no_view.py:NoView", "NoView derives from PostProcessor but has no 'view' option"),
+])
+def test_a_class_breaking_the_method_contract_is_one_line_naming_its_file_and_exit_5(bench, tmp_path, monkeypatch,
+                                                                                   target, message):
+    for name, text in BROKEN.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = bench("--methods", target, "--tasks", "sts12")
+    file = target.partition(":")[0]
+    assert code == 5 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert f"({file})" in err and "harness.method_api" in err
 
 
 @pytest.mark.parametrize(("value", "message"), [

@@ -173,6 +173,7 @@ def scores_of(outcome) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_dask_local_cluster_results_are_byte_equal_to_the_local_backend(senteval_root, tiny_bert, tmp_path):
     pytest.importorskip("dask.distributed")
     from dask.distributed import LocalCluster
@@ -189,6 +190,7 @@ def test_dask_local_cluster_results_are_byte_equal_to_the_local_backend(senteval
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_ray_local_results_are_byte_equal_to_the_local_backend(senteval_root, tiny_bert, tmp_path):
     """--backend ray with no address starts a local ray for the run, and stops it at the end."""
     ray = pytest.importorskip("ray")

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 
 import numpy as np
 import pytest
@@ -38,15 +37,6 @@ def case(seed: int, sizes: tuple[int, ...], ties: bool = True) -> tuple[np.ndarr
     cos = np.round(gold + rng.normal(0, 2.0, n), 1) if ties else gold + rng.normal(0, 1.0, n)
     labels = [f"s{k}" for k, size in enumerate(sizes) for _ in range(size)]
     return cos, gold, labels
-
-
-@pytest.fixture(autouse=True)
-def fresh_memo(monkeypatch):
-    """Every test computes: nothing from another test's in-process memo, no disk memo by default."""
-    monkeypatch.setattr(bootstrap, "_memo", {})
-    bootstrap.remember_resamples_in(None)
-    yield
-    bootstrap.remember_resamples_in(None)
 
 
 # -- an independent bootstrap: numpy's generator, each resample rebuilt and scored by scipy --------
@@ -251,8 +241,7 @@ def test_a_chunk_fitted_to_little_memory_gives_the_same_values(monkeypatch):
     from harness.core.encoding import memory
 
     cos, gold, labels = case(23, (500, 300))
-    full = resampled_scores(cos, gold, labels, "wmean", 100, 2)
-    bootstrap._memo.clear()
+    full = resampled_scores(cos, gold, labels, "wmean", 100, 2)  # no memo: every call computes
     monkeypatch.setattr(memory, "available_bytes", lambda device: bootstrap.scoring_bytes(800, 100, step=4))
     assert bootstrap.check_fits(800, 100) == 4
     np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "wmean", 100, 2), full)
@@ -333,11 +322,10 @@ def test_a_forged_wide_memo_does_not_change_the_verdict(tmp_path, secret):
     wide = forged(true_values, baseline)
     assert not gate_says(truth.spearman, percentile_interval(wide), baseline)  # what a forgery would buy
 
-    bootstrap._memo.clear()  # a new process, reading the cache another job wrote into
-    bootstrap.remember_resamples_in(tmp_path, secret=secret)
+    memo = bootstrap.ResampleMemo(tmp_path, secret)  # a new process, reading the cache another job wrote into
     key = bootstrap._key(cos, gold, labels, "all", 1000, 1234)
     names = plant(tmp_path, key, npy_bytes(wide))
-    again = score_split(cos, gold, labels, "all", bootstrap=1000, seed=1234)
+    again = score_split(cos, gold, labels, "all", bootstrap=1000, seed=1234, memo=memo)
     assert again.ci95 == truth.ci95
     assert gate_says(again.spearman, again.ci95, baseline)
     for name in names:  # left alone (another secret's entry looks the same), never read
@@ -357,7 +345,7 @@ def test_a_valid_memo_copied_under_another_key_does_not_verify(tmp_path):
     (theirs,) = tmp_path.glob("*.npy")
     key = bootstrap._key(cos, gold, labels, "all", 1000, 1234)
     theirs.rename(tmp_path / f"{key}-{theirs.stem.rsplit('-', 1)[1]}.npy")
-    bootstrap._memo.clear()
+    memo = bootstrap.ResampleMemo(tmp_path, secret)  # a new process
     assert memo.load(key, 1000) is None
     truth = whole_matrix(cos, gold, labels, "all", 1000, 1234)
     np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", 1000, 1234, memo), truth)
@@ -367,8 +355,8 @@ def test_the_memo_travels_in_an_argument_and_is_read_back_only_with_its_secret(t
     cos, gold, labels = case(25, (200, 120))
     memo = bootstrap.ResampleMemo(tmp_path, b"secret")
     first = score_split(cos, gold, labels, "wmean", bootstrap=200, seed=3, memo=memo)
-    assert len(list(tmp_path.glob("*.npy"))) == 1  # the module default (none) was not used
-    bootstrap._memo.clear()
+    assert len(list(tmp_path.glob("*.npy"))) == 1 and len(memo.entries) == 1
+    memo = bootstrap.ResampleMemo(tmp_path, b"secret")  # a new process: only the disk remains
 
     def recompute(*args, **kwargs):
         raise AssertionError("recomputed although an authenticated memo was there")
@@ -376,25 +364,31 @@ def test_the_memo_travels_in_an_argument_and_is_read_back_only_with_its_secret(t
     with monkeypatch.context() as patch:
         patch.setattr(bootstrap, "_resampled_scores", recompute)
         assert score_split(cos, gold, labels, "wmean", bootstrap=200, seed=3, memo=memo).ci95 == first.ci95
-        bootstrap._memo.clear()
         with pytest.raises(AssertionError):  # another secret: the file does not verify, so it computes
             score_split(cos, gold, labels, "wmean", bootstrap=200, seed=3,
                         memo=bootstrap.ResampleMemo(tmp_path, b"another"))
-        bootstrap._memo.clear()
         with pytest.raises(AssertionError):  # no secret: never read
             score_split(cos, gold, labels, "wmean", bootstrap=200, seed=3, memo=bootstrap.ResampleMemo(tmp_path))
 
 
-def test_the_default_memo_takes_the_cache_secret_from_the_environment(tmp_path, monkeypatch):
+def test_without_a_memo_nothing_is_kept_and_a_run_takes_the_cache_secret_from_the_environment(tmp_path,
+                                                                                               monkeypatch):
+    """No module default: a call without a memo keeps nothing (nothing on disk, nothing for the
+    next call), and a run's memo (RunContext) takes the cache's secret, $STS_BENCH_CACHE_SECRET."""
     from harness.core.authenticity import SECRET_ENV
+    from harness.runner.execution.context import RunContext
+    from harness.runner.settings.config import BenchConfig
 
-    monkeypatch.setenv(SECRET_ENV, "from the environment")
-    bootstrap.remember_resamples_in(tmp_path)
-    assert bootstrap._default == bootstrap.ResampleMemo(tmp_path, b"from the environment")
-    monkeypatch.delenv(SECRET_ENV)
-    bootstrap.remember_resamples_in(tmp_path)
-    assert not bootstrap._default.on_disk
     cos, gold, labels = case(26, (100,))
-    resampled_scores(cos, gold, labels, "all", 50, 1)
-    assert not list(tmp_path.glob("*"))
-    assert math.isfinite(resampled_scores(cos, gold, labels, "all", 50, 1)[0])
+    calls = []
+    real = bootstrap._resampled_scores
+    monkeypatch.setattr(bootstrap, "_resampled_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = resampled_scores(cos, gold, labels, "all", 50, 1)
+    np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "all", 50, 1), first)
+    assert len(calls) == 2 and not list(tmp_path.glob("*"))
+    monkeypatch.setenv(SECRET_ENV, "from the environment")
+    ctx = RunContext(BenchConfig(cache_dir=str(tmp_path / "cache")))
+    try:
+        assert ctx.resamples == bootstrap.ResampleMemo(tmp_path / "cache" / "bootstrap", b"from the environment")
+    finally:
+        ctx.close()

@@ -325,7 +325,8 @@ def post(options: str) -> str:
 ])
 def test_a_class_that_lacks_what_its_base_needs_is_refused_when_registered(run, tmp_path, source, says):
     code, _, err = run(source)
-    one_plugin_error(code, err, 2, says, named="--methods bad.py:Bad: ")
+    one_plugin_error(code, err, 5, says, named="--methods bad.py:Bad: ")
+    assert "plugin method 'bad' (bad.py)" in err
     assert "KeyError" not in err and not records(tmp_path / "out")
 
 

@@ -19,27 +19,24 @@ def test_resampled_scores_are_memoised_in_memory_and_on_disk(tmp_path, monkeypat
     gold = rng.normal(size=60)
     cos = gold + rng.normal(size=60)
     labels = ["a"] * 30 + ["b"] * 30
-    bootstrap.remember_resamples_in(tmp_path, secret=b"k")  # a memo on disk is read only under a secret
-    try:
-        first = bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1)
-        assert len(list(tmp_path.glob("*.npy"))) == 1
-        monkeypatch.setattr(bootstrap, "_memo", {})  # a new process: only the disk remains
+    memo = bootstrap.ResampleMemo(tmp_path, secret=b"k")  # a memo on disk is read only under a secret
+    first = bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1, memo)
+    assert len(list(tmp_path.glob("*.npy"))) == 1 and len(memo.entries) == 1
+    memo = bootstrap.ResampleMemo(tmp_path, secret=b"k")  # a new process: only the disk remains
 
-        def recompute(*args):
-            raise AssertionError("recomputed although the inputs were memoised")
+    def recompute(*args):
+        raise AssertionError("recomputed although the inputs were memoised")
 
-        monkeypatch.setattr(bootstrap, "_resampled_scores", recompute)
-        np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1), first)
-        with pytest.raises(AssertionError):  # any input changed: a different memo entry
-            bootstrap.resampled_scores(cos, gold, labels, "mean", 200, 1)
-        monkeypatch.undo()  # a damaged memo file is checked, removed and computed again, never read
-        (memo,) = tmp_path.glob("*.npy")
-        memo.write_bytes(memo.read_bytes()[:-8] + np.float64(1e9).tobytes())
-        bootstrap._memo.clear()
-        np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1), first)
-        assert [p.name for p in tmp_path.glob("*.npy")] == [memo.name]  # rewritten whole, same content
-    finally:
-        bootstrap.remember_resamples_in(None)
+    monkeypatch.setattr(bootstrap, "_resampled_scores", recompute)
+    np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1, memo), first)
+    with pytest.raises(AssertionError):  # any input changed: a different memo entry
+        bootstrap.resampled_scores(cos, gold, labels, "mean", 200, 1, memo)
+    monkeypatch.undo()  # a damaged memo file is checked, removed and computed again, never read
+    (path,) = tmp_path.glob("*.npy")
+    path.write_bytes(path.read_bytes()[:-8] + np.float64(1e9).tobytes())
+    memo = bootstrap.ResampleMemo(tmp_path, secret=b"k")
+    np.testing.assert_array_equal(bootstrap.resampled_scores(cos, gold, labels, "wmean", 200, 1, memo), first)
+    assert [p.name for p in tmp_path.glob("*.npy")] == [path.name]  # rewritten whole, same content
 
 
 def test_whitening_fit_is_read_back_from_the_cache(tiny_bert, tmp_path, monkeypatch):

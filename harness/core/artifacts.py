@@ -3,7 +3,8 @@
 ``ArtifactStore`` is the one place that decides where things are cached: sentence vectors and pair
 scores (``vectors/<key hash>/``), trained artifacts (``<kind>/<key hash>/``: flow weights,
 fine-tuned checkpoints), the memo of model-folder fingerprints (``fingerprints.json``), that of
-bootstrap resamples (``bootstrap/``) and that of parsed sources (``code-digests.json``).
+bootstrap resamples (``bootstrap/``) and that of parsed sources (``code-digests.json``, through
+the store's own :class:`~harness.core.codekeys.CodeDigests`: nothing of it is process-wide).
 
 Every vector store and artifact folder is keyed on the code that fills it as well as on its inputs:
 callers name the modules (``code=``) and :func:`harness.core.codekeys.code_digest` of them and of
@@ -22,7 +23,7 @@ from typing import Any
 
 from harness.core import authenticity
 from harness.core.authenticity import secret_from_env
-from harness.core.codekeys import code_digest, use_memo
+from harness.core.codekeys import CodeDigests
 from harness.core.encoding.cache import CACHE_SCHEMA, VectorStore
 from harness.core.hashing import (
     atomic_write_bytes,
@@ -38,8 +39,10 @@ UNAUTHENTICATED = "is not authenticated"
 
 
 class ArtifactStore:
-    """The cache root. Plain data (a path), so it travels to dask/ray workers.
+    """The cache root. Plain data (a path, a secret, its code digests), so it travels to dask/ray
+    workers.
 
+    >>> from harness.core.codekeys import code_digest
     >>> store = ArtifactStore("/tmp/c")
     >>> folder = store.folder("flows", {"a": 1}, code=("methods.flow",))
     >>> folder.dir.parent.name, folder.key["code"] == code_digest("methods.flow")
@@ -53,16 +56,25 @@ class ArtifactStore:
         self.secret = secret if secret is not None else secret_from_env()
         # Speed memos (parsed code digests, model-folder fingerprints) are not authenticated: with
         # a secret they are not read, so a planted one cannot make changed code or weights look
-        # unchanged (costs a re-parse and a re-hash per run).
-        use_memo(None if self.secret else self.root / "code-digests.json")
+        # unchanged (costs a re-parse and a re-hash per run). The digests are this store's own:
+        # another store (another cache) never reads or writes this one's memo file.
+        self.code_digests = CodeDigests(None if self.secret else self.code_digest_memo)
+
+    @property
+    def code_digest_memo(self) -> Path:
+        """Where this cache memoises parsed sources (read only without a cache secret)."""
+        return self.root / "code-digests.json"
 
     def vectors(self, key: Mapping[str, Any], *, code: Sequence[str]) -> VectorStore:
-        """The vector store of ``key`` as computed by the modules ``code`` (and what they import)."""
-        return VectorStore(self.root, {**key, "code": code_digest(*code)}, self.secret)
+        """The vector store of ``key`` as computed by the modules ``code`` (and what they
+        import)."""
+        return VectorStore(self.root, {**key, "code": self.code_digests.digest(*code)}, self.secret)
 
     def folder(self, kind: str, key: Mapping[str, Any], *, code: Sequence[str]) -> ArtifactDir:
         """The artifact folder of ``key`` as made by the modules ``code`` (and what they import)."""
-        return ArtifactDir(self.root, kind, {**key, "code": code_digest(*code)}, self.secret)
+        return ArtifactDir(
+            self.root, kind, {**key, "code": self.code_digests.digest(*code)}, self.secret
+        )
 
     @property
     def resample_memo(self) -> Path:
@@ -71,12 +83,14 @@ class ArtifactStore:
 
     @property
     def datasets_cache(self) -> Path:
-        """The HuggingFace datasets library's cache while sts-bench loads data (:mod:`harness.core.data.hf_places`)."""
+        """The HuggingFace datasets library's cache while sts-bench loads data
+        (:mod:`harness.core.data.hf_places`)."""
         return self.root / "hf-datasets"
 
     @property
     def mteb_cache(self) -> Path:
-        """MTEB's result cache (``MTEB_CACHE``: ``results/<model>/<revision>/<Task>.json``) for MTEB runs."""
+        """MTEB's result cache (``MTEB_CACHE``: ``results/<model>/<revision>/<Task>.json``) for MTEB
+        runs."""
         return self.root / "mteb"
 
     @property
@@ -97,7 +111,9 @@ class ArtifactDir:
     :meth:`discard` removes it with one warning line, so it is trained again and never loaded.
     """
 
-    def __init__(self, root: Path, kind: str, key: Mapping[str, Any], secret: bytes | None = None) -> None:
+    def __init__(
+        self, root: Path, kind: str, key: Mapping[str, Any], secret: bytes | None = None
+    ) -> None:
         self.key = {"schema": CACHE_SCHEMA, "kind": kind, **key}
         self.dir = Path(root) / kind / key_hash(self.key)
         self.secret = secret  # with one, meta.json carries an HMAC tag that must verify
@@ -118,8 +134,10 @@ class ArtifactDir:
         if meta.get("checksum") != _meta_checksum(meta):
             return False, f"{meta_path} does not match its own checksum"
         if self.secret and not authenticity.valid(self.secret, _tagged_body(meta), meta.get("tag")):
-            return False, (f"{meta_path} {UNAUTHENTICATED} by ${authenticity.SECRET_ENV} (written without the "
-                           "secret, or by someone else)")
+            return False, (
+                f"{meta_path} {UNAUTHENTICATED} by ${authenticity.SECRET_ENV} (written without the "
+                "secret, or by someone else)"
+            )
         if meta.get("key") != json.loads(json.dumps(self.key)):
             return False, f"{meta_path} belongs to another key"
         for name, digest in meta["files"].items():
@@ -132,9 +150,12 @@ class ArtifactDir:
 
     def complete(self) -> bool:
         """Committed and intact (reads every file: a flipped byte anywhere makes it incomplete); a
-        folder not authenticated by the cache secret says so in one warning; the caller computes it again."""
+        folder not authenticated by the cache secret says so in one warning; the caller computes it
+        again."""
         intact, reason = self.verify()
-        if reason and UNAUTHENTICATED in reason:  # a planted folder is worth a line; a damaged memo is just redone
+        if (
+            reason and UNAUTHENTICATED in reason
+        ):  # a planted folder is worth a line; a damaged memo is just redone
             log.warning("artifact: %s; computing it again", reason)
         return intact
 
@@ -163,36 +184,49 @@ class ArtifactDir:
         for name, data in files.items():
             atomic_write_bytes(self.dir / name, data)
         checksums = {str(path.relative_to(self.dir)): file_sha256(path) for path in self._payload()}
-        meta: dict[str, Any] = {"key": self.key, "info": strict_json(dict(info)), "files": checksums}
+        meta: dict[str, Any] = {
+            "key": self.key,
+            "info": strict_json(dict(info)),
+            "files": checksums,
+        }
         if self.secret:  # the tag covers the key, the facts and every file's sha256
             meta["tag"] = authenticity.tag(self.secret, _tagged_body(meta))
         meta["checksum"] = _meta_checksum(meta)
-        atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False))
+        atomic_write_text(
+            self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True, allow_nan=False)
+        )
 
     def _payload(self) -> list[Path]:
-        """Every file of the artifact: all but meta.json, resumable state and in-flight temp files."""
+        """Every file of the artifact: all but meta.json, resumable state and in-flight temp
+        files."""
         if not self.dir.is_dir():
             return []
         out = []
         for path in sorted(self.dir.rglob("*")):
             rel = path.relative_to(self.dir)
-            if rel.parts[0] in ("meta.json", "partial") or path.name.startswith(".tmp-") or not path.is_file():
+            if (
+                rel.parts[0] in ("meta.json", "partial")
+                or path.name.startswith(".tmp-")
+                or not path.is_file()
+            ):
                 continue
             out.append(path)
         return out
 
 
 class ArtifactCorrupt(Exception):
-    """A committed artifact file changed after its checksum was recorded (caught by TrainedMethod)."""
+    """A committed artifact file changed after its checksum was recorded (caught by
+    TrainedMethod)."""
 
 
 def _tagged_body(meta: Mapping[str, Any]) -> bytes:
     """What an artifact's HMAC tag is computed over: meta.json without its checksum and tag."""
-    return canonical_json({k: v for k, v in meta.items() if k not in ("checksum", "tag")}).encode("utf-8")
+    return canonical_json({k: v for k, v in meta.items() if k not in ("checksum", "tag")}).encode(
+        "utf-8"
+    )
 
 
 def _meta_checksum(meta: Mapping[str, Any]) -> str:
     """sha256 of meta.json's content without its own checksum field."""
     body = {k: v for k, v in meta.items() if k != "checksum"}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
-

@@ -27,11 +27,14 @@ whole matrix reads ``integers(0, 3, (4, 3))`` then ``integers(0, 2, (4, 2))``; c
 0-2 of the first and, from the state saved after its 12 draws, rows 0-2 of the second; chunk 2 row
 3 of each. The tests check chunked against whole, value by value.
 
-**A task too large for memory fails before scoring** with one :class:`~harness.core.errors.ResourceError`
-line (:func:`check_fits`): the bytes a score needs are estimated from the pairs and the chunk.
+**A task too large for memory fails before scoring** with one
+:class:`~harness.core.errors.ResourceError` line (:func:`check_fits`): the bytes a score needs are
+estimated from the pairs and the chunk.
 
-**A memo on disk never decides a score unverified.** Resampled scores are memoised in this process
-(an interval and every paired comparison of a method share one computation). On disk they are kept
+**A memo on disk never decides a score unverified.** Resampled scores are memoised by the
+:class:`ResampleMemo` the caller passes (the run's, held by its ``RunContext``: an interval and
+every paired comparison of a method share one computation); a call with none memoises nothing and
+nothing is process-wide, so two runs in one process share no resample. On disk they are kept
 only under the cache secret (:mod:`harness.core.authenticity`): the file's name carries
 ``HMAC(secret, key ‖ bytes)`` and a file whose tag does not verify is never read. Without a secret
 nothing is read from or written to disk, and a run recomputes: a checksum in a file's name
@@ -46,13 +49,13 @@ import hashlib
 import io
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.core.authenticity import secret_from_env, tag, valid
+from harness.core.authenticity import tag, valid
 from harness.core.codekeys import code_digest
 from harness.core.errors import ResourceError
 from harness.core.hashing import atomic_write_bytes, npy_bytes
@@ -114,9 +117,11 @@ def check_fits(n: int, rounds: int, available: int | None = None) -> int:
     step = chunk_rounds(n, rounds, available)
     need = scoring_bytes(n, rounds, step)
     if need > available:
-        raise ResourceError(f"scoring {n:,} pairs needs about {need / GIB:.1f} GiB of memory and this machine has "
-                            f"{available / GIB:.1f} GiB available: split the task into smaller files or use a "
-                            "machine with more memory")
+        raise ResourceError(
+            f"scoring {n:,} pairs needs about {need / GIB:.1f} GiB of memory and this machine has "
+            f"{available / GIB:.1f} GiB available: split the task into smaller files or use a "
+            "machine with more memory"
+        )
     return step
 
 
@@ -151,8 +156,11 @@ class _Ranks:
         """
         sorted_counts = np.take(counts, self.order, axis=1)
         # float32 is exact here: ranks are sums of counts and halves, exact below 2^23 pairs.
-        per_group = (sorted_counts if self.starts is None
-                     else np.add.reduceat(sorted_counts, self.starts, axis=1)).astype(np.float32)
+        per_group = (
+            sorted_counts
+            if self.starts is None
+            else np.add.reduceat(sorted_counts, self.starts, axis=1)
+        ).astype(np.float32)
         # below + (per_group + 1) / 2, in place (the same float32 operations, fewer temporaries)
         ranks = np.cumsum(per_group, axis=1)
         ranks -= per_group
@@ -163,7 +171,8 @@ class _Ranks:
 
 
 def _resample_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Average ranks of each item within every resample (rows of ``counts``), without sorting each one."""
+    """Average ranks of each item within every resample (rows of ``counts``), without sorting each
+    one."""
     return _Ranks.of(x).within(counts)
 
 
@@ -177,8 +186,14 @@ def _weighted_pearson(rx: np.ndarray, ry: np.ndarray, counts: np.ndarray) -> np.
     wdy = np.multiply(w, dy, out=w)  # w is not needed after this
     with np.errstate(invalid="ignore", divide="ignore"):
         covariance = (wdx * dy).sum(axis=1, dtype=np.float64)
-        return 100 * covariance / np.sqrt((np.multiply(wdx, dx, out=wdx)).sum(axis=1, dtype=np.float64)
-                                          * (np.multiply(wdy, dy, out=wdy)).sum(axis=1, dtype=np.float64))
+        return (
+            100
+            * covariance
+            / np.sqrt(
+                (np.multiply(wdx, dx, out=wdx)).sum(axis=1, dtype=np.float64)
+                * (np.multiply(wdy, dy, out=wdy)).sum(axis=1, dtype=np.float64)
+            )
+        )
 
 
 def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -188,7 +203,9 @@ def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.n
 
 
 @functools.lru_cache(maxsize=64)
-def _subset_streams(sizes: tuple[int, ...], rounds: int, seed: int) -> tuple[Mapping[str, Any], ...]:
+def _subset_streams(
+    sizes: tuple[int, ...], rounds: int, seed: int
+) -> tuple[Mapping[str, Any], ...]:
     """The generator's state where each subset's draws begin: subset k's ``rounds × sizes[k]``
     draws follow those of subsets 0..k-1 in the one stream the whole matrix was drawn from. Found
     by drawing and dropping the earlier subsets' draws, a chunk at a time (a few ns per draw)."""
@@ -203,10 +220,11 @@ def _subset_streams(sizes: tuple[int, ...], rounds: int, seed: int) -> tuple[Map
     return tuple(states)
 
 
-def _count_chunks(groups: Sequence[np.ndarray], rounds: int, seed: int,
-                  step: int) -> Iterator[tuple[int, list[np.ndarray]]]:
-    """Yield (first row, [draw counts (rows, len(group)) int32 of each group]) for chunks of ``step``
-    resamples: ``counts[b, i]`` = how often item i of the group is drawn in resample b."""
+def _count_chunks(
+    groups: Sequence[np.ndarray], rounds: int, seed: int, step: int
+) -> Iterator[tuple[int, list[np.ndarray]]]:
+    """Yield (first row, [draw counts (rows, len(group)) int32 of each group]) for chunks of
+    ``step`` resamples: ``counts[b, i]`` = how often item i of the group is drawn in resample b."""
     generators = []
     for state in _subset_streams(tuple(len(idx) for idx in groups), rounds, seed):
         generator = np.random.Generator(np.random.PCG64())
@@ -235,13 +253,18 @@ def subset_indices(labels: Sequence[str]) -> dict[str, np.ndarray]:
     return {name: np.flatnonzero(codes == k) for name, k in names.items()}
 
 
-def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int) -> dict[str, tuple]:
+def _resample_plan(
+    gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int
+) -> dict[str, tuple]:
     """The whole draw plan of a split, for tests and small inspections (the scoring streams it in
     chunks and never builds this): {group: (indices, counts (rounds, len(indices)), ranks of gold
-    within each resample)}; the key ``ALL`` (every pair, stratified by subset) is present as well."""
+    within each resample)}; the key ``ALL`` (every pair, stratified by subset) is present as
+    well."""
     gold = np.frombuffer(gold_bytes, dtype=np.float64)
     groups = subset_indices(labels)
-    chunks = list(_count_chunks(list(groups.values()), rounds, seed, chunk_rounds(len(gold), rounds)))
+    chunks = list(
+        _count_chunks(list(groups.values()), rounds, seed, chunk_rounds(len(gold), rounds))
+    )
     plan: dict[str, tuple] = {}
     counts = np.zeros((rounds, len(gold)), dtype=np.int32)
     for k, (name, idx) in enumerate(groups.items()):
@@ -253,15 +276,19 @@ def _resample_plan(gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed
 
 @dataclass(frozen=True)
 class ResampleMemo:
-    """Where resampled scores are kept on disk (``folder``) and the secret that authenticates them.
+    """Resampled scores already computed (``entries``, in memory), where they are kept on disk
+    (``folder``) and the secret that authenticates them.
 
     Without a secret nothing is kept on disk (see the module docstring). Files are
     ``<key>-<HMAC-SHA256(secret, key ‖ 0 ‖ bytes)>.npy``; the tag binds a file to its key, so a
     valid memo of another split or method copied under this key's name does not verify either.
+    Two memos never share entries (``ResampleMemo(None)`` is a fresh, empty, in-memory one).
     """
 
     folder: Path | None
     secret: bytes | None = None
+    # Resampled scores are a pure function of their inputs, so they are kept by content key.
+    entries: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def on_disk(self) -> bool:
@@ -272,9 +299,9 @@ class ResampleMemo:
         return tag(self.secret, key.encode("ascii") + b"\x00" + data)
 
     def load(self, key: str, rounds: int) -> np.ndarray | None:
-        """The memoised scores of ``key``, or None. A file whose tag does not verify (planted,
-        torn, edited, written under another secret) is left alone and never parsed; one whose
-        tag verifies is parsed without pickle and checked for shape and dtype, and removed if it fails."""
+        """The memoised scores of ``key``, or None. A file whose tag does not verify (planted, torn,
+        edited, written under another secret) is left alone and never parsed; one whose tag verifies
+        is parsed without pickle and checked for shape and dtype, and removed if it fails."""
         if not self.on_disk:
             return None
         assert self.folder is not None and self.secret
@@ -283,8 +310,11 @@ class ResampleMemo:
                 data = path.read_bytes()
             except OSError:
                 continue  # removed by another run meanwhile
-            if not valid(self.secret, key.encode("ascii") + b"\x00" + data, path.stem.rsplit("-", 1)[1]):
-                continue  # not ours: planted, damaged, or another secret's (a cache shared by two teams)
+            if not valid(
+                self.secret, key.encode("ascii") + b"\x00" + data, path.stem.rsplit("-", 1)[1]
+            ):
+                # not ours: planted, damaged, or another secret's (a cache shared by two teams)
+                continue
             try:
                 values = np.load(io.BytesIO(data), allow_pickle=False)
                 if values.shape == (rounds,) and values.dtype == np.float64:
@@ -301,46 +331,45 @@ class ResampleMemo:
             atomic_write_bytes(self.folder / f"{key}-{self._tag(key, data)}.npy", data)
 
 
-# Resampled scores are a pure function of their inputs, so they are memoised by content in this
-# process (a run scores each method for its interval and again for every paired comparison). The
-# disk memo travels as a ResampleMemo argument; _default is the one the runner names through
-# remember_resamples_in, for callers that pass none.
-_memo: dict[str, np.ndarray] = {}
-_default = ResampleMemo(None)
-
-
-def remember_resamples_in(folder: Path | None, secret: bytes | None = None) -> None:
-    """Keep resampled scores as ``<folder>/<key>-<tag>.npy`` when a cache secret is given or in
-    ``$STS_BENCH_CACHE_SECRET`` (None, or no secret: in this process only), for callers that pass
-    no :class:`ResampleMemo`."""
-    global _default
-    _default = ResampleMemo(Path(folder) if folder is not None else None,
-                            secret if secret is not None else secret_from_env())
-
-
-def resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
-                     rounds: int, seed: int, memo: ResampleMemo | None = None) -> np.ndarray:
+def resampled_scores(
+    cos: np.ndarray,
+    gold: np.ndarray,
+    labels: Sequence[str],
+    aggregation: str,
+    rounds: int,
+    seed: int,
+    memo: ResampleMemo | None = None,
+) -> np.ndarray:
     """The aggregated Spearman ×100 of each of ``rounds`` resamples of the pairs, stratified by
     subset (each subset is resampled to its own size). Equal (gold, labels, rounds, seed) give equal
     resamples, so two methods' arrays are paired draw by draw.
 
     A split with one subset (or none: STS-B, SICK-R, MTEB's copies) has nothing to average, so
     ``mean`` and ``wmean`` equal ``all`` there, as in :func:`harness.core.scoring.score_split`.
+
+    ``memo``: where the scores are looked up and kept (None: nowhere, computed for this call).
     """
     gold = np.asarray(gold, dtype=np.float64)
     cos = np.asarray(cos, dtype=np.float64)
-    memo = _default if memo is None else memo
+    memo = ResampleMemo(None) if memo is None else memo
     key = _key(cos, gold, labels, aggregation, rounds, seed)
-    if key not in _memo:
+    if key not in memo.entries:
         loaded = memo.load(key, rounds)
         if loaded is None:
             loaded = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
             memo.store(key, loaded)
-        _memo[key] = loaded
-    return _memo[key].copy()
+        memo.entries[key] = loaded
+    return memo.entries[key].copy()
 
 
-def _key(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str, rounds: int, seed: int) -> str:
+def _key(
+    cos: np.ndarray,
+    gold: np.ndarray,
+    labels: Sequence[str],
+    aggregation: str,
+    rounds: int,
+    seed: int,
+) -> str:
     """The content key of a resampling: sha256 of the similarities, gold, this module's code digest
     (a changed resampling is recomputed, never read back warm: harness.core.codekeys), the labels
     and the settings, ``\x1f``-separated. Fed in pieces (the arrays as buffers, the labels 64k at a
@@ -349,21 +378,31 @@ def _key(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: 
     digest.update(np.ascontiguousarray(gold).data)
     digest.update(code_digest(__name__).encode("utf-8"))
     for start in range(0, len(labels), 1 << 16):
-        digest.update(("\x1f" + "\x1f".join(labels[start:start + (1 << 16)])).encode("utf-8"))
+        digest.update(("\x1f" + "\x1f".join(labels[start : start + (1 << 16)])).encode("utf-8"))
     digest.update("\x1f".join(["", aggregation, str(rounds), str(seed)]).encode("utf-8"))
     return digest.hexdigest()[:40]
 
 
-def _resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], aggregation: str,
-                      rounds: int, seed: int, step: int | None = None) -> np.ndarray:
+def _resampled_scores(
+    cos: np.ndarray,
+    gold: np.ndarray,
+    labels: Sequence[str],
+    aggregation: str,
+    rounds: int,
+    seed: int,
+    step: int | None = None,
+) -> np.ndarray:
     """The work of :func:`resampled_scores`, ``step`` resamples at a time (None: what fits, see
     :func:`check_fits`, which refuses a task whose single resample does not)."""
     groups = list(subset_indices(labels).values())
     step = check_fits(len(gold), rounds) if step is None else step
     pooled = aggregation == "all" or len(groups) <= 1
     # Each side is sorted once per call, for every chunk: as the whole matrix ranked it.
-    sides = ([(_Ranks.of(cos), _Ranks.of(gold))] if pooled
-             else [(_Ranks.of(cos[idx]), _Ranks.of(gold[idx])) for idx in groups])
+    sides = (
+        [(_Ranks.of(cos), _Ranks.of(gold))]
+        if pooled
+        else [(_Ranks.of(cos[idx]), _Ranks.of(gold[idx])) for idx in groups]
+    )
     values = np.empty((len(sides), rounds))
     for r0, parts in _count_chunks(groups, rounds, seed, step):
         if pooled and len(groups) > 1:
@@ -372,8 +411,9 @@ def _resampled_scores(cos: np.ndarray, gold: np.ndarray, labels: Sequence[str], 
                 counts[:, idx] = part
             parts = [counts]
         for k, ((cos_ranks, gold_ranks), counts) in enumerate(zip(sides, parts)):
-            values[k, r0:r0 + len(counts)] = _weighted_pearson(cos_ranks.within(counts), gold_ranks.within(counts),
-                                                               counts)
+            values[k, r0 : r0 + len(counts)] = _weighted_pearson(
+                cos_ranks.within(counts), gold_ranks.within(counts), counts
+            )
     if pooled:
         return values[0]
     weights = np.array([len(idx) for idx in groups], dtype=float)

@@ -14,9 +14,12 @@ modules of the packages on the way (``methods/__init__.py`` is the method regist
 method must not recompute every other one), unless a module imports one by name.
 
 Parsing every module of the tree takes about 0.4 s, too much for a warm run, so each file's
-normalised digest and imports are memoised against the sha256 of its bytes: in this process, and in
-a JSON file the runner names (:func:`use_memo`, inside the cache). The memo is checked on read; a
-damaged one only costs a re-parse.
+normalised digest and imports are memoised against the sha256 of its bytes by a
+:class:`CodeDigests` object: in memory, and in the JSON file it is given (the cache's
+``code-digests.json``: :class:`harness.core.artifacts.ArtifactStore` owns one per cache). The memo
+file is checked on read; a damaged one only costs a re-parse. Nothing here is process-wide: two
+stores keep two memos, each in its own cache. :func:`code_digest` is a convenience over one
+in-memory :class:`CodeDigests` (no file is read or written), for callers with no cache at hand.
 
 >>> a = _normalised("def f(x):  # one\\n    return x\\n")
 >>> b = _normalised('def f(x: int) -> int:\\n    \"\"\"Docs.\"\"\"\\n    return x\\n')
@@ -41,10 +44,6 @@ from harness.core.hashing import atomic_write_text, canonical_json
 FIRST_PARTY = ("harness", "methods")
 MEMO_SCHEMA = 2  # bump when _normalised_tree or _imports change: the memo holds their results
 log = logging.getLogger("sts_bench.codekeys")
-_memo_path: Path | None = None
-_memo: dict[str, dict] = {}  # sha256 of a file's bytes → {"digest": ..., "imports": [...]}
-_memo_dirty = False
-_used: set[str] = set()  # memo entries of the sources this process digested
 KEEP = 2000  # memo entries kept beside those in use: older versions of edited files fall out
 
 
@@ -61,62 +60,134 @@ def package_versions(*names: str) -> dict[str, str | None]:
     return out
 
 
-def use_memo(path: Path | None) -> None:
-    """Keep parsed digests in ``path`` as well as in memory (None: in memory only)."""
-    global _memo_path
-    _memo_path = Path(path) if path is not None else None
-    if _memo_path is not None:
-        _memo.update(_read_memo(_memo_path))
+class CodeDigests:
+    """Code digests with their parse memo: entries in memory, and in ``memo`` (a JSON file) when
+    given.
+
+    Plain data (a path and dicts), so it travels with an :class:`ArtifactStore` to dask/ray workers.
+    The file is read on the first digest, not when the object is made, and written after each
+    digest that parsed a file.
+
+    >>> from pathlib import Path
+    >>> import tempfile
+    >>> memo = Path(tempfile.mkdtemp()) / "code-digests.json"
+    >>> digests = CodeDigests(memo)
+    >>> same = digests.digest("harness.core.hashing") == code_digest("harness.core.hashing")
+    >>> same, memo.is_file()
+    (True, True)
+    """
+
+    def __init__(self, memo: Path | None = None) -> None:
+        self.memo = Path(memo) if memo is not None else None
+        self.entries: dict[
+            str, dict
+        ] = {}  # sha256 of a file's bytes → {"digest": ..., "imports": [...]}
+        self._loaded = self.memo is None
+        self._dirty = False
+        self._used: set[str] = set()  # entries of the sources this object digested
+        self._closures: dict[tuple[str, ...], tuple[list[str], str]] = {}
+
+    def digest(self, *modules: str) -> str:
+        """sha256 over the normalised source of ``modules`` and every first-party module they
+        import.
+
+        An unknown module name is part of the digest as a name (a plugin that moved is recomputed).
+        """
+        return self._closure(tuple(sorted(set(modules))))[1]
+
+    def modules(self, *modules: str) -> list[str]:
+        """The modules :meth:`digest` covers for ``modules``, sorted: they and what they import."""
+        return list(self._closure(tuple(sorted(set(modules))))[0])
+
+    def forget(self) -> None:
+        """Drop the digests already computed (not the parse memo): the next digest reads the files
+        again (for a caller whose sources changed meanwhile)."""
+        self._closures.clear()
+
+    def _closure(self, modules: tuple[str, ...]) -> tuple[list[str], str]:
+        if modules in self._closures:
+            return self._closures[modules]
+        if not self._loaded:
+            assert self.memo is not None
+            self.entries.update(_read_memo(self.memo))
+            self._loaded = True
+        roots = tuple(sorted({*FIRST_PARTY, *(m.split(".")[0] for m in modules)}))
+        seen: dict[str, str] = {}
+        todo = list(modules)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            entry = self._module_entry(name, roots)
+            seen[name] = entry["digest"]
+            todo += [m for m in entry["imports"] if m not in seen]
+        self._flush()
+        digest = hashlib.sha256(canonical_json(sorted(seen.items())).encode("utf-8"))
+        self._closures[modules] = (sorted(seen), digest.hexdigest())
+        return self._closures[modules]
+
+    def _module_entry(self, name: str, roots: tuple[str, ...]) -> dict:
+        """``{"digest", "imports"}`` of one module, from the memo when its bytes are unchanged."""
+        path = source_path(name)
+        if path is None:
+            return {"digest": f"missing:{name}", "imports": []}
+        data = path.read_bytes()
+        raw = hashlib.sha256(data).hexdigest()
+        entry = self.entries.get(raw)
+        if entry is None:
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            tree = ast.parse(data)
+            entry = {"digest": _normalised_tree(tree), "imports": sorted(_imports(tree, package))}
+            self.entries[raw] = entry
+            self._dirty = True
+        self._used.add(raw)
+        return {
+            "digest": entry["digest"],
+            "imports": [
+                m
+                for m in entry["imports"]
+                if m.split(".")[0] in roots and source_path(m) is not None
+            ],
+        }
+
+    def _flush(self) -> None:
+        if not self._dirty or self.memo is None:
+            return
+        others = [k for k in self.entries if k not in self._used][-KEEP:]
+        files = {
+            k: self.entries[k] for k in [*others, *(k for k in self.entries if k in self._used)]
+        }
+        try:
+            atomic_write_text(
+                self.memo,
+                json.dumps(
+                    {
+                        "schema": MEMO_SCHEMA,
+                        "files": files,
+                        "check": hashlib.sha256(canonical_json(files).encode("utf-8")).hexdigest(),
+                    }
+                ),
+            )
+            self._dirty = False
+        except OSError as err:  # a memo that cannot be written only costs parsing again next time
+            log.debug("code digests: cannot write %s (%s)", self.memo, err)
+
+
+# The convenience digests of code_digest/code_modules: in memory only, never a file. A pure memo
+# of parsed sources (the same bytes always give the same entry), so sharing it changes no value.
+_IN_MEMORY = CodeDigests(None)
 
 
 def code_digest(*modules: str) -> str:
-    """sha256 over the normalised source of ``modules`` and every first-party module they import.
-
-    An unknown module name is part of the digest as a name (a plugin that moved is recomputed).
-    """
-    return _closure(tuple(sorted(set(modules))))[1]
+    """:meth:`CodeDigests.digest` in memory only (no memo file is read or written), for a caller
+    with no :class:`~harness.core.artifacts.ArtifactStore` at hand; cache folders take theirs from
+    the store's own :class:`CodeDigests`."""
+    return _IN_MEMORY.digest(*modules)
 
 
 def code_modules(*modules: str) -> list[str]:
     """The modules :func:`code_digest` covers for ``modules``, sorted: they and what they import."""
-    return _closure(tuple(sorted(set(modules))))[0]
-
-
-@functools.lru_cache(maxsize=256)
-def _closure(modules: tuple[str, ...]) -> tuple[list[str], str]:
-    roots = tuple(sorted({*FIRST_PARTY, *(m.split(".")[0] for m in modules)}))
-    seen: dict[str, str] = {}
-    todo = list(modules)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        entry = _module_entry(name, roots)
-        seen[name] = entry["digest"]
-        todo += [m for m in entry["imports"] if m not in seen]
-    _flush_memo()
-    digest = hashlib.sha256(canonical_json(sorted(seen.items())).encode("utf-8"))
-    return sorted(seen), digest.hexdigest()
-
-
-def _module_entry(name: str, roots: tuple[str, ...]) -> dict:
-    """``{"digest", "imports"}`` of one module, from the memo when its bytes are unchanged."""
-    global _memo_dirty
-    path = source_path(name)
-    if path is None:
-        return {"digest": f"missing:{name}", "imports": []}
-    data = path.read_bytes()
-    raw = hashlib.sha256(data).hexdigest()
-    entry = _memo.get(raw)
-    if entry is None:
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(data)
-        entry = {"digest": _normalised_tree(tree), "imports": sorted(_imports(tree, package))}
-        _memo[raw] = entry
-        _memo_dirty = True
-    _used.add(raw)
-    return {"digest": entry["digest"],
-            "imports": [m for m in entry["imports"] if m.split(".")[0] in roots and source_path(m) is not None]}
+    return _IN_MEMORY.modules(*modules)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -132,7 +203,9 @@ def source_path(name: str) -> Path | None:
     if spec is None:
         return None
     if spec.submodule_search_locations is None:  # a plain module
-        return Path(spec.origin) if not rest and spec.origin and spec.origin.endswith(".py") else None
+        return (
+            Path(spec.origin) if not rest and spec.origin and spec.origin.endswith(".py") else None
+        )
     for location in spec.submodule_search_locations:
         base = Path(location).joinpath(*rest.split(".")) if rest else Path(location)
         for candidate in (base / "__init__.py", base.with_suffix(".py") if rest else None):
@@ -153,9 +226,13 @@ def _normalised_tree(tree: ast.Module) -> str:
     placeholder = ast.Name(id="_", ctx=ast.Load())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             node.returns = None
@@ -170,8 +247,10 @@ def _type_checking_blocks(tree: ast.Module) -> set[int]:
     """ids of the statements under ``if TYPE_CHECKING:`` (never executed)."""
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ((isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING") or (
-                isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
             skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     return skipped
 
@@ -189,7 +268,7 @@ def _imports(tree: ast.Module, package: str) -> Iterable[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parts = package.split(".")
-                base = parts[:len(parts) - node.level + 1]
+                base = parts[: len(parts) - node.level + 1]
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
@@ -203,24 +282,22 @@ def _read_memo(path: Path) -> dict[str, dict]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("schema") != MEMO_SCHEMA or not isinstance(data.get("files"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != MEMO_SCHEMA
+        or not isinstance(data.get("files"), dict)
+    ):
         return {}
-    if data.get("check") != hashlib.sha256(canonical_json(data["files"]).encode("utf-8")).hexdigest():
+    if (
+        data.get("check")
+        != hashlib.sha256(canonical_json(data["files"]).encode("utf-8")).hexdigest()
+    ):
         log.warning("code digests: %s does not match its checksum; parsing the sources again", path)
         return {}
-    return {k: v for k, v in data["files"].items() if isinstance(v, dict) and isinstance(v.get("digest"), str)
-            and isinstance(v.get("imports"), list)}
-
-
-def _flush_memo() -> None:
-    global _memo_dirty
-    if not _memo_dirty or _memo_path is None:
-        return
-    others = [k for k in _memo if k not in _used][-KEEP:]
-    files = {k: _memo[k] for k in [*others, *(k for k in _memo if k in _used)]}
-    try:
-        atomic_write_text(_memo_path, json.dumps({"schema": MEMO_SCHEMA, "files": files, "check": hashlib.sha256(
-            canonical_json(files).encode("utf-8")).hexdigest()}))
-        _memo_dirty = False
-    except OSError as err:  # a memo that cannot be written only costs parsing again next time
-        log.debug("code digests: cannot write %s (%s)", _memo_path, err)
+    return {
+        k: v
+        for k, v in data["files"].items()
+        if isinstance(v, dict)
+        and isinstance(v.get("digest"), str)
+        and isinstance(v.get("imports"), list)
+    }

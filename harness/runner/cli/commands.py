@@ -1,12 +1,13 @@
-"""The commands: ``sts-bench run | plan | list | history | paper`` and ``run_bench.py`` (the same
-run, its modes as flags). Each parses its arguments into a ``BenchConfig``, runs it, prints what
-it found and maps the outcome to an exit code (:mod:`.exits`).
+"""The commands: ``sts-bench run | plan | list | history | paper``; ``run_bench.py`` is an alias of
+them (its modes as flags: :func:`harness.runner.cli.parser.run_bench_command`) and goes through the
+same :func:`execute`. Each parses its arguments into a ``BenchConfig``, runs it, prints what it
+found and maps the outcome to an exit code (:mod:`.exits`).
 
-    sts-bench run --methods flow whitening          python run_bench.py --methods flow whitening
-    sts-bench plan --tasks sts12 sickr              python run_bench.py --dry-run --tasks sts12 sickr
-    sts-bench list whitening                        python run_bench.py --list
-    sts-bench history                               python run_bench.py --history
-    sts-bench paper bert-whitening --backbone minilm
+    sts-bench run --methods flow whitening       python run_bench.py --methods flow whitening
+    sts-bench plan --tasks sts12 sickr           python run_bench.py --dry-run --tasks sts12 sickr
+    sts-bench list whitening                     python run_bench.py --list whitening
+    sts-bench history                            python run_bench.py --history
+    sts-bench paper bert-whitening               python run_bench.py --paper bert-whitening
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from harness.runner.cli.parser import _Parser, add_run_flags, config_from_args, from_cli
+from harness.runner.cli.parser import (
+    _Parser,
+    add_run_flags,
+    config_from_args,
+    mode_help,
+    run_bench_command,
+)
 from harness.runner.settings.config import BenchConfig
+from harness.runner.settings.declaration import commands
 
 COMMANDS = {
     "run": "benchmark methods on tasks: scores, leaderboards, the report page",
@@ -30,42 +39,52 @@ COMMANDS = {
 
 
 def build_command_parser() -> argparse.ArgumentParser:
-    from harness.runner.papers.data import PAPERS
     from methods import METHODS
 
-    parser = _Parser(prog="sts-bench", description="Benchmark sentence-embedding methods on STS tasks.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    parser = _Parser(
+        prog="sts-bench", description="Benchmark sentence-embedding methods on STS tasks."
+    )
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
+    sets = commands(BenchConfig)
     for name, text in COMMANDS.items():
-        sub = commands.add_parser(name, help=text, description=text, argument_default=argparse.SUPPRESS)
+        sub = subparsers.add_parser(
+            name, help=text, description=text, argument_default=argparse.SUPPRESS
+        )
         if name == "list":
-            sub.add_argument("method", nargs="?", help=f"a method whose options to show: {', '.join(METHODS)}, "
-                                                       "a plugin's name, or path/to/file.py:ClassName")
+            sub.add_argument(
+                "method",
+                nargs="?",
+                help=f"a method whose options to show: {', '.join(METHODS)}, "
+                "a plugin's name, or path/to/file.py:ClassName",
+            )
             continue
-        if name == "paper":
-            sub.add_argument("paper", metavar="NAME", help=", ".join(PAPERS))
+        chosen = sets.get(name)
+        if chosen is not None and not isinstance(chosen.default, bool):  # paper NAME: its value
+            sub.add_argument(chosen.name, metavar=chosen.metavar, help=mode_help(chosen))
         add_run_flags(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``sts-bench``: the console script."""
-    return _guarded(lambda: _command(list(sys.argv[1:] if argv is None else argv)), argv)
 
-
-def run_bench_main(argv: Sequence[str] | None = None) -> int:
-    """``python run_bench.py``: a run, its modes as flags (``--list``, ``--dry-run``, ``--history``,
-    ``--paper``)."""
     def body() -> int:
-        cfg, list_only = from_cli(argv)
-        if list_only:
-            print(listing())
-            return 0
-        return run_config(cfg)
+        words = list(sys.argv[1:] if argv is None else argv)
+        namespace = vars(build_command_parser().parse_args(words))
+        return execute(namespace.pop("command"), namespace)
 
     return _guarded(body, argv)
 
 
-def _guarded(body, argv: Sequence[str] | None) -> int:
+def run_bench_main(argv: Sequence[str] | None = None) -> int:
+    """``python run_bench.py``: the subcommand its mode flags stand for (``--list``, ``--dry-run``,
+    ``--history``, ``--paper``; otherwise ``run``), through :func:`execute` as ``sts-bench``."""
+    return _guarded(lambda: execute(*run_bench_command(argv)), argv)
+
+
+def _guarded(body: Callable[[], int], argv: Sequence[str] | None) -> int:
     # The hub is optional: a folder or an already-cached snapshot must load without network calls.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
@@ -75,16 +94,16 @@ def _guarded(body, argv: Sequence[str] | None) -> int:
         return guarded(body, debug=debug_requested(argv))
 
 
-def _command(argv: list[str]) -> int:
-    namespace = vars(build_command_parser().parse_args(argv))
-    command = namespace.pop("command")
+def execute(command: str, namespace: dict[str, Any]) -> int:
+    """One command with its parsed arguments: ``list`` prints; the others set the setting their
+    command declares (``plan``: ``dry_run``; ``paper NAME`` has set ``paper`` already) and run."""
     if command == "list":
         print(listing(namespace.get("method")))
         return 0
-    mode = {"plan": {"dry_run": True}, "history": {"history": True}}.get(command, {})
-    if command == "paper":
-        mode = {"paper": namespace.pop("paper")}
-    return run_config(config_from_args({**namespace, **mode}))
+    chosen = commands(BenchConfig).get(command)
+    if chosen is not None and isinstance(chosen.default, bool):
+        namespace[chosen.name] = True
+    return run_config(config_from_args(namespace))
 
 
 def run_config(cfg: BenchConfig) -> int:
@@ -95,16 +114,22 @@ def run_config(cfg: BenchConfig) -> int:
     print(outcome.table)
     if outcome.dry_run:
         return 0
-    print(f"wrote {len(outcome.result_paths)} result file(s) under {cfg.output_dir}/runs and "
-          f"{', '.join(str(p) for p in outcome.leaderboard_paths)}", file=sys.stderr)
+    print(
+        f"wrote {len(outcome.result_paths)} result file(s) under {cfg.output_dir}/runs and "
+        f"{', '.join(str(p) for p in outcome.leaderboard_paths)}",
+        file=sys.stderr,
+    )
     if outcome.regressions is not None:
         drops = outcome.regressions
         if len(drops):
             from tabulate import tabulate
 
             verdict = "REGRESSION" if outcome.exit_code else "drops, none a regression"
-            print(f"\n{verdict} vs {cfg.baseline}: a regression is a drop larger than {cfg.tolerance} points "
-                  "(--tolerance) whose 95 % interval excludes the baseline:")
+            print(
+                f"\n{verdict} vs {cfg.baseline}: a regression is a drop larger than "
+                f"{cfg.tolerance} points "
+                "(--tolerance) whose 95 % interval excludes the baseline:"
+            )
             print(tabulate(drops, headers="keys", tablefmt="pipe", showindex=False, floatfmt=".2f"))
         else:
             print(f"no drop vs {cfg.baseline}", file=sys.stderr)
@@ -121,19 +146,36 @@ def listing(method: str | None = None) -> str:
 
     if method is not None:
         return method_options(get_method(method))
-    lines = ["Methods (--methods; options: sts-bench list METHOD, set with --set METHOD.OPTION=VALUE):"]
+    lines = [
+        "Methods (--methods; options: sts-bench list METHOD, set with --set METHOD.OPTION=VALUE):"
+    ]
     for m in all_methods():
         origin = plugin_origin(m)
         lines.append(f"  {m.name:<14} {m.summary}" + (f" [plugin: {origin}]" if origin else ""))
-    lines += ["", f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also any "
-                  "MTEB STS task by its name):"]
+    lines += [
+        "",
+        f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also "
+        "any "
+        "MTEB STS task by its name):",
+    ]
     lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]
-    lines += ["  file:PATH      your own pairs: a CSV, TSV or JSONL file (header sentence1, sentence2, score), e.g.",
-              "                 'file:my_pairs.tsv?score=label&range=0,1&name=mine' (keys: " + ", ".join(KEYS) + ")",
-              "  hf:DIR_OR_ID   a HuggingFace dataset (a save_to_disk folder, or a hub id), same keys",
-              "                 (each carries its own source: --tasks stsb file:my_pairs.tsv is one run, one table)"]
-    lines += ["", f"Fit sets (--fit-set): {', '.join(FIT_SET_KINDS)}",
-              "", "Papers (--paper NAME, or sts-bench paper NAME; their protocols, published numbers beside ours):"]
+    lines += [
+        "  file:PATH      your own pairs: a CSV, TSV or JSONL file (header sentence1, sentence2, "
+        "score), e.g.",
+        "                 'file:my_pairs.tsv?score=label&range=0,1&name=mine' (keys: "
+        + ", ".join(KEYS)
+        + ")",
+        "  hf:DIR_OR_ID   a HuggingFace dataset (a save_to_disk folder, or a hub id), same keys",
+        "                 (each carries its own source: --tasks stsb file:my_pairs.tsv is one run, "
+        "one table)",
+    ]
+    lines += [
+        "",
+        f"Fit sets (--fit-set): {', '.join(FIT_SET_KINDS)}",
+        "",
+        "Papers (--paper NAME, or sts-bench paper NAME; their protocols, published numbers beside "
+        "ours):",
+    ]
     lines += [f"  {name:<14} {load_paper(name).title}" for name in PAPERS]
     return "\n".join(lines)
 
@@ -149,6 +191,3 @@ def method_options(cls) -> str:
         choices = f"; one of {', '.join(map(str, opt.choices))}" if opt.choices else ""
         lines.append(f"  {opt.name:<{width}}  default {opt.default!r}{choices}: {opt.help}")
     return "\n".join(lines)
-
-
-

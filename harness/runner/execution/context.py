@@ -3,6 +3,11 @@
 Backbones and view providers are memoised, so every method naming the same backbone (and
 max_length) shares one ``ViewProvider`` and therefore one forward pass and one set of cache stores.
 Counters are updated through calls, never by writing fields from outside.
+
+The run's state lives here, not in modules: the method registry it resolves names through
+(``registry``), its cache (``artifacts``, with its own code-digest memo), its memo of bootstrap
+resamples (``resamples``) and the hub failures it remembers (``hub_failures``). Two runs in one
+process share none of them.
 """
 
 from __future__ import annotations
@@ -11,44 +16,66 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harness.core.artifacts import ArtifactStore
-from harness.core.bootstrap import remember_resamples_in
+from harness.core.bootstrap import ResampleMemo
 from harness.core.encoding.backbone import BackboneRef, resolve_backbone
 from harness.core.encoding.settings import EncodeSettings
+from harness.core.hub import HubFailures, current_failures
 from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.core.api import Method, MethodSpec
     from harness.core.data.splits import SplitData
     from harness.core.encoding.provider import ViewProvider
+    from methods import Registry
 
 
 def encode_settings(cfg: BenchConfig) -> EncodeSettings:
     """The run's encode settings, resolved once (threads: the cores this process may use)."""
     from harness.core.encoding.devices import available_cpus
 
-    return EncodeSettings(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size, max_tokens=cfg.max_tokens,
-                          max_length=cfg.max_length, threads=cfg.threads or available_cpus(),
-                          trust_remote_code=cfg.trust_remote_code, progress=cfg.progress, impl=cfg.encoder_impl,
-                          verify_cache=cfg.cache_checks())
+    return EncodeSettings(
+        device=cfg.device,
+        dtype=cfg.dtype,
+        batch_size=cfg.batch_size,
+        max_tokens=cfg.max_tokens,
+        max_length=cfg.max_length,
+        threads=cfg.threads or available_cpus(),
+        trust_remote_code=cfg.trust_remote_code,
+        progress=cfg.progress,
+        impl=cfg.encoder_impl,
+        verify_cache=cfg.cache_checks(),
+    )
 
 
 class RunContext:
-    def __init__(self, cfg: BenchConfig) -> None:
+    """One run's context. ``registry``: the methods it knows beyond the built-ins (default: the
+    process registry, ``methods.PROCESS``)."""
+
+    def __init__(self, cfg: BenchConfig, registry: Registry | None = None) -> None:
         from harness.runner.execution.backends import Backend
+        from methods import PROCESS
 
         self.cfg = cfg
         self.seed = cfg.seed
         self.fit_set = cfg.fit_set
         self.aggregation = cfg.aggregation
         self.encode = encode_settings(cfg)
+        self.registry = registry if registry is not None else PROCESS
         self.artifacts = ArtifactStore(cfg.cache_dir)
-        remember_resamples_in(self.artifacts.resample_memo)
+        # On disk only under the cache secret (harness.core.bootstrap); in memory for this run.
+        self.resamples = ResampleMemo(self.artifacts.resample_memo, self.artifacts.secret)
+        # current while the run runs (run.py); a paper's rows share the paper's (papers/run.py)
+        self.hub_failures = current_failures() or HubFailures()
         self.backend = Backend(cfg.backend, cfg.device, cfg.scheduler_address)
         self.methods: dict[str, Method] = {}  # name → the run's instance (siblings share it)
         self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
         self.devices: set[str] = set()  # devices those methods ran on
-        self.trained = 0  # models fitted by training in this run (flow, ...): 0 when all came from cache
-        self.pairs_scored = 0  # sentence pairs run through a pair scorer (cross-encoder) in this run
+        self.trained = (
+            0  # models fitted by training in this run (flow, ...): 0 when all came from cache
+        )
+        self.pairs_scored = (
+            0  # sentence pairs run through a pair scorer (cross-encoder) in this run
+        )
         self._backbones: dict[tuple[str, str | None], BackboneRef] = {}
         self._providers: dict[tuple[str, str | None, int], ViewProvider] = {}
 
@@ -65,7 +92,9 @@ class RunContext:
         key = (spec.backbone, spec.revision, spec.max_length)
         if key not in self._providers:
             settings = replace(self.encode, max_length=spec.max_length)
-            provider = ViewProvider(self.backbone(spec.backbone, spec.revision), settings, self.artifacts)
+            provider = ViewProvider(
+                self.backbone(spec.backbone, spec.revision), settings, self.artifacts
+            )
             provider.executor = self.backend.executor()
             self._providers[key] = provider
         return self._providers[key]
@@ -75,19 +104,25 @@ class RunContext:
         from harness.core.errors import UserError
 
         spec, cfg = get_task(task), self.cfg
-        loaded = load_task(spec, cfg.source, [split, spec.eval_split], senteval_dir=cfg.senteval_dir,
-                           hub_root=cfg.hub_root, lenient_gold=cfg.allow_gold_out_of_range)
+        loaded = load_task(
+            spec,
+            cfg.source,
+            [split, spec.eval_split],
+            senteval_dir=cfg.senteval_dir,
+            hub_root=cfg.hub_root,
+            lenient_gold=cfg.allow_gold_out_of_range,
+        )
         if split not in loaded.splits:
-            raise UserError(f"the {cfg.source} source has no {spec.title} {split} split to train on; "
-                            "use --source packaged")
+            raise UserError(
+                f"the {cfg.source} source has no {spec.title} {split} split to train on; "
+                "use --source packaged"
+            )
         return loaded.splits[split]
 
     def sibling(self, name: str) -> Method:
         """The run's instance of method ``name``, or one configured from the run's settings."""
         if name not in self.methods:
-            from methods import get_method
-
-            self.methods[name] = get_method(name).build(self.cfg.spec_request(), self)
+            self.methods[name] = self.registry.get(name).build(self.cfg.spec_request(), self)
         return self.methods[name]
 
     def count_trained(self) -> None:
@@ -105,9 +140,8 @@ class RunContext:
         return [self.sibling(name) for name in names]
 
     def close(self) -> None:
-        """Release what the run started (a dask client, the on-disk memo of bootstrap resamples)."""
+        """Release what the run started (a dask client)."""
         self.backend.close()
-        remember_resamples_in(None)
 
     def providers(self) -> list[ViewProvider]:
         return list(self._providers.values())

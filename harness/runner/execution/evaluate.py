@@ -42,20 +42,39 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
 
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
     impl = method.encoder_impl()
-    try:  # read from the safetensors headers; metadata only, so an unreadable header is just unknown
+    # read from the safetensors headers; metadata only, so an unreadable header is just unknown
+    try:
         n_parameters = parameter_count(ref.path)
     except (OSError, ValueError, KeyError, TypeError):
         n_parameters = None
-    return {"name": ref.name, "origin": ref.origin, "revision": ref.revision, "fingerprint": ref.fingerprint,
-            "path": ref.path, "num_layers": ref.num_layers, "hidden_size": ref.hidden_size, "encoder_impl": impl,
-            "hub_id": hub_id(ref), "n_parameters": n_parameters, "causal": ref.causal,
-            # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
-            "weights": weight_dtype(ref, ctx.encode.dtype, impl or "")}
+    return {
+        "name": ref.name,
+        "origin": ref.origin,
+        "revision": ref.revision,
+        "fingerprint": ref.fingerprint,
+        "path": ref.path,
+        "num_layers": ref.num_layers,
+        "hidden_size": ref.hidden_size,
+        "encoder_impl": impl,
+        "hub_id": hub_id(ref),
+        "n_parameters": n_parameters,
+        "causal": ref.causal,
+        # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
+        "weights": weight_dtype(ref, ctx.encode.dtype, impl or ""),
+    }
 
 
-def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: BenchConfig, ctx: RunContext,
-                 timings: dict[str, float], similarity: np.ndarray, fit_set: FitSet | None = None,
-                 leakage: dict[str, Any] | None = None) -> Record:
+def build_record(
+    method: Method,
+    task: LoadedTask,
+    scores: TaskScores,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    timings: dict[str, float],
+    similarity: np.ndarray,
+    fit_set: FitSet | None = None,
+    leakage: dict[str, Any] | None = None,
+) -> Record:
     """The record of one score. ``pairs`` keeps each pair's similarity (and gold), so tests between
     methods (:mod:`harness.runner.tables.comparisons`) are rebuilt from result files alone."""
     from harness.core import __version__
@@ -80,21 +99,42 @@ def build_record(method: Method, task: LoadedTask, scores: TaskScores, cfg: Benc
         "schema_version": RESULT_SCHEMA_VERSION,
         "harness": {"name": "sts-bench", "version": __version__, "git_sha": git_sha()},
         "created": now_iso(),
-        "method": {"name": method.name, "label": method.label(), "kind": method.kind,
-                   "summary": method.summary, "spec": method.spec.to_dict()},
+        "method": {
+            "name": method.name,
+            "label": method.label(),
+            "kind": method.kind,
+            "summary": method.summary,
+            "spec": method.spec.to_dict(),
+        },
         "backbone": backbone_record(method, ctx),
-        "task": {"name": task.spec.name, "title": task.spec.title, "source": task.source,
-                 "split": task.spec.eval_split, "origin": split.origin, "fingerprint": split.fingerprint,
-                 "n_pairs": len(split), "subsets": split.subset_sizes(), "mteb_name": task.spec.mteb_name or None},
+        "task": {
+            "name": task.spec.name,
+            "title": task.spec.title,
+            "source": task.source,
+            "split": task.spec.eval_split,
+            "origin": split.origin,
+            "fingerprint": split.fingerprint,
+            "n_pairs": len(split),
+            "subsets": split.subset_sizes(),
+            "mteb_name": task.spec.mteb_name or None,
+        },
         "protocol": protocol,
         "fit": method.fit_info,
-        "scores": {"spearman": scores.spearman, "pearson": scores.pearson,
-                   "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
-                   "bootstrap_rounds": cfg.bootstrap, "bootstrap_seed": cfg.seed,
-                   "n_zero_vectors": scores.n_zero_vectors, "undefined": scores.undefined},
+        "scores": {
+            "spearman": scores.spearman,
+            "pearson": scores.pearson,
+            "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
+            "bootstrap_rounds": cfg.bootstrap,
+            "bootstrap_seed": cfg.seed,
+            "n_zero_vectors": scores.n_zero_vectors,
+            "undefined": scores.undefined,
+        },
         "subset_scores": strict(scores.subsets),
-        "pairs": {"similarity": [float(x) for x in similarity], "gold": [float(g) for g in split.gold],
-                  "subset": list(split.subsets) if split.subsets is not None else None},
+        "pairs": {
+            "similarity": [float(x) for x in similarity],
+            "gold": [float(g) for g in split.gold],
+            "subset": list(split.subsets) if split.subsets is not None else None,
+        },
         "env": environment(devices, cfg.dtype),
         "timings": timings,
     }
@@ -111,14 +151,26 @@ class Scored:
     right: np.ndarray | None = None
 
 
-def evaluate(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
-             leakage: dict[str, Any] | None = None) -> Record:
+def evaluate(
+    method: Method,
+    task: LoadedTask,
+    fit_set: FitSet | None,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leakage: dict[str, Any] | None = None,
+) -> Record:
     """Fit (if the method fits), encode both sides, score; return the result record."""
     return score(method, task, fit_set, cfg, ctx, leakage).record
 
 
-def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchConfig, ctx: RunContext,
-          leakage: dict[str, Any] | None = None) -> Scored:
+def score(
+    method: Method,
+    task: LoadedTask,
+    fit_set: FitSet | None,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leakage: dict[str, Any] | None = None,
+) -> Scored:
     """:func:`evaluate`, keeping the vectors that were scored."""
     from harness.core.scoring import cosine_rows, score_split
 
@@ -146,14 +198,31 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
         left, right = checked_sides(sides, len(split.s1), kind, call) if plugin else sides
         similarity, n_zero = cosine_rows(left, right)
         if n_zero:
-            say(f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero vector; "
-                "their cosine is set to 0")
+            say(
+                f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero "
+                "vector; their cosine is set to 0"
+            )
     else:
-        raise TypeError(f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod")
+        raise TypeError(
+            f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
+        )
     t2 = time.perf_counter()
-    scores = score_split(similarity, split.gold, split.subsets, cfg.aggregation, cfg.bootstrap, cfg.seed, n_zero)
+    scores = score_split(
+        similarity,
+        split.gold,
+        split.subsets,
+        cfg.aggregation,
+        cfg.bootstrap,
+        cfg.seed,
+        n_zero,
+        memo=ctx.resamples,  # the run's: the significance table reuses these resamples
+    )
     t3 = time.perf_counter()
-    timings = {"fit_s": round(t1 - t0, 4), "encode_s": round(t2 - t1, 4), "score_s": round(t3 - t2, 4)}
+    timings = {
+        "fit_s": round(t1 - t0, 4),
+        "encode_s": round(t2 - t1, 4),
+        "score_s": round(t3 - t2, 4),
+    }
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
     # Fields a method adds to its records (DSE's teacher, a cross-encoder's symmetry, "columns").
     with guest(kind, "annotate()"):
@@ -161,22 +230,29 @@ def score(method: Method, task: LoadedTask, fit_set: FitSet | None, cfg: BenchCo
     if plugin:
         extra = checked_annotation(extra, kind)
     record = cast("Record", {**record, **strict(extra)})
-    if left is not None:  # the width of the vectors scored (whitening's k, a DSE student's...): MTEB's embed_dim
+    if (
+        left is not None
+    ):  # the width of the vectors scored (whitening's k, a DSE student's...): MTEB's embed_dim
         record["embed_dim"] = int(left.shape[1])
     if cfg.diagnostics and left is not None and right is not None:
         from harness.runner.studies.diagnostics import anisotropy, unique_rows
 
-        record["diagnostics"] = strict(anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed))
+        record["diagnostics"] = strict(
+            anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
+        )
     return Scored(record, left, right)
 
 
 # -- what a plugin method returns, checked before the run uses it ---------------------------------
 
+
 def encode_call(kind: type) -> str:
     """``encode_sides()`` when the plugin's own code reads the two sides (it overrides it), else
     ``encode()``: the call an error line names is the one the plugin wrote."""
     definer = next(k for k in kind.__mro__ if "encode_sides" in vars(k))
-    own = is_guest(definer) and not definer.__module__.startswith("harness.")  # not EmbeddingMethod's
+    own = is_guest(definer) and not definer.__module__.startswith(
+        "harness."
+    )  # not EmbeddingMethod's
     return "encode_sides()" if own else "encode()"
 
 
@@ -184,47 +260,67 @@ def checked_sides(sides: Any, n: int, kind: type, call: str) -> tuple[np.ndarray
     """A plugin's vectors of both sides of ``n`` pairs, each float32 (n, d) of one width d."""
     named = who(kind)
     if not (isinstance(sides, tuple | list) and len(sides) == 2):
-        raise PluginError(f"{named}: encode_sides() returned {type(sides).__name__}; it must return a pair "
-                          "(vectors of the first sentences, vectors of the second), each float32 (n, d)")
+        raise PluginError(
+            f"{named}: encode_sides() returned {type(sides).__name__}; it must return a pair "
+            "(vectors of the first sentences, vectors of the second), each float32 (n, d)"
+        )
     left, right = (checked_vectors(side, n, named, call, PluginError) for side in sides)
     if left.shape[1] != right.shape[1]:
-        raise PluginError(f"{named}: {call} returned {left.shape[1]} dimensions for the first sentences of the "
-                          f"pairs and {right.shape[1]} for the second; every vector must have the same size")
+        raise PluginError(
+            f"{named}: {call} returned {left.shape[1]} dimensions for the first sentences of the "
+            f"pairs and {right.shape[1]} for the second; every vector must have the same size"
+        )
     return left, right
 
 
 def checked_fit_info(method: Method, fit_set: FitSet) -> None:
-    """A plugin's ``fit_info`` after ``fit``: None or a dict of JSON values whose ``fit_set``, if any,
-    is a dict. Without a ``fit_set`` the run adds the one it gave: the tables, the gate and the
+    """A plugin's ``fit_info`` after ``fit``: None or a dict of JSON values whose ``fit_set``, if
+    any, is a dict. Without a ``fit_set`` the run adds the one it gave: the tables, the gate and the
     record's file name read it, as they read every built-in's."""
     info = method.fit_info
-    if info is not None and (not isinstance(info, dict) or not isinstance(info.get("fit_set", {}), dict)
-                             or not _json(info)):
-        raise PluginError(f"{who(type(method))}: fit() set self.fit_info to {info!r:.80}; set it to a dict "
-                          "of JSON values (str, int, float, bool, None, lists, dicts), e.g. "
-                          "{\"fit_set\": fit_set.describe()}, or leave it None")
+    if info is not None and (
+        not isinstance(info, dict)
+        or not isinstance(info.get("fit_set", {}), dict)
+        or not _json(info)
+    ):
+        raise PluginError(
+            f"{who(type(method))}: fit() set self.fit_info to {info!r:.80}; set it to a dict of "
+            "JSON values (str, int, float, bool, None, lists, dicts), e.g. "
+            '{"fit_set": fit_set.describe()}, or leave it None'
+        )
     method.fit_info = {"fit_set": fit_set.describe(), **(info or {})}
 
 
-# Record fields the run writes itself: an annotation may add fields, and "columns", not replace these.
+# Record fields the run writes itself: an annotation may add fields, and "columns", not replace
+# these.
 _RECORD_FIELDS = frozenset(Record.__annotations__) - {"columns"}
 
 
 def checked_annotation(extra: Any, kind: type) -> dict[str, Any]:
-    """A plugin's ``annotate`` result: a dict of JSON values that does not overwrite the record's own
-    fields; its ``columns`` a dict of title → number (leaderboard columns)."""
+    """A plugin's ``annotate`` result: a dict of JSON values that does not overwrite the record's
+    own fields; its ``columns`` a dict of title → number (leaderboard columns)."""
     named = who(kind)
-    need = ("annotate() must return a dict of JSON values ({} for none), with \"columns\" a dict of title → "
-            "number if any")
-    if not isinstance(extra, dict) or not all(isinstance(key, str) for key in extra) or not _json(extra):
+    need = (
+        'annotate() must return a dict of JSON values ({} for none), with "columns" a dict of '
+        "title → number if any"
+    )
+    if (
+        not isinstance(extra, dict)
+        or not all(isinstance(key, str) for key in extra)
+        or not _json(extra)
+    ):
         raise PluginError(f"{named}: annotate() returned {extra!r:.80}; {need}")
     taken = sorted(_RECORD_FIELDS & set(extra))
     if taken:
-        raise PluginError(f"{named}: annotate() returned the record's own field(s) {', '.join(taken)}; name the "
-                          "fields it adds otherwise")
+        raise PluginError(
+            f"{named}: annotate() returned the record's own field(s) {', '.join(taken)}; name the "
+            "fields it adds otherwise"
+        )
     columns = extra.get("columns", {})
     if not isinstance(columns, dict) or not all(
-            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) for k, v in columns.items()):
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+        for k, v in columns.items()
+    ):
         raise PluginError(f"{named}: annotate() returned columns {columns!r:.80}; {need}")
     return extra
 

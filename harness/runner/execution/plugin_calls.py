@@ -16,6 +16,7 @@ from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.core.api import Method
+    from methods import Registry
 
 
 def build_methods(cfg: BenchConfig, ctx: RunContext) -> None:
@@ -24,31 +25,36 @@ def build_methods(cfg: BenchConfig, ctx: RunContext) -> None:
     ``backbone_views()``, ``fit_set_name()``, ``inputs()``, ``selected_on()``), so a plugin that
     raises there, or answers with the wrong type, is one line before anything is computed."""
     from harness.core.api import EmbeddingMethod, PairScoringMethod
-    from methods import get_method
     from methods.guests import guest, is_guest, who
 
     for name in unique(cfg.methods):
-        cls = get_method(name)
+        cls = ctx.registry.get(name)
         with guest(cls, "building the method (make_spec, create or __init__)"):
             method = ctx.sibling(name)
         if not (is_guest(cls) or is_guest(type(method))):
             continue
         if not isinstance(method, EmbeddingMethod | PairScoringMethod):
-            raise PluginError(f"{who(cls)}: create() returned {type(method).__name__}, not a method; return an "
-                              "instance of the class (cls(spec, ctx))")
+            raise PluginError(
+                f"{who(cls)}: create() returned {type(method).__name__}, not a method; return an "
+                "instance of the class (cls(spec, ctx))"
+            )
         kind = type(method)
-        expected: list[tuple[str, Any, str]] = [("label()", method.label, "a non-empty str"),
-                                                ("backbone_views()", method.backbone_views, "a list of View"),
-                                                ("inputs()", method.inputs, "a str or None"),
-                                                ("selected_on()", method.selected_on, "a str or None")]
+        expected: list[tuple[str, Any, str]] = [
+            ("label()", method.label, "a non-empty str"),
+            ("backbone_views()", method.backbone_views, "a list of View"),
+            ("inputs()", method.inputs, "a str or None"),
+            ("selected_on()", method.selected_on, "a str or None"),
+        ]
         if method.uses_fit_set:
             expected.append(("fit_set_name()", method.fit_set_name, "a fit set's name (str)"))
         for call, hook, answer in expected:
             with guest(kind, call):
                 got = hook()
             if not answers_as_read(call, got):
-                raise PluginError(f"{who(kind)}: {call} returned {got!r:.80}; it must return {answer} "
-                                  "(harness.method_api)")
+                raise PluginError(
+                    f"{who(kind)}: {call} returned {got!r:.80}; it must return {answer} "
+                    "(harness.method_api)"
+                )
 
 
 def answers_as_read(call: str, got: Any) -> bool:
@@ -67,25 +73,33 @@ def what_failed(err: PluginError) -> str:
     return str(err).partition("): ")[2] or str(err)
 
 
-def blame_run(err: BaseException, cfg: BenchConfig) -> PluginError | None:
-    """``err`` as a PluginError when a plugin method of this run raised it (its traceback says so)."""
+def blame_run(err: BaseException, cfg: BenchConfig, registry: Registry) -> PluginError | None:
+    """``err`` as a PluginError when a plugin method of this run (known to ``registry``) raised it
+    (its traceback says so)."""
     from harness.core.errors import UserError
-    from methods import REGISTERED, get_method
     from methods.guests import blame
 
-    if isinstance(err, KeyboardInterrupt | UserError) or not REGISTERED:  # fast path: nothing to blame
+    if (
+        isinstance(err, KeyboardInterrupt | UserError) or not registry.plugins()
+    ):  # fast path: nothing to blame
         return None
     classes = []
     for name in unique(cfg.methods):
         try:
-            classes.append(get_method(name))
+            classes.append(registry.get(name))
         except UserError:  # not a method at all: the run failed on it before any plugin ran
             continue
     return blame(err, classes)
 
 
-def scored_as_guest(method: Method, task: Any, fit_set: Any, cfg: BenchConfig, ctx: RunContext,
-                     leakage: dict[str, Any] | None) -> Scored:
+def scored_as_guest(
+    method: Method,
+    task: Any,
+    fit_set: Any,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leakage: dict[str, Any] | None,
+) -> Scored:
     """:func:`.evaluate.score`; for a plugin, an exception its own code raised from a call that
     ``score`` does not guard one by one (``encoder_impl``) is blamed on it, as a PluginError."""
     from methods.guests import blame, is_guest
@@ -101,10 +115,16 @@ def scored_as_guest(method: Method, task: Any, fit_set: Any, cfg: BenchConfig, c
         raise blamed from err
 
 
-def plugin_failure(broken: list[tuple[str, str, PluginError]], refused: list[str], out: Path) -> PluginError:
+def plugin_failure(
+    broken: list[tuple[str, str, PluginError]], refused: list[str], out: Path
+) -> PluginError:
     """One line for every plugin failure of the run: the first one's message, then which cells were
     not recorded and where the others are (and any score refused as undefined)."""
     cells = "; ".join(f"{label} on {task}" for label, task, _ in broken)
-    undefined = f"; Spearman undefined for {'; '.join(refused)}, not recorded either" if refused else ""
-    return PluginError(f"{broken[0][2]} (not recorded: {cells}{undefined}; the other results were written to "
-                       f"{out / 'runs'})")
+    undefined = (
+        f"; Spearman undefined for {'; '.join(refused)}, not recorded either" if refused else ""
+    )
+    return PluginError(
+        f"{broken[0][2]} (not recorded: {cells}{undefined}; the other results were written to "
+        f"{out / 'runs'})"
+    )

@@ -28,7 +28,13 @@ from harness.core.errors import PluginError
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
-from harness.runner.execution.plugin_calls import blame_run, build_methods, plugin_failure, scored_as_guest, what_failed
+from harness.runner.execution.plugin_calls import (
+    blame_run,
+    build_methods,
+    plugin_failure,
+    scored_as_guest,
+    what_failed,
+)
 from harness.runner.execution.why import why_line
 from harness.runner.records.schema import Record
 from harness.runner.settings.config import BenchConfig
@@ -36,6 +42,7 @@ from harness.runner.settings.console import say
 
 if TYPE_CHECKING:
     from harness.runner.execution.export import SentenceVectors
+    from methods import Registry
 
 
 @dataclass
@@ -70,9 +77,9 @@ class RunOutcome:
 
     @property
     def scores(self) -> Any:
-        """This run's scores as a pandas DataFrame, one row per (method row, task): method, backbone,
-        kind, fit_set, the protocol group, marks (†/‡), task, spearman, pearson, ci_low, ci_high,
-        n_pairs, created, undefined (NaN scores where undefined), as in scores.csv."""
+        """This run's scores as a pandas DataFrame, one row per (method row, task): method,
+        backbone, kind, fit_set, the protocol group, marks (†/‡), task, spearman, pearson, ci_low,
+        ci_high, n_pairs, created, undefined (NaN scores where undefined), as in scores.csv."""
         import pandas as pd
 
         from harness.runner.tables.frames import long_rows
@@ -94,18 +101,29 @@ class RunOutcome:
         for folder in self.embedding_dirs:
             rows = read_embeddings(folder)
             meta = rows.meta
-            names, tasks = (meta["method"], meta["method_name"]), (meta["task"], meta["task_title"].lower())
+            names, tasks = (
+                (meta["method"], meta["method_name"]),
+                (meta["task"], meta["task_title"].lower()),
+            )
             if method in names and task.lower() in tasks and split in (None, meta["split"]):
                 found.append(rows)
         if len(found) == 1:
             return found[0]
-        exported = sorted({f"{folder.parts[-3]} on {folder.parts[-2]}" for folder in self.embedding_dirs})
+        exported = sorted(
+            {f"{folder.parts[-3]} on {folder.parts[-2]}" for folder in self.embedding_dirs}
+        )
         if found:
-            raise UserError(f"embeddings of {method} on {task}: {len(found)} exports match (several backbones or "
-                            "splits); name the split, or read the folders in outcome.embedding_dirs")
-        raise UserError(f"no embeddings of {method} on {task} in this run (exported: {', '.join(exported) or 'none'}); "
-                        "pass --export-embeddings DIR (harness.evaluate exports by default); a pair-scoring "
-                        "method has no sentence vectors")
+            raise UserError(
+                f"embeddings of {method} on {task}: {len(found)} exports match (several backbones "
+                "or "
+                "splits); name the split, or read the folders in outcome.embedding_dirs"
+            )
+        raise UserError(
+            f"no embeddings of {method} on {task} in this run (exported: "
+            f"{', '.join(exported) or 'none'}); "
+            "pass --export-embeddings DIR (harness.evaluate exports by default); a pair-scoring "
+            "method has no sentence vectors"
+        )
 
 
 def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
@@ -129,21 +147,27 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
     return failed
 
 
-def run(cfg: BenchConfig) -> RunOutcome:
+def run(cfg: BenchConfig, registry: Registry | None = None) -> RunOutcome:
+    """Run ``cfg``: plan, encode, score, report. ``registry``: the methods the run knows beyond the
+    built-ins (default: the process registry; ``harness.evaluate`` passes a layer of it)."""
     from harness.core.artifacts import ArtifactStore
     from harness.core.data.hf_places import caches_under, describe
     from harness.runner.execution.preflight import settle
 
-    # The datasets library and MTEB cache under --cache-dir, not the user's home (core/data/hf_places.py).
+    # The datasets library and MTEB cache under --cache-dir, not the user's home
+    # (core/data/hf_places.py).
     with caches_under(ArtifactStore(cfg.cache_dir)) as places:
         cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
         if cfg.source in ("mteb", "hub") and not cfg.dry_run:
             say(describe(places))
-        ctx = RunContext(cfg)
+        ctx = RunContext(cfg, registry)
         try:
-            return _run(cfg, ctx)
-        except BaseException as err:  # a plugin's exit or exception from a call no guard wraps: blamed on it
-            blamed = blame_run(err, cfg)
+            with ctx.hub_failures.current():  # hub calls of this run remember their failures there
+                return _run(cfg, ctx)
+        except (
+            BaseException
+        ) as err:  # a plugin's exit or exception from a call no guard wraps: blamed on it
+            blamed = blame_run(err, cfg, ctx.registry)
             if blamed is None:
                 raise
             raise blamed from err
@@ -155,7 +179,9 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     from harness.runner.execution.preflight import check_cache_writable, preflight
 
     baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
-    if cfg.history:  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+    if (
+        cfg.history
+    ):  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
         from harness.runner.page.build import history_pages
 
         pages, text = history_pages(cfg)
@@ -164,10 +190,13 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     with clock("plan"):
         build_methods(cfg, ctx)
         plan = make_plan(cfg, ctx)
-        # mean/wmean on single-subset tasks only is all: filed as all (one warning), before anything keys on it
+        # mean/wmean on single-subset tasks only is all: filed as all (one warning), before anything
+        # keys on it
         cfg = single_subset_aggregation(cfg, plan.tasks)
         ctx.cfg, ctx.aggregation = cfg, cfg.aggregation
-        if baseline is not None:  # a baseline that cannot match this run's cells fails before the compute
+        if (
+            baseline is not None
+        ):  # a baseline that cannot match this run's cells fails before the compute
             from harness.runner.tables.gate import check_planned
 
             check_planned(baseline, planned_cells(plan, cfg), cfg.baseline_partial)
@@ -180,21 +209,35 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     warn_leakage(leaks)
     with clock("encode"):
         failed = encode_stage(plan, ctx) or {}  # or: a test's stand-in returns None
-    records, paths, refused, exported, broken = score_stage(plan, cfg, ctx, leaks, clock.seconds["encode"], failed)
+    records, paths, refused, exported, broken = score_stage(
+        plan, cfg, ctx, leaks, clock.seconds["encode"], failed
+    )
     clock.add_record_timings(records)
     with clock("write"):
         table, board = report_stage(plan, cfg, ctx, records)
     say(summary(plan, ctx, clock))
     if broken:  # after the other methods' records and the reports: what finished is kept
-        raise plugin_failure(broken, refused, Path(cfg.output_dir)) from broken[0][2]  # --debug: its traceback
+        raise plugin_failure(broken, refused, Path(cfg.output_dir)) from broken[0][
+            2
+        ]  # --debug: its traceback
     if refused:
         from harness.core.errors import UserError
 
-        raise UserError(f"Spearman undefined for {'; '.join(refused)}: not recorded (the other results were "
-                        f"written to {Path(cfg.output_dir) / 'runs'}); fix the data or the method, or pass "
-                        "--allow-undefined to record them as undefined, unranked")
-    outcome = RunOutcome(records, paths, board, table, sentences_forwarded=ctx.sentences_forwarded,
-                         models_trained=ctx.trained, pairs_scored=ctx.pairs_scored, embedding_dirs=exported)
+        raise UserError(
+            f"Spearman undefined for {'; '.join(refused)}: not recorded (the other results were "
+            f"written to {Path(cfg.output_dir) / 'runs'}); fix the data or the method, or pass "
+            "--allow-undefined to record them as undefined, unranked"
+        )
+    outcome = RunOutcome(
+        records,
+        paths,
+        board,
+        table,
+        sentences_forwarded=ctx.sentences_forwarded,
+        models_trained=ctx.trained,
+        pairs_scored=ctx.pairs_scored,
+        embedding_dirs=exported,
+    )
     if baseline is not None:
         from harness.runner.tables.frames import long_rows
         from harness.runner.tables.gate import match, verdict
@@ -222,7 +265,9 @@ class Stages:
     def add_record_timings(self, records: list[Record]) -> None:
         """Fitting and scoring happen per record; their seconds are in each record's timings."""
         self.seconds["fit"] = sum(r["timings"]["fit_s"] for r in records)
-        self.seconds["score"] = sum(r["timings"]["score_s"] + r["timings"]["encode_s"] for r in records)
+        self.seconds["score"] = sum(
+            r["timings"]["score_s"] + r["timings"]["encode_s"] for r in records
+        )
 
 
 def summary(plan: Plan, ctx: RunContext, clock: Stages) -> str:
@@ -230,32 +275,57 @@ def summary(plan: Plan, ctx: RunContext, clock: Stages) -> str:
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
     order = ("plan", "encode", "fit", "score", "write")
-    return (f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from cache; "
-            f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
-            f"{ctx.pairs_scored} pair(s) scored; "
-            + " · ".join(f"{k} {clock.seconds[k]:.1f} s" for k in order if k in clock.seconds))
+    return (
+        f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from "
+        "cache; "
+        f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
+        f"{ctx.pairs_scored} pair(s) scored; "
+        + " · ".join(f"{k} {clock.seconds[k]:.1f} s" for k in order if k in clock.seconds)
+    )
 
 
 def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
     """The (row, task) cells this plan will score, keyed as the leaderboard keys them
-    (:func:`harness.runner.tables.frames.record_keys`), for checking a baseline before the compute."""
+    (:func:`harness.runner.tables.frames.record_keys`), for checking a baseline before the
+    compute."""
     protocol = cfg.protocol()
-    group = {"aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
-             "max_length": str(protocol["max_length"]),
-             "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+    group = {
+        "aggregation": protocol["aggregation"],
+        "source": protocol["source"],
+        "dtype": protocol["dtype"],
+        "max_length": str(protocol["max_length"]),
+        "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
+    }
     cells = []
     for task in plan.tasks:
         for method in plan.methods:
-            fit = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
-            cells.append({"method": method.label(), "backbone": method.spec.backbone, "kind": method.kind,
-                          "fit_set": fit.name if fit is not None else "", **group, "task": task.spec.title,
-                          "fingerprint": task.eval.fingerprint})  # a baseline on other data: refused up front
+            fit = (
+                plan.fit_sets.get((task.spec.name, method.fit_set_name()))
+                if method.uses_fit_set
+                else None
+            )
+            cells.append(
+                {
+                    "method": method.label(),
+                    "backbone": method.spec.backbone,
+                    "kind": method.kind,
+                    "fit_set": fit.name if fit is not None else "",
+                    **group,
+                    "task": task.spec.title,
+                    "fingerprint": task.eval.fingerprint,
+                }
+            )  # a baseline on other data: refused up front
     return cells
 
 
-def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, encode_s: float,
-                failed: dict[str, PluginError] | None = None
-                ) -> tuple[list[Record], list[Path], list[str], list[Path], list[tuple[str, str, PluginError]]]:
+def score_stage(
+    plan: Plan,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leaks: dict,
+    encode_s: float,
+    failed: dict[str, PluginError] | None = None,
+) -> tuple[list[Record], list[Path], list[str], list[Path], list[tuple[str, str, PluginError]]]:
     """Fit and score every (task, method); write each record as it is made (under the output
     folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
     refused (returned, not written) unless ``--allow-undefined``. With ``--export-embeddings``, the
@@ -279,9 +349,15 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
                 if task is plan.tasks[0]:
                     broken.append((method.label(), "every task", failed[method.name]))
                 continue
-            fit_set = plan.fit_sets.get((task.spec.name, method.fit_set_name())) if method.uses_fit_set else None
+            fit_set = (
+                plan.fit_sets.get((task.spec.name, method.fit_set_name()))
+                if method.uses_fit_set
+                else None
+            )
             try:
-                scored = scored_as_guest(method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name)))
+                scored = scored_as_guest(
+                    method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name))
+                )
             except PluginError as err:  # this (method, task) only: the other cells are still scored
                 broken.append((method.label(), task.spec.title, err))
                 say(f"{method.label():>16} · {task.spec.title:<7} not scored: {what_failed(err)}")
@@ -292,8 +368,11 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
                 vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
                 exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
             elif cfg.export_embeddings and task is plan.tasks[0]:
-                say(f"export: {method.label()} scores pairs as a whole; it has no sentence vectors to export "
-                    "(skipped)")
+                say(
+                    f"export: {method.label()} scores pairs as a whole; it has no sentence vectors "
+                    "to export "
+                    "(skipped)"
+                )
             label, undefined = record["method"]["label"], record["scores"]["undefined"]
             if undefined and not cfg.allow_undefined:
                 refused.append(f"{label} on {task.spec.title} ({undefined})")
@@ -302,13 +381,16 @@ def score_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, leaks: dict, enco
             with output_lock(out):
                 paths.append(write_result(out / "runs", record))
             records.append(record)
-            shown = f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
+            shown = (
+                f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
+            )
             say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
     return records, paths, refused, exported, broken
 
 
-def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]
-                 ) -> tuple[str, list[Path]]:
+def report_stage(
+    plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Record]
+) -> tuple[str, list[Path]]:
     """Every report step (:mod:`harness.runner.execution.reports`), from every record in the output
     folder, under its lock: two runs sharing a folder take turns, so each finished run's record is
     in every report."""
@@ -318,8 +400,16 @@ def report_stage(plan: Plan, cfg: BenchConfig, ctx: RunContext, records: list[Re
     from harness.runner.records.store import load_results
 
     out = Path(cfg.output_dir)
-    pool = unique([s for task in plan.tasks for s in task.eval.sentences()]
-                  + [s for fit in plan.fit_sets.values() for s in fit.sentences]) if cfg.cost else []
+    pool = (
+        unique(
+            [s for task in plan.tasks for s in task.eval.sentences()]
+            + [s for fit in plan.fit_sets.values() for s in fit.sentences]
+        )
+        if cfg.cost
+        else []
+    )
     with output_lock(out):
-        inputs = ReportInputs(cfg, out, records, load_results(out / "runs"), plan.methods, pool)
+        inputs = ReportInputs(
+            cfg, out, records, load_results(out / "runs"), plan.methods, pool, ctx.resamples
+        )
         return run_steps(inputs, ctx.artifacts)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from harness.core.data.tasks import TASKS
 from harness.core.errors import UserError
 from harness.core.hashing import atomic_write_text
+from harness.core.hub import HubFailures
 from harness.runner.page.html import MODEL_DIFFERS, NOT_RUN
 from harness.runner.papers.data import Paper, Row, Setting, load_paper
 from harness.runner.settings.config import BenchConfig
@@ -29,12 +30,23 @@ if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 AVERAGE = "Avg."
-CSV_COLUMNS = ("paper", "table", "model", "setting", "task", "published", "measured", "delta", "status")
+CSV_COLUMNS = (
+    "paper",
+    "table",
+    "model",
+    "setting",
+    "task",
+    "published",
+    "measured",
+    "delta",
+    "status",
+)
 
 
 @dataclass
 class RowPlan:
-    """One row resolved into runs: (source, tasks, config) each, plus what departs from the paper."""
+    """One row resolved into runs: (source, tasks, config) each, plus what departs from the
+    paper."""
 
     row: Row
     runs: list[tuple[str, list[str], BenchConfig]]
@@ -51,7 +63,9 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
         values: dict[str, Any] = {}
         for key, setting in {**paper.settings, **row.settings}.items():
             if key in given and getattr(cfg, key) != _config_value(key, setting.value):
-                departures.append(f"{key}={_show(getattr(cfg, key))} (paper: {_show(setting.value)})")
+                departures.append(
+                    f"{key}={_show(getattr(cfg, key))} (paper: {_show(setting.value)})"
+                )
             elif key not in given:
                 values[key] = _config_value(key, setting.value)
         backbone = row.backbone or paper.backbone
@@ -65,26 +79,53 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
                 value = setting.value
                 if setting.model and "backbone" in given:
                     value = cfg.backbone
-                    departures.append(f"{method} {option} differs: {value} (paper: {setting.value})")
+                    departures.append(
+                        f"{method} {option} differs: {value} (paper: {setting.value})"
+                    )
                 if f"{method}.{option}" in given:
                     if params[method][option] != value:
-                        departures.append(f"--{method}-{option}={_show(params[method][option])} "
-                                          f"(paper: {_show(value)})".replace("_", "-"))
+                        departures.append(
+                            f"--{method}-{option}={_show(params[method][option])} "
+                            f"(paper: {_show(value)})".replace("_", "-")
+                        )
                     continue
                 params.setdefault(method, {})[option] = value
-        tasks = [t for t in (cfg.tasks if "tasks" in given else paper.tasks) if t in row.published or "tasks" in given]
+        tasks = [
+            t
+            for t in (cfg.tasks if "tasks" in given else paper.tasks)
+            if t in row.published or "tasks" in given
+        ]
         skipped = {t: f"{NOT_RUN} not an sts-bench task" for t in row.published if t not in TASKS}
         by_source: dict[str, list[str]] = {}
         for task in tasks:
             if task in TASKS:
-                by_source.setdefault(cfg.source if "source" in given else paper.source_of(task).value, []).append(task)
+                by_source.setdefault(
+                    cfg.source if "source" in given else paper.source_of(task).value, []
+                ).append(task)
         if "source" in given:
-            departures += [f"source={cfg.source} (paper: {paper.source_of(t).value} for {t})" for t in tasks
-                           if t in TASKS and paper.source_of(t).value != cfg.source]
-        runs = [(source, names, replace(cfg, **values, paper=None, methods=(row.method,), tasks=tuple(names),
-                                        source=source, backbone=backbone, revision=None if backbone != cfg.backbone
-                                        else cfg.revision, method_params=params))
-                for source, names in by_source.items()]
+            departures += [
+                f"source={cfg.source} (paper: {paper.source_of(t).value} for {t})"
+                for t in tasks
+                if t in TASKS and paper.source_of(t).value != cfg.source
+            ]
+        runs = [
+            (
+                source,
+                names,
+                replace(
+                    cfg,
+                    **values,
+                    paper=None,
+                    methods=(row.method,),
+                    tasks=tuple(names),
+                    source=source,
+                    backbone=backbone,
+                    revision=None if backbone != cfg.backbone else cfg.revision,
+                    method_params=params,
+                ),
+            )
+            for source, names in by_source.items()
+        ]
         plans.append(RowPlan(row, runs, departures, skipped))
     return plans
 
@@ -110,12 +151,19 @@ def measured_value(record: Record, metric: str) -> float | None:
 
 def run_paper(cfg: BenchConfig):
     """Run every row the machine can run; write the paper table. Returns the runner's outcome."""
-    from harness.runner.execution.run import RunOutcome, run, say
-
     paper = load_paper(cfg.paper or "")
     if cfg.baseline:
-        raise UserError("--paper and --baseline do not combine: compare a paper's rows in results/paper-<name>.csv, "
-                        "or run the baseline check without --paper")
+        raise UserError(
+            "--paper and --baseline do not combine: compare a paper's rows in "
+            "results/paper-<name>.csv, or run the baseline check without --paper"
+        )
+    with HubFailures().current():  # a model the hub lacks is asked for once, not once per row
+        return _run_rows(paper, cfg)
+
+
+def _run_rows(paper: Paper, cfg: BenchConfig):
+    from harness.runner.execution.run import RunOutcome, run, say
+
     lines: list[dict[str, Any]] = []
     records, paths = [], []
     for plan in resolve(paper, cfg):
@@ -126,7 +174,10 @@ def run_paper(cfg: BenchConfig):
             try:
                 outcome = run(row_cfg)
             except UserError as err:
-                say(f"paper {paper.name}: {row.model} ({row.setting}) on {', '.join(tasks)} not run: {err}")
+                say(
+                    f"paper {paper.name}: {row.model} ({row.setting}) on {', '.join(tasks)} not "
+                    f"run: {err}"
+                )
                 status.update({task: f"{NOT_RUN} {err}" for task in tasks})
                 continue
             records += outcome.records
@@ -140,11 +191,19 @@ def run_paper(cfg: BenchConfig):
             if task not in status and task not in measured:
                 status[task] = f"{NOT_RUN} task not selected (--tasks)"
             value = measured.get(task)
-            lines.append({"paper": paper.name, "table": row.table, "model": row.model, "setting": row.setting,
-                          "task": TASKS[task].title if task in TASKS else task, "published": published,
-                          "measured": value,
-                          "delta": None if value is None or published is None else value - published,
-                          "status": status.get(task, ran)})
+            lines.append(
+                {
+                    "paper": paper.name,
+                    "table": row.table,
+                    "model": row.model,
+                    "setting": row.setting,
+                    "task": TASKS[task].title if task in TASKS else task,
+                    "published": published,
+                    "measured": value,
+                    "delta": None if value is None or published is None else value - published,
+                    "status": status.get(task, ran),
+                }
+            )
         lines += average_line(paper, row, lines[first:])
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
@@ -163,10 +222,21 @@ def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dic
     measured = None
     if all(line["measured"] is not None for line in mine):
         measured = sum(line["measured"] for line in mine) / len(mine)
-    return [{"paper": paper.name, "table": row.table, "model": row.model, "setting": row.setting, "task": AVERAGE,
-             "published": published, "measured": measured,
-             "delta": None if measured is None else measured - published,
-             "status": _common_status(mine) if measured is not None else f"{NOT_RUN} not every task of the row ran"}]
+    return [
+        {
+            "paper": paper.name,
+            "table": row.table,
+            "model": row.model,
+            "setting": row.setting,
+            "task": AVERAGE,
+            "published": published,
+            "measured": measured,
+            "delta": None if measured is None else measured - published,
+            "status": _common_status(mine)
+            if measured is not None
+            else f"{NOT_RUN} not every task of the row ran",
+        }
+    ]
 
 
 def _common_status(lines: list[dict[str, Any]]) -> str:
@@ -195,22 +265,52 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
 
     settings = [[key, _show(s.value), s.source] for key, s in paper.settings.items()]
     settings += [[f"source ({task})", s.value, s.source] for task, s in paper.sources.items()]
-    settings += [[f"{method} {option}", _show(s.value), s.source] for method, options in paper.options.items()
-                 for option, s in options.items()]
+    settings += [
+        [f"{method} {option}", _show(s.value), s.source]
+        for method, options in paper.options.items()
+        for option, s in options.items()
+    ]
 
     def number(value: float | None) -> str:
         return "—" if value is None else f"{value:.2f}"
 
-    rows = [[line["model"], line["setting"], line["task"], number(line["published"]), number(line["measured"]),
-             "—" if line["delta"] is None else f"{line['delta']:+.2f}", line["status"]] for line in lines]
-    return "\n".join([
-        f"# {paper.title}", "", f"Code: {paper.code}. Generated by `python run_bench.py --paper {paper.name}`; "
-        "Spearman ×100 unless the setting says otherwise. Every setting below is the paper's, with its source; "
-        "each departure is written in the status of the numbers it changed.", "",
-        tabulate(settings, headers=["setting", "value", "source"], tablefmt="pipe", disable_numparse=True), "",
-        tabulate(rows, headers=["model", "setting", "task", "published", "measured", "Δ", "status"], tablefmt="pipe",
-                 disable_numparse=True),
-        ""])
+    rows = [
+        [
+            line["model"],
+            line["setting"],
+            line["task"],
+            number(line["published"]),
+            number(line["measured"]),
+            "—" if line["delta"] is None else f"{line['delta']:+.2f}",
+            line["status"],
+        ]
+        for line in lines
+    ]
+    return "\n".join(
+        [
+            f"# {paper.title}",
+            "",
+            f"Code: {paper.code}. Generated by `python run_bench.py --paper {paper.name}`; "
+            "Spearman ×100 unless the setting says otherwise. Every setting below is the paper's, "
+            "with its source; "
+            "each departure is written in the status of the numbers it changed.",
+            "",
+            tabulate(
+                settings,
+                headers=["setting", "value", "source"],
+                tablefmt="pipe",
+                disable_numparse=True,
+            ),
+            "",
+            tabulate(
+                rows,
+                headers=["model", "setting", "task", "published", "measured", "Δ", "status"],
+                tablefmt="pipe",
+                disable_numparse=True,
+            ),
+            "",
+        ]
+    )
 
 
 def write_paper(paper: Paper, lines: list[dict[str, Any]], table: str, out: Path) -> list[Path]:
@@ -221,8 +321,16 @@ def write_paper(paper: Paper, lines: list[dict[str, Any]], table: str, out: Path
     writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
     for line in lines:
-        writer.writerow({k: ("" if line[k] is None else (f"{line[k]:.4f}" if isinstance(line[k], float) else line[k]))
-                         for k in CSV_COLUMNS})
+        writer.writerow(
+            {
+                k: (
+                    ""
+                    if line[k] is None
+                    else (f"{line[k]:.4f}" if isinstance(line[k], float) else line[k])
+                )
+                for k in CSV_COLUMNS
+            }
+        )
     paths = [out / f"paper-{paper.name}.md", out / f"paper-{paper.name}.csv"]
     atomic_write_text(paths[0], table)
     atomic_write_text(paths[1], buffer.getvalue())

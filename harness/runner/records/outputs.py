@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from harness.core.api import Method
+    from harness.core.bootstrap import ResampleMemo
     from harness.runner.records.schema import Record
     from harness.runner.settings.config import BenchConfig
 
@@ -36,6 +37,8 @@ class ReportInputs:
     every_run: Sequence[Record]
     methods: Sequence[Method] = ()
     pool: Sequence[str] = ()
+    # The run's resampled scores (RunContext.resamples): the significance table reuses them.
+    resamples: ResampleMemo | None = None
 
 
 @dataclass

@@ -3,10 +3,11 @@
 A record is one JSON file per (method, task) under ``runs/`` and the only input of every report.
 :class:`Record` below *is* its schema: the TypedDicts give readers typed keys (the type checker
 holds them to these names) and :func:`problems` walks the same annotations to check a record read
-back from disk, so the schema is written once. :func:`seal` adds ``checksum``, the sha256 of the
-record's canonical JSON without it; a record whose checksum does not match (an edited digit), whose
-fields are missing or of the wrong type (a partial or hand-made file) or whose schema is another
-version is never shown: :func:`harness.runner.records.store.load_results` skips it with one warning.
+back from disk (:mod:`harness.core.typecheck`, the checker the settings use too), so the schema is
+written once. :func:`seal` adds ``checksum``, the sha256 of the record's canonical JSON without it;
+a record whose checksum does not match (an edited digit), whose fields are missing or of the wrong
+type (a partial or hand-made file) or whose schema is another version is never shown:
+:func:`harness.runner.records.store.load_results` skips it with one warning.
 
 A checksum only says the file is what *someone* sealed; anyone who can write ``runs/`` can seal an
 edited record with this very function. So a record is also held to its own evidence: its scores are
@@ -27,10 +28,8 @@ True
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import math
-import types
 import typing
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
@@ -40,6 +39,7 @@ import numpy as np
 from harness.core import authenticity
 from harness.core.hashing import canonical_json, strict_json
 from harness.core.scoring import AGGREGATIONS, score_split
+from harness.core.typecheck import problem as type_problem
 
 RESULT_SCHEMA_VERSION = 2  # 2: strict JSON (undefined scores are null), a checksum, checked on read
 # The protocol fields that put results into one table (harness.runner.tables.frames.GROUP_KEYS):
@@ -94,7 +94,9 @@ class SubsetScores(TypedDict):
 
 
 class Pairs(TypedDict):
-    similarity: list[float | None]  # None only where a method gave a non-finite score (then undefined)
+    similarity: list[
+        float | None
+    ]  # None only where a method gave a non-finite score (then undefined)
     gold: list[float]
     subset: list[str] | None
 
@@ -113,7 +115,9 @@ class Record(TypedDict):
     pairs: Pairs
     env: dict[str, Any]
     timings: dict[str, float]
-    columns: NotRequired[dict[str, float]]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
+    columns: NotRequired[
+        dict[str, float]
+    ]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
     diagnostics: NotRequired[dict[str, Any]]
     embed_dim: NotRequired[int]  # the width of the vectors scored (embedding methods)
     auth: NotRequired[str]  # HMAC of the record under $STS_BENCH_CACHE_SECRET, when one was set
@@ -127,7 +131,9 @@ def checksum(record: Mapping[str, Any]) -> str:
 
 
 def _authenticated_body(record: Mapping[str, Any]) -> bytes:
-    return canonical_json({k: v for k, v in record.items() if k not in ("checksum", "auth")}).encode("utf-8")
+    return canonical_json(
+        {k: v for k, v in record.items() if k not in ("checksum", "auth")}
+    ).encode("utf-8")
 
 
 def seal(record: Mapping[str, Any], secret: bytes | None = None) -> dict[str, Any]:
@@ -151,30 +157,41 @@ def problems(record: Any, secret: bytes | None = None) -> str | None:
     if not isinstance(record, dict):
         return "not a JSON object"
     if record.get("schema_version") != RESULT_SCHEMA_VERSION:
-        return f"schema {record.get('schema_version')!r}, this harness reads {RESULT_SCHEMA_VERSION}"
+        return (
+            f"schema {record.get('schema_version')!r}, this harness reads {RESULT_SCHEMA_VERSION}"
+        )
     if "checksum" not in record:
         return "no checksum"
-    problem = _check(record, Record, "record")
+    problem = type_problem(record, Record, "record")  # the one checker: harness.core.typecheck
     if problem:
         return problem
     if record["checksum"] != checksum(record):
         return "its content does not match its checksum (edited or damaged)"
     if secret and not authenticity.valid(secret, _authenticated_body(record), record.get("auth")):
-        return (f"not authenticated by ${authenticity.SECRET_ENV} (written without the secret, or by someone else); "
-                "run the benchmark again with the secret to rewrite it")
+        return (
+            f"not authenticated by ${authenticity.SECRET_ENV} (written without the secret, or by "
+            "someone else); "
+            "run the benchmark again with the secret to rewrite it"
+        )
     n = record["task"]["n_pairs"]
     if len(record["pairs"]["similarity"]) != n or len(record["pairs"]["gold"]) != n:
         return f"pairs do not match n_pairs {n}"
-    return evidence_problem(typing.cast("Record", record))  # the type check above has just said it is one
+    return evidence_problem(
+        typing.cast("Record", record)
+    )  # the type check above has just said it is one
 
 
 def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:
-    """The protocol group a record's scores are tabled in, as the tables key it (strings): results of
-    one group share a table and a column per task; results of two groups are never compared."""
+    """The protocol group a record's scores are tabled in, as the tables key it (strings): results
+    of one group share a table and a column per task; results of two groups are never compared."""
     protocol = record["protocol"]
-    return {"aggregation": protocol["aggregation"], "source": protocol["source"], "dtype": protocol["dtype"],
-            "max_length": str(protocol["max_length"]),
-            "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"])}
+    return {
+        "aggregation": protocol["aggregation"],
+        "source": protocol["source"],
+        "dtype": protocol["dtype"],
+        "max_length": str(protocol["max_length"]),
+        "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
+    }
 
 
 def evidence_problem(record: Record) -> str | None:
@@ -184,7 +201,12 @@ def evidence_problem(record: Record) -> str | None:
     The Spearman and Pearson ×100 of the whole split and of every subset are computed again from
     ``pairs`` under ``protocol.aggregation`` and compared to the stored ones (undefined must be
     undefined again); the interval must hold the score; counts must match the pairs."""
-    protocol, task, scores, pairs = record["protocol"], record["task"], record["scores"], record["pairs"]
+    protocol, task, scores, pairs = (
+        record["protocol"],
+        record["task"],
+        record["scores"],
+        record["pairs"],
+    )
     problem = _table_keys_problem(record)
     if problem:
         return problem
@@ -196,38 +218,56 @@ def evidence_problem(record: Record) -> str | None:
     if counts != task["subsets"]:
         return f"task.subsets {task['subsets']} does not count pairs.subset ({counts})"
     raw = pairs["similarity"]
-    # None stands where a method gave a non-finite score (then the score is undefined): NaN again here
-    similarity = np.asarray([math.nan if v is None else v for v in raw] if None in raw else raw, dtype=np.float64)
+    # None stands where a method gave a non-finite score (then the score is undefined): NaN again
+    # here
+    similarity = np.asarray(
+        [math.nan if v is None else v for v in raw] if None in raw else raw, dtype=np.float64
+    )
     gold = np.asarray(pairs["gold"], dtype=np.float64)
     zeros = int(np.count_nonzero(similarity == 0.0))  # a pair with a zero vector has cosine 0
     if not 0 <= scores["n_zero_vectors"] <= zeros:
-        return f"scores.n_zero_vectors {scores['n_zero_vectors']}, but {zeros} of its similarities are 0"
+        return (
+            f"scores.n_zero_vectors {scores['n_zero_vectors']}, but {zeros} of its similarities "
+            "are 0"
+        )
     try:
         fresh = score_split(similarity, gold, labels, aggregation, bootstrap=0)
     except (ArithmeticError, TypeError, ValueError) as err:
-        # Only a hand-made record gets here: the run that wrote a record scored these very pairs with
-        # this code (similarities near ±1e308 overflow the Pearson of a subset, for one).
+        # Only a hand-made record gets here: the run that wrote a record scored these very pairs
+        # with this code (similarities near ±1e308 overflow the Pearson of a subset, for one).
         return f"its pairs cannot be scored again ({type(err).__name__}: {str(err)[:80]})"
     stored_undefined, fresh_undefined = scores["undefined"] is not None, fresh.undefined is not None
     if stored_undefined != fresh_undefined:
         said = f"undefined ({scores['undefined']})" if stored_undefined else f"{scores['spearman']}"
         gives = f"undefined ({fresh.undefined})" if fresh_undefined else f"{fresh.spearman:.4f}"
         return f"its Spearman is recorded as {said}, but its own pairs give {gives}"
-    for name, stored, computed in (("spearman", scores["spearman"], fresh.spearman),
-                                   ("pearson", scores["pearson"], fresh.pearson)):
+    for name, stored, computed in (
+        ("spearman", scores["spearman"], fresh.spearman),
+        ("pearson", scores["pearson"], fresh.pearson),
+    ):
         if not _agree(stored, computed):
             return f"scores.{name} {stored} is not what its own {n} pairs give ({_shown(computed)})"
     if set(record["subset_scores"]) != set(fresh.subsets):
-        return (f"subset_scores has {sorted(record['subset_scores'])}, its pairs' subsets are "
-                f"{sorted(fresh.subsets)}")
+        return (
+            f"subset_scores has {sorted(record['subset_scores'])}, its pairs' subsets are "
+            f"{sorted(fresh.subsets)}"
+        )
     for label, entry in record["subset_scores"].items():
         again = fresh.subsets[label]
         if entry["n"] != again["n"] or (entry["undefined"] is None) != (again["undefined"] is None):
-            return f"subset_scores.{label} is not what its own pairs give (n {again['n']}, {again['undefined']})"
-        for name, kept, redone in (("spearman", entry["spearman"], again["spearman"]),
-                                   ("pearson", entry["pearson"], again["pearson"])):
+            return (
+                f"subset_scores.{label} is not what its own pairs give (n {again['n']}, "
+                f"{again['undefined']})"
+            )
+        for name, kept, redone in (
+            ("spearman", entry["spearman"], again["spearman"]),
+            ("pearson", entry["pearson"], again["pearson"]),
+        ):
             if not _agree(kept, redone):
-                return f"subset_scores.{label}.{name} {kept} is not what its own pairs give ({_shown(redone)})"
+                return (
+                    f"subset_scores.{label}.{name} {kept} is not what its own pairs give "
+                    f"({_shown(redone)})"
+                )
     return _interval_problem(scores)
 
 
@@ -240,14 +280,21 @@ def _table_keys_problem(record: Record) -> str | None:
     if lacking:
         return f"protocol lacks {', '.join(lacking)}"
     if protocol["aggregation"] not in AGGREGATIONS:
-        return f"protocol.aggregation {protocol['aggregation']!r} is not one of {', '.join(AGGREGATIONS)}"
+        return (
+            f"protocol.aggregation {protocol['aggregation']!r} is not one of "
+            f"{', '.join(AGGREGATIONS)}"
+        )
     for key in ("source", "dtype"):
         if not isinstance(protocol[key], str):
             return f"protocol.{key} is not a string"
-    if not isinstance(protocol["max_length"], int | str) or isinstance(protocol["max_length"], bool):
+    if not isinstance(protocol["max_length"], int | str) or isinstance(
+        protocol["max_length"], bool
+    ):
         return "protocol.max_length is not an integer"
     layers = protocol["first_last_layers"]
-    if not isinstance(layers, list) or not all(isinstance(x, int | str) and not isinstance(x, bool) for x in layers):
+    if not isinstance(layers, list) or not all(
+        isinstance(x, int | str) and not isinstance(x, bool) for x in layers
+    ):
         return "protocol.first_last_layers is not a list of layers"
     if not isinstance(record["method"]["spec"].get("backbone"), str):
         return "method.spec.backbone is not a string"
@@ -283,63 +330,3 @@ def _agree(stored: Any, computed: Any) -> bool:
 
 def _shown(value: Any) -> str:
     return "undefined" if value is None else f"{float(value):.4f}"
-
-
-def _check(value: Any, hint: Any, path: str) -> str | None:
-    """Why ``value`` does not fit the annotation ``hint`` (a TypedDict, container or scalar)."""
-    if hint is Any:
-        return None
-    if typing.is_typeddict(hint):
-        if not isinstance(value, dict):
-            return f"{path} is not an object"
-        hints, required = _fields(hint)
-        missing = sorted(required - set(value))
-        if missing:
-            return f"{path} lacks {', '.join(missing)}"
-        for key, inner in hints.items():
-            if key in value and (problem := _check(value[key], inner, f"{path}.{key}")):
-                return problem
-        return None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        checked = [_check(value, arg, path) for arg in args]
-        return None if any(c is None for c in checked) else next(c for c in checked if c)
-    if hint is type(None):
-        return None if value is None else f"{path} is not null"
-    if origin is dict:
-        if not isinstance(value, dict):
-            return f"{path} is not an object"
-        return next((p for k, v in value.items() if (p := _check(v, args[1], f"{path}.{k}"))), None)
-    if origin is list:
-        if not isinstance(value, list):
-            return f"{path} is not a list"
-        # Fast paths for the per-pair lists (thousands of items per record, thousands of records):
-        # types compared as a set in C, and one sum that is finite only if every term is (a NaN or
-        # ±inf stays non-finite; an overflow to inf merely falls through to the item-by-item check).
-        kinds = set(map(type, value))
-        if args[0] in (float, float | None) and kinds <= {float} and math.isfinite(sum(value)):
-            return None
-        if args[0] is str and kinds <= {str}:
-            return None
-        return next((p for i, v in enumerate(value) if (p := _check(v, args[0], f"{path}[{i}]"))), None)
-    if hint is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        return None if ok else f"{path} is not a finite number"
-    if hint is int:
-        return None if isinstance(value, int) and not isinstance(value, bool) else f"{path} is not an integer"
-    return None if isinstance(value, hint) else f"{path} is not {getattr(hint, '__name__', hint)}"
-
-
-@functools.cache
-def _fields(hint: Any) -> tuple[dict[str, Any], frozenset[str]]:
-    """A TypedDict's field annotations (``NotRequired`` unwrapped) and its required keys, read once
-    per class: resolving the hints each time cost more than checking the record."""
-    hints = typing.get_type_hints(hint, include_extras=True)
-    # NotRequired read from the hints: with postponed annotations __required_keys__ cannot see it
-    required = frozenset(k for k, v in hints.items() if typing.get_origin(v) is not NotRequired)
-    return {k: _unwrap(v) for k, v in hints.items()}, required
-
-
-def _unwrap(hint: Any) -> Any:
-    """``NotRequired[X]`` → ``X`` (get_type_hints keeps the wrapper on older Pythons)."""
-    return typing.get_args(hint)[0] if typing.get_origin(hint) is NotRequired else hint

@@ -1,18 +1,24 @@
 """``BenchConfig``: every setting of a run, from CLI > config file (TOML) > defaults.
 
-Protocol settings (those that change a published number: aggregation, source, fit set, layers,
-max_length, dtype) are plain named fields here and are written next to every score.
+Each run-wide setting is declared once, here, as a field whose default is
+:func:`~harness.runner.settings.declaration.setting`: its type, default, ``--help`` group and text,
+choices, range and whether it is a protocol setting. The flags, config-file keys, checks,
+``harness.evaluate``'s keyword arguments and :meth:`BenchConfig.protocol` are derived from these
+fields (:mod:`.declaration`); adding a setting is adding a field. Fields are grouped as
+``--help`` shows them. Choices from registries are callables that import them when called: this
+module stays cheap.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.api import SpecRequest
-from harness.core.errors import UserError, did_you_mean
+from harness.runner.settings.declaration import Alias, declared, setting
 
 BACKENDS = ("local", "dask", "ray")  # where encode windows run (harness.runner.execution.backends)
 MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
@@ -24,59 +30,330 @@ def default_cache_dir() -> str:
     return os.environ.get("STS_BENCH_CACHE") or str(Path.home() / ".cache" / "sts-bench")
 
 
+# Registries read when a choice list or a help line is needed, never when this module is imported.
+def _methods_help() -> str:
+    from methods import METHODS
+
+    return (
+        f"space- or comma-separated: {', '.join(METHODS)}, an installed plugin's name "
+        "(--list), or a plugin file path/to/file.py:ClassName"
+    )
+
+
+def _tasks_help() -> str:
+    from harness.core.data.tasks import TASKS
+
+    return (
+        f"{', '.join(TASKS)}, any MTEB STS task with --source mteb, or your own: file:PATH "
+        "(CSV/TSV/JSONL) or hf:DIR_OR_ID, with ?KEY=VALUE&... options (see sts-bench list)"
+    )
+
+
+def _fit_set_help() -> str:
+    from harness.core.data.fitsets import FIT_SET_KINDS
+
+    return f"what fitting methods fit on: {', '.join(FIT_SET_KINDS)}"
+
+
+def _sources() -> Sequence[str]:
+    from harness.core.data.tasks import SOURCES
+
+    return SOURCES
+
+
+def _dtypes() -> Sequence[str]:
+    from harness.core.encoding.devices import DTYPES
+
+    return DTYPES
+
+
+def _impls() -> Sequence[str]:
+    from harness.core.encoding.engines import IMPLS
+
+    return IMPLS
+
+
+def _aggregations() -> Sequence[str]:
+    from harness.core.scoring import AGGREGATIONS
+
+    return AGGREGATIONS
+
+
+def _method_words(words: Sequence[str]) -> tuple[str, ...]:
+    # a plugin named by reference (x.py:Class) is loaded now, so its [table] and --set know it
+    from harness.runner.settings.validate import method_names, split_names
+
+    return method_names(split_names(words))
+
+
+def _task_words(words: Sequence[str]) -> tuple[str, ...]:
+    from harness.runner.settings.validate import split_tasks
+
+    return split_tasks(words)
+
+
+def _layers(text: str) -> tuple[int, ...]:
+    from harness.runner.settings.validate import parse_layers
+
+    return parse_layers(text)
+
+
+def _batch_size(text: str) -> int:
+    from harness.runner.settings.validate import parse_batch_size
+
+    return parse_batch_size(text)
+
+
+def _some(flag: str) -> Any:
+    def check(names: Sequence[str]) -> None:
+        from harness.core.errors import UserError
+
+        if not names:
+            raise UserError(f"{flag}: needs at least one name")
+
+    return check
+
+
+def _two_layers(layers: Sequence[int]) -> None:
+    from harness.core.errors import UserError
+
+    if len(layers) != 2:
+        raise UserError(
+            f"--first-last-layers: expected two layer ids like 1,-1, got {tuple(layers)}"
+        )
+
+
+def _fit_set_name(name: str) -> None:
+    from harness.core.data.fitsets import check_fit_set_name
+
+    check_fit_set_name(name)
+
+
+WHAT, DATA, ENCODING, SCHEDULING = "what to run", "data", "backbone and encoding", "scheduling"
+STATISTICS, GATE, OUTPUTS = "statistics", "regression gate", "outputs"
+
+
 @dataclass(frozen=True)
 class BenchConfig:
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    tasks: tuple[str, ...] = ("stsb",)
-    backbone: str = "minilm"
-    revision: str | None = None
-    source: str = "packaged"
-    senteval_dir: str | None = None
-    hub_root: str | None = None
-    aggregation: str = "all"
-    fit_set: str = "target"
-    first_last_layers: tuple[int, ...] = (1, -1)
-    dtype: str = "fp32"
-    device: str = "auto"
-    batch_size: int = 0  # sentences per batch; 0 = "auto": batches by token budget (max_tokens)
-    max_tokens: int = 0  # token budget of an automatic batch; 0 = 4096 on CPU, 65536 on GPU
-    max_length: int = 128
-    threads: int = 0  # CPU threads for torch; 0 = the cores this process may use
-    cache_dir: str = field(default_factory=default_cache_dir)
-    output_dir: str = "results"
-    export_embeddings: str | None = None  # DIR: each scored (method, task, split)'s sentences and vectors
-    baseline: str | None = None
-    baseline_partial: bool = False  # compare the cells that match the baseline instead of failing on the rest
-    tolerance: float = 0.5
-    seed: int = 1234
-    bootstrap: int = 1000
-    trust_remote_code: bool = False
-    # Re-encode N cached sentences per backbone and compare (a planted vector fails with exit 3);
-    # None: VERIFY_UNDER_BASELINE under --baseline (a gate's verdict must not rest on a shared cache), else 0.
-    verify_cache: int | None = None
-    encoder_impl: str = "auto"
-    backend: str = "local"
-    scheduler_address: str | None = None
-    dry_run: bool = False
-    progress: bool = True
-    plots: bool = True
-    diagnostics: bool = False
-    cost: bool = False
-    history: bool = False  # --history: draw history.jsonl (scores by commit) and rebuild the pages; run nothing
-    allow_gold_out_of_range: bool = False  # warn instead of failing on a gold score outside the task's range
-    allow_undefined: bool = False  # record an undefined correlation as undefined instead of failing (exit 2)
+    # -- what to run
+    methods: tuple[str, ...] = setting(
+        DEFAULT_METHODS,
+        group=WHAT,
+        help=_methods_help,
+        metavar="METHOD",
+        many=_method_words,
+        check=_some("--methods"),
+    )
+    tasks: tuple[str, ...] = setting(
+        ("stsb",),
+        group=WHAT,
+        help=_tasks_help,
+        metavar="TASK",
+        many=_task_words,
+        check=_some("--tasks"),
+    )
+    # -- data
+    source: str = setting(
+        "packaged", group=DATA, choices=_sources, protocol=True, help="where tasks are read from"
+    )
+    senteval_dir: str | None = setting(
+        None,
+        group=DATA,
+        metavar="DIR",
+        help="SentEval's data/downstream folder (--source senteval)",
+    )
+    hub_root: str | None = setting(
+        None,
+        group=DATA,
+        metavar="DIR",
+        help="a local folder standing in for the hub (--source hub, --fit-set nli)",
+    )
+    fit_set: str = setting(
+        "target",
+        group=DATA,
+        help=_fit_set_help,
+        metavar="SET",
+        check=_fit_set_name,
+        protocol=True,
+        alias=Alias("fit_corpus", "FILE", "same as --fit-set corpus:FILE", lambda f: f"corpus:{f}"),
+    )
+    allow_gold_out_of_range: bool = setting(
+        False, group=DATA, help="warn instead of failing on a gold score outside the task's range"
+    )
+    allow_undefined: bool = setting(
+        False,
+        group=DATA,
+        help="record a correlation that cannot be computed (constant gold or similarity, fewer "
+        "than 3 pairs) as undefined and unranked instead of failing",
+    )
+    # -- backbone and encoding
+    backbone: str = setting(
+        "minilm",
+        group=ENCODING,
+        help="HF id, local folder, or minilm (the packaged all-MiniLM-L6-v2)",
+    )
+    revision: str | None = setting(
+        None, group=ENCODING, help="hub revision (branch, tag or commit) of --backbone"
+    )
+    max_length: int = setting(
+        128,
+        group=ENCODING,
+        metavar="N",
+        minimum=1,
+        protocol=True,
+        help="tokens per sentence, capped at the model's positions",
+    )
+    first_last_layers: tuple[int, ...] = setting(
+        (1, -1),
+        group=ENCODING,
+        metavar="I,J",
+        text=_layers,
+        check=_two_layers,
+        protocol=True,
+        help="hidden_states ids of first-last (SimCSE's paper table used 0,-1)",
+    )
+    dtype: str = setting(
+        "fp32", group=ENCODING, choices=_dtypes, protocol=True, help="compute dtype (autocast)"
+    )
+    device: str = setting(
+        "auto", group=ENCODING, help="auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)"
+    )
+    encoder_impl: str = setting(
+        "auto",
+        group=ENCODING,
+        choices=_impls,
+        help="auto runs BERT, RoBERTa, MPNet and DeBERTa-v2/v3 with the built-in encoder",
+    )
+    # sentences per batch; 0 = "auto": batches by token budget (max_tokens)
+    batch_size: int = setting(
+        0,
+        group=ENCODING,
+        metavar="N|auto",
+        text=_batch_size,
+        minimum=0,
+        shown="auto",
+        help="sentences per batch, or auto: a token budget",
+    )
+    max_tokens: int = setting(
+        0,
+        group=ENCODING,
+        metavar="N",
+        minimum=0,
+        shown="4096 on CPU, 65536 on GPU",
+        help="token budget of an auto batch",
+    )
+    trust_remote_code: bool = setting(
+        False, group=ENCODING, help="allow a checkpoint's own code (off)"
+    )
+    # -- scheduling
+    backend: str = setting(
+        "local", group=SCHEDULING, choices=lambda: BACKENDS, help="where encode windows run"
+    )
+    scheduler_address: str | None = setting(
+        None, group=SCHEDULING, metavar="ADDRESS", help="dask scheduler or ray cluster address"
+    )
+    threads: int = setting(
+        0,
+        group=SCHEDULING,
+        metavar="N",
+        minimum=0,
+        shown="the cores this process may use",
+        help="CPU threads for torch",
+    )
+    cache_dir: str = setting(
+        factory=default_cache_dir,
+        group=SCHEDULING,
+        metavar="DIR",
+        shown="$STS_BENCH_CACHE or ~/.cache/sts-bench",
+        help="embedding and artifact cache",
+    )
+    # None: VERIFY_UNDER_BASELINE under --baseline (a gate's verdict must not rest on a shared
+    # cache), else 0: read it through cache_checks()
+    verify_cache: int | None = setting(
+        None,
+        group=SCHEDULING,
+        metavar="N",
+        minimum=0,
+        shown=f"{VERIFY_UNDER_BASELINE} under --baseline, else 0",
+        help="re-encode N cached sentences per backbone and compare; a mismatch fails (exit 3)",
+    )
+    # -- statistics
+    aggregation: str = setting(
+        "all", group=STATISTICS, choices=_aggregations, protocol=True, help="over a task's subsets"
+    )
+    bootstrap: int = setting(
+        1000, group=STATISTICS, metavar="N", minimum=0, help="rounds of the 95%% interval; 0: off"
+    )
+    seed: int = setting(
+        1234,
+        group=STATISTICS,
+        minimum=0,
+        maximum=MAX_SEED,
+        help="of every draw, fit and training",
+        why_maximum="numpy and the training loops take 32-bit seeds, and add offsets to them",
+    )
+    # -- regression gate
+    baseline: str | None = setting(
+        None,
+        group=GATE,
+        metavar="CSV",
+        help="a leaderboard.csv to compare with: exit 1 on a regression, 2 on a cell it lacks",
+    )
+    baseline_partial: bool = setting(
+        False, group=GATE, help="compare only the cells the baseline has"
+    )
+    tolerance: float = setting(0.5, group=GATE, metavar="POINTS", minimum=0, help="allowed drop")
+    # -- outputs
+    output_dir: str = setting(
+        "results", group=OUTPUTS, metavar="DIR", help="runs/, leaderboards, plots, index.html"
+    )
+    export_embeddings: str | None = setting(
+        None,
+        group=OUTPUTS,
+        metavar="DIR",
+        help="write each scored method × task × split's sentences and vectors (.npy) under DIR",
+    )
+    diagnostics: bool = setting(
+        False, group=OUTPUTS, help="anisotropy diagnostics per method and task"
+    )
+    cost: bool = setting(
+        False, group=OUTPUTS, help="query × candidate cost of cross-encoder vs dse"
+    )
+    plots: bool = setting(True, group=OUTPUTS, help="no PNG plots")  # on: the flag is --no-plots
+    progress: bool = setting(True, group=OUTPUTS, help="no progress bars")
+    # -- set by a subcommand (run_bench.py: a mode flag), not a flag of a run
+    dry_run: bool = setting(
+        False, group=None, command="plan", help="print the plan and run nothing"
+    )
+    history: bool = setting(
+        False,
+        group=None,
+        command="history",
+        help="draw each score by commit from history.jsonl and rebuild index.html; run nothing",
+    )
+    paper: str | None = setting(  # the names of the papers: harness.runner.cli.parser.mode_help
+        None, group=None, command="paper", metavar="NAME", help="a paper's own protocol"
+    )
+    # Not settings of their own: method options (--set, [method] tables, checked by the method's
+    # Options) and what the user gave (command line or config file), by field name or
+    # "method.option": that overrides a --paper preset. Fields off their default count as given too.
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    paper: str | None = None  # run a paper's protocol by name (harness/runner/papers/run.py)
-    # Settings the user gave (command line or config file), by field name or "method.option": they
-    # override a --paper preset. Fields that differ from their default count as given too.
     explicit: frozenset[str] = frozenset()
 
     def given(self) -> frozenset[str]:
         """The settings the user chose: those named in ``explicit`` and those off their default."""
         defaults = BenchConfig()
-        changed = {f.name for f in fields(self) if f.name not in ("explicit", "method_params")
-                   and getattr(self, f.name) != getattr(defaults, f.name)}
-        options = {f"{method}.{option}" for method, values in self.method_params.items() for option in values}
+        changed = {
+            f.name
+            for f in fields(self)
+            if f.name not in ("explicit", "method_params")
+            and getattr(self, f.name) != getattr(defaults, f.name)
+        }
+        options = {
+            f"{method}.{option}"
+            for method, values in self.method_params.items()
+            for option in values
+        }
         return frozenset(self.explicit | changed | options)
 
     def cache_checks(self) -> int:
@@ -87,49 +364,31 @@ class BenchConfig:
 
     def spec_request(self) -> SpecRequest:
         """What methods build their specs from: the run-wide settings a method may read."""
-        return SpecRequest(backbone=self.backbone, revision=self.revision, max_length=self.max_length,
-                           first_last_layers=tuple(self.first_last_layers), seed=self.seed, params=self.method_params)
+        return SpecRequest(
+            backbone=self.backbone,
+            revision=self.revision,
+            max_length=self.max_length,
+            seed=self.seed,
+            params=self.method_params,
+            first_last_layers=tuple(self.first_last_layers),
+        )
 
     def protocol(self) -> dict[str, Any]:
-        """The run-wide settings that change scores; printed with every table and stored per result."""
-        return {"similarity": "cosine", "aggregation": self.aggregation, "source": self.source,
-                "fit_set": self.fit_set, "first_last_layers": list(self.first_last_layers),
-                "max_length": self.max_length, "dtype": self.dtype}
+        """The run-wide settings that change scores (declared ``protocol=True``), as JSON values;
+        printed with every table and stored per result."""
+        values = {s.name: getattr(self, s.name) for s in declared(BenchConfig) if s.protocol}
+        as_json = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {"similarity": "cosine", **as_json}
 
     def validate(self) -> BenchConfig:
-        from harness.core.data.fitsets import check_fit_set_name
-        from harness.core.data.tasks import SOURCES
-        from harness.core.encoding.devices import DTYPES
-        from harness.core.encoding.engines import IMPLS
-        from harness.core.scoring import AGGREGATIONS
-        from harness.runner.settings.validate import check_fields
+        """This config checked: every field by type, then every setting by its declaration
+        (choices, range, its own check; in field order, the first bad one is the one line said),
+        with plugin references (``x.py:Class``) loaded and replaced by their methods' names
+        (``harness.run(BenchConfig(methods=("x.py:Class",)))`` as the CLI)."""
+        from harness.runner.settings.validate import check_fields, check_setting, method_names
 
         check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
-        for name, value, choices in (("--aggregation", self.aggregation, AGGREGATIONS),
-                                     ("--source", self.source, SOURCES), ("--dtype", self.dtype, DTYPES),
-                                     ("--encoder-impl", self.encoder_impl, IMPLS),
-                                     ("--backend", self.backend, BACKENDS)):
-            if value not in choices:
-                raise UserError(f"{name} {value}: expected one of {', '.join(choices)}"
-                                f"{did_you_mean(value, choices)}")
-        if self.max_length < 1:
-            raise UserError(f"--max-length {self.max_length}: must be a positive integer")
-        for flag, count in (("--batch-size", self.batch_size), ("--max-tokens", self.max_tokens),
-                            ("--threads", self.threads), ("--verify-cache", self.verify_cache or 0)):
-            if count < 0:
-                raise UserError(f"{flag} {count}: must not be negative")
-        if self.tolerance < 0 or self.bootstrap < 0 or self.seed < 0:
-            raise UserError(f"--tolerance {self.tolerance}, --bootstrap {self.bootstrap} and --seed {self.seed}: "
-                            "none may be negative")
-        if self.seed > MAX_SEED:
-            raise UserError(f"--seed {self.seed}: must be at most {MAX_SEED} (numpy and the training loops take "
-                            "32-bit seeds, and add offsets to them)")
-        if len(self.first_last_layers) != 2:
-            raise UserError(f"--first-last-layers: expected two layer ids like 1,-1, got {self.first_last_layers}")
-        if not self.methods or not self.tasks:
-            raise UserError("--methods and --tasks need at least one name each")
-        check_fit_set_name(self.fit_set)
-        from harness.runner.settings.validate import method_names
-
-        methods = method_names(self.methods)  # harness.run(BenchConfig(methods=("x.py:Class",))) as the CLI
+        for s in declared(BenchConfig):
+            check_setting(s, getattr(self, s.name))
+        methods = method_names(self.methods)
         return self if methods == self.methods else replace(self, methods=methods)

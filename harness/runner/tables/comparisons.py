@@ -22,45 +22,95 @@ from harness.core.hashing import atomic_write_text
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
 
 if TYPE_CHECKING:
+    from harness.core.bootstrap import ResampleMemo
     from harness.runner.records.schema import Record
 
 ALPHA = 0.05
-COLUMNS = ("task", "method_a", "method_b", "delta", "ci_low", "ci_high", "p_value", "test",
-           "backbone_a", "backbone_b", "fit_set_a", "fit_set_b", *GROUP_KEYS)
+COLUMNS = (
+    "task",
+    "method_a",
+    "method_b",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "test",
+    "backbone_a",
+    "backbone_b",
+    "fit_set_a",
+    "fit_set_b",
+    *GROUP_KEYS,
+)
 Mark = tuple[tuple[str, ...], tuple[str, ...], str]  # (protocol group, row, task title)
 
 
-def comparisons(records: Iterable[Record], rounds: int = 1000,
-                seed: int = 1234) -> tuple[list[dict[str, Any]], set[Mark]]:
+def comparisons(
+    records: Iterable[Record],
+    rounds: int = 1000,
+    seed: int = 1234,
+    memo: ResampleMemo | None = None,
+) -> tuple[list[dict[str, Any]], set[Mark]]:
     """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
-    significantly below the best."""
+    significantly below the best. ``memo``: the run's resampled scores (its records' intervals
+    were resampled into it, so a run resamples each method once); None keeps nothing."""
     from harness.core.significance import paired_bootstrap, scored, williams
 
     by_split: dict[tuple, list[Record]] = {}
     for rec in newest(records):
-        if rec.get("pairs") and rec["scores"]["spearman"] is not None:  # an undefined score is never compared
+        if (
+            rec.get("pairs") and rec["scores"]["spearman"] is not None
+        ):  # an undefined score is never compared
             keys = record_keys(rec)
             group = tuple(keys[k] for k in GROUP_KEYS)
-            by_split.setdefault((group, rec["task"]["title"], rec["task"]["fingerprint"]), []).append(rec)
+            by_split.setdefault(
+                (group, rec["task"]["title"], rec["task"]["fingerprint"]), []
+            ).append(rec)
     rows, marks = [], set()
     for (group, task, _), recs in sorted(by_split.items(), key=lambda item: item[0][:2]):
         pairs = recs[0]["pairs"]
-        results = {id(r): scored(np.asarray(r["pairs"]["similarity"], dtype=np.float64), pairs["gold"],
-                                 pairs["subset"], group[0], rounds, seed)
-                   for r in recs}
+        results = {
+            id(r): scored(
+                np.asarray(r["pairs"]["similarity"], dtype=np.float64),
+                pairs["gold"],
+                pairs["subset"],
+                group[0],
+                rounds,
+                seed,
+                memo,
+            )
+            for r in recs
+        }
         ranked = sorted(recs, key=lambda r: -results[id(r)].spearman)
         best = ranked[0]
         for a, b in combinations(ranked, 2):
             ka, kb = record_keys(a), record_keys(b)
-            for test in (paired_bootstrap(results[id(a)], results[id(b)]),
-                         williams(results[id(a)], results[id(b)], pairs["gold"])):
-                rows.append({"task": task, "method_a": ka["method"], "method_b": kb["method"], "delta": test.delta,
-                             "ci_low": test.ci_low, "ci_high": test.ci_high, "p_value": test.p_value,
-                             "test": test.test, "backbone_a": ka["backbone"], "backbone_b": kb["backbone"],
-                             "fit_set_a": ka["fit_set"], "fit_set_b": kb["fit_set"], **dict(zip(GROUP_KEYS, group))})
+            for test in (
+                paired_bootstrap(results[id(a)], results[id(b)]),
+                williams(results[id(a)], results[id(b)], pairs["gold"]),
+            ):
+                rows.append(
+                    {
+                        "task": task,
+                        "method_a": ka["method"],
+                        "method_b": kb["method"],
+                        "delta": test.delta,
+                        "ci_low": test.ci_low,
+                        "ci_high": test.ci_high,
+                        "p_value": test.p_value,
+                        "test": test.test,
+                        "backbone_a": ka["backbone"],
+                        "backbone_b": kb["backbone"],
+                        "fit_set_a": ka["fit_set"],
+                        "fit_set_b": kb["fit_set"],
+                        **dict(zip(GROUP_KEYS, group)),
+                    }
+                )
         for rec in ranked:
             keys = record_keys(rec)
-            tied = rec is best or paired_bootstrap(results[id(best)], results[id(rec)]).p_value >= ALPHA
+            tied = (
+                rec is best
+                or paired_bootstrap(results[id(best)], results[id(rec)]).p_value >= ALPHA
+            )
             if tied:
                 marks.add((group, tuple(keys[k] for k in ROW_KEYS), task))
     return rows, marks
@@ -73,8 +123,16 @@ def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in rows:
-        writer.writerow(["" if isinstance(v := row[c], float) and math.isnan(v) else f"{v:.6g}"
-                         if isinstance(v, float) else v for c in COLUMNS])
+        writer.writerow(
+            [
+                ""
+                if isinstance(v := row[c], float) and math.isnan(v)
+                else f"{v:.6g}"
+                if isinstance(v, float)
+                else v
+                for c in COLUMNS
+            ]
+        )
     path = out_dir / "significance.csv"
     atomic_write_text(path, buffer.getvalue())
     return path
@@ -89,11 +147,18 @@ def read_back(out_dir: Path) -> tuple[list[dict[str, Any]], set[Mark]]:
     without recomputing a resample when the reports came from the cache. Read with :mod:`csv`, so a
     warm re-run whose reports came from the cache never imports pandas."""
     with (out_dir / "significance.csv").open(encoding="utf-8", newline="") as handle:
-        table = [{k: _number(v) if k in NUMERIC else v for k, v in row.items()} for row in csv.DictReader(handle)]
+        table = [
+            {k: _number(v) if k in NUMERIC else v for k, v in row.items()}
+            for row in csv.DictReader(handle)
+        ]
     with (out_dir / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
         board = list(csv.DictReader(handle))
-    marks = {(tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), task)
-             for row in board for task in (row.get("not_below_best") or "").split(",") if task}
+    marks = {
+        (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS), task)
+        for row in board
+        for task in (row.get("not_below_best") or "").split(",")
+        if task
+    }
     return table, marks
 
 

@@ -24,21 +24,41 @@ from harness.runner.records.store import current_data
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
-GROUP_KEYS = PROTOCOL_GROUP  # one definition: the records supersede within the groups the tables show
+GROUP_KEYS = (
+    PROTOCOL_GROUP  # one definition: the records supersede within the groups the tables show
+)
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 
 
 def protocol_line(group: Mapping[str, Any]) -> str:
     """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots."""
-    return (f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
-            f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · similarity=cosine")
+    return (
+        f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
+        f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · "
+        "similarity=cosine"
+    )
 
 
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
-LONG_COLUMNS = ("marks", "task", "spearman", "pearson", "ci_low", "ci_high", "n_pairs", "created", "undefined",
-                "task_data", "prompt", "weights", "fingerprint")
-UNDEFINED = "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
+LONG_COLUMNS = (
+    "marks",
+    "task",
+    "spearman",
+    "pearson",
+    "ci_low",
+    "ci_high",
+    "n_pairs",
+    "created",
+    "undefined",
+    "task_data",
+    "prompt",
+    "weights",
+    "fingerprint",
+)
+UNDEFINED = (
+    "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
+)
 # A wide table's column: ``TASK=<sha256 of its pairs>`` per task of the row, "; "-separated. Last in
 # leaderboard.csv, so readers that pick columns by name or position before it read what they did.
 FINGERPRINTS = "task_fingerprints"
@@ -52,29 +72,43 @@ def ordered_tasks(titles: Iterable[str]) -> list[str]:
 
 def record_keys(rec: Record) -> dict[str, str]:
     """The (row, protocol group) a record belongs to, as the leaderboard names them."""
-    return {"method": rec["method"]["label"], "backbone": rec["method"]["spec"]["backbone"],
-            "kind": rec["method"]["kind"], "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
-            **protocol_group(rec)}
+    return {
+        "method": rec["method"]["label"],
+        "backbone": rec["method"]["spec"]["backbone"],
+        "kind": rec["method"]["kind"],
+        "fit_set": (rec.get("fit") or {}).get("fit_set", {}).get("name", ""),
+        **protocol_group(rec),
+    }
 
 
 def record_marks(rec: Record) -> str:
-    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored task;
-    § a setting chosen on labelled data (a demonstration picked on STS-B dev)."""
+    """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored
+    task; § a setting chosen on labelled data (a demonstration picked on STS-B dev)."""
     protocol = rec["protocol"]
-    return (("†" if protocol.get("transductive") else "") + ("‡" if protocol.get("labelled_training") else "")
-            + ("§" if protocol.get("selected_on") else ""))
+    return (
+        ("†" if protocol.get("transductive") else "")
+        + ("‡" if protocol.get("labelled_training") else "")
+        + ("§" if protocol.get("selected_on") else "")
+    )
 
 
 def newest(records: Iterable[Record]) -> list[Record]:
     """One record per (row, protocol group, task): the newest file wins, among the records on the
-    task's current data (older data is superseded: :func:`harness.runner.records.store.current_data`)."""
+    task's current data (older data is superseded:
+    :func:`harness.runner.records.store.current_data`)."""
     chosen: dict[tuple, Record] = {}
     for rec in sorted(current_data(records)[0], key=lambda r: r["created"]):
         chosen[(*record_keys(rec).values(), rec["task"]["title"])] = rec
     return list(chosen.values())
 
 
-VOLATILE = ("created", "timings", "env", "harness", "checksum")  # change on every run, change no table
+VOLATILE = (
+    "created",
+    "timings",
+    "env",
+    "harness",
+    "checksum",
+)  # change on every run, change no table
 
 
 def records_digest(records: Iterable[Record]) -> str:
@@ -87,7 +121,10 @@ def records_digest(records: Iterable[Record]) -> str:
     from harness.core.hashing import canonical_json
 
     digest = hashlib.sha256()
-    for text in sorted(canonical_json({k: v for k, v in rec.items() if k not in VOLATILE}) for rec in newest(records)):
+    for text in sorted(
+        canonical_json({k: v for k, v in rec.items() if k not in VOLATILE})
+        for rec in newest(records)
+    ):
         digest.update(text.encode("utf-8"))
     return digest.hexdigest()
 
@@ -96,10 +133,14 @@ def task_data(task: Mapping[str, object]) -> str:
     """Where a task's pairs came from, as tables print it: its source, file or dataset, and the
     first 12 hex digits of its content's sha256 (equal digests: the same pairs).
 
-    >>> task_data({"source": "file", "origin": "/data/pairs.tsv", "fingerprint": "9e848b50de225978a3"})
+    >>> task_data({"source": "file", "origin": "/data/pairs.tsv",
+    ...            "fingerprint": "9e848b50de225978a3"})
     'file /data/pairs.tsv (sha256 9e848b50de22)'
     """
-    return f"{task.get('source', '')} {task.get('origin', '')} (sha256 {str(task.get('fingerprint', ''))[:12]})"
+    return (
+        f"{task.get('source', '')} {task.get('origin', '')} (sha256 "
+        f"{str(task.get('fingerprint', ''))[:12]})"
+    )
 
 
 def _number(value: float | None) -> float:
@@ -123,23 +164,36 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     for rec in newest(records):
         scores = rec["scores"]
         ci = scores.get("spearman_ci95") or [math.nan, math.nan]
-        # An undefined score is NaN here (a cell without a number: never averaged, ranked or starred)
-        # and its reason is kept beside it, so tables can say "undefined" instead of "not run".
-        rows.append({
-            **record_keys(rec), "marks": record_marks(rec),
-            "task": rec["task"]["title"], "spearman": _number(scores["spearman"]),
-            "pearson": _number(scores["pearson"]), "ci_low": ci[0], "ci_high": ci[1],
-            "n_pairs": rec["task"]["n_pairs"], "created": rec["created"], "undefined": scores.get("undefined") or "",
-            "task_data": task_data(rec["task"]), "prompt": rec["protocol"].get("prompt") or "",
-            "weights": (rec.get("backbone") or {}).get("weights") or "",
-            "fingerprint": rec["task"].get("fingerprint") or "",  # the full sha256: what the gate matches on
-            **(rec.get("columns") or {}),
-        })
+        # An undefined score is NaN here (a cell without a number: never averaged, ranked or
+        # starred) and its reason is kept beside it, so tables can say "undefined" instead of "not
+        # run".
+        rows.append(
+            {
+                **record_keys(rec),
+                "marks": record_marks(rec),
+                "task": rec["task"]["title"],
+                "spearman": _number(scores["spearman"]),
+                "pearson": _number(scores["pearson"]),
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "n_pairs": rec["task"]["n_pairs"],
+                "created": rec["created"],
+                "undefined": scores.get("undefined") or "",
+                "task_data": task_data(rec["task"]),
+                "prompt": rec["protocol"].get("prompt") or "",
+                "weights": (rec.get("backbone") or {}).get("weights") or "",
+                "fingerprint": rec["task"].get("fingerprint")
+                or "",  # the full sha256: what the gate matches on
+                **(rec.get("columns") or {}),
+            }
+        )
     # Ordered by what the rows are (protocol group, row, task in registry order), never by when they
     # were written: the tables are then a function of the records' content alone, which the cached
     # reports rely on (harness.runner.execution.reports).
     rank = {title: i for i, title in enumerate(ordered_tasks(r["task"] for r in rows))}
-    ordered = sorted(rows, key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), rank[r["task"]]))
+    ordered = sorted(
+        rows, key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), rank[r["task"]])
+    )
     columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
     return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
 
@@ -163,8 +217,10 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
     for row in long:
         group = tuple(row[k] for k in GROUP_KEYS)
         group_tasks.setdefault(group, set()).add(row["task"])
-        cell = cells.setdefault((*group, *(row[k] for k in ROW_KEYS)),
-                                {"tasks": {}, "marks": set(), "extra": {}, "undefined": [], "data": {}})
+        cell = cells.setdefault(
+            (*group, *(row[k] for k in ROW_KEYS)),
+            {"tasks": {}, "marks": set(), "extra": {}, "undefined": [], "data": {}},
+        )
         cell["tasks"][row["task"]] = row["spearman"]
         if row.get("fingerprint"):
             cell["data"][row["task"]] = row["fingerprint"]
@@ -176,18 +232,39 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
                 cell["extra"].setdefault(column, []).append(row[column])
     table = []
     for key in sorted(cells):
-        cell, group = cells[key], key[:len(GROUP_KEYS)]
+        cell, group = cells[key], key[: len(GROUP_KEYS)]
         values = [cell["tasks"].get(t, math.nan) for t in tasks if t in group_tasks[group]]
-        average = sum(values) / len(values) if values and not any(_missing(v) for v in values) else math.nan
+        average = (
+            sum(values) / len(values)
+            if values and not any(_missing(v) for v in values)
+            else math.nan
+        )
         row = dict(zip((*GROUP_KEYS, *ROW_KEYS), key))
-        table.append({**{k: row[k] for k in ROW_KEYS}, "marks": "".join(sorted(cell["marks"])),
-                      **{t: cell["tasks"].get(t, math.nan) for t in tasks}, AVG: average,
-                      **{c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra},
-                      UNDEFINED: ",".join(t for t in tasks if t in cell["undefined"]),
-                      **{k: row[k] for k in GROUP_KEYS},
-                      FINGERPRINTS: "; ".join(f"{t}={cell['data'][t]}" for t in tasks if t in cell["data"])})
-    # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set) order.
-    table.sort(key=lambda r: (tuple(r[k] for k in GROUP_KEYS), _missing(r[AVG]), 0 if _missing(r[AVG]) else -r[AVG]))
+        table.append(
+            {
+                **{k: row[k] for k in ROW_KEYS},
+                "marks": "".join(sorted(cell["marks"])),
+                **{t: cell["tasks"].get(t, math.nan) for t in tasks},
+                AVG: average,
+                **{
+                    c: (sum(v) / len(v) if (v := cell["extra"].get(c)) else math.nan) for c in extra
+                },
+                UNDEFINED: ",".join(t for t in tasks if t in cell["undefined"]),
+                **{k: row[k] for k in GROUP_KEYS},
+                FINGERPRINTS: "; ".join(
+                    f"{t}={cell['data'][t]}" for t in tasks if t in cell["data"]
+                ),
+            }
+        )
+    # Stable: rows tied on Avg. (or both without one) keep the (method, backbone, kind, fit set)
+    # order.
+    table.sort(
+        key=lambda r: (
+            tuple(r[k] for k in GROUP_KEYS),
+            _missing(r[AVG]),
+            0 if _missing(r[AVG]) else -r[AVG],
+        )
+    )
     return table, tasks, extra
 
 

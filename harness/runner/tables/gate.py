@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UserError
-from harness.runner.tables.frames import AVG, FINGERPRINTS, GROUP_KEYS, ROW_KEYS, TASK_ORDER, UNDEFINED
+from harness.runner.tables.frames import (
+    AVG,
+    FINGERPRINTS,
+    GROUP_KEYS,
+    ROW_KEYS,
+    TASK_ORDER,
+    UNDEFINED,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +57,8 @@ def task_columns(columns: Iterable[Any]) -> list[str]:
     adds (marks, Avg., ...), so a leaderboard of file tasks (columns named by their files) is one.
     A method's own column (DSE's "vs teacher (%)") is counted too; no cell is ever looked up by it.
 
-    >>> task_columns(["method", "backbone", "marks", "STS-B", "my-pairs", "Avg.", "aggregation", "task_fingerprints"])
+    >>> task_columns(["method", "backbone", "marks", "STS-B", "my-pairs", "Avg.", "aggregation",
+    ...               "task_fingerprints"])
     ['STS-B', 'my-pairs']
     """
     return [str(c) for c in columns if c not in (*ROW_KEYS, *GROUP_KEYS, *NOT_TASKS)]
@@ -71,38 +79,50 @@ def read_baseline(path: str | Path) -> pd.DataFrame:
         # line quotes a cell as the file has it ('1e999', not the inf pandas would make of it)
         base = pd.read_csv(file, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"--baseline {path}: not UTF-8 text (byte {err.start}); {BASELINE_HINT}") from None
+        raise UserError(
+            f"--baseline {path}: not UTF-8 text (byte {err.start}); {BASELINE_HINT}"
+        ) from None
     except pd.errors.EmptyDataError:
         raise UserError(f"--baseline {path}: the file is empty; {BASELINE_HINT}") from None
     except (pd.errors.ParserError, ValueError) as err:
         first = (str(err).strip().splitlines() or ["unreadable"])[0][:160]
-        raise UserError(f"--baseline {path}: not a readable CSV ({first}); {BASELINE_HINT}") from None
+        raise UserError(
+            f"--baseline {path}: not a readable CSV ({first}); {BASELINE_HINT}"
+        ) from None
     tasks = task_columns(base.columns)
     if "method" not in base.columns or not tasks:
-        raise UserError(f"--baseline {path}: expected a 'method' column and task columns (such as "
-                        f"{', '.join(TASK_ORDER[:3])}, or a file task's name); found "
-                        f"{', '.join(map(str, base.columns[:8])) or 'none'}; {BASELINE_HINT}")
+        raise UserError(
+            f"--baseline {path}: expected a 'method' column and task columns (such as "
+            f"{', '.join(TASK_ORDER[:3])}, or a file task's name); found "
+            f"{', '.join(map(str, base.columns[:8])) or 'none'}; {BASELINE_HINT}"
+        )
     for task in tasks:
         numbers = pd.to_numeric(base[task], errors="coerce")
         bad = base[task].notna() & numbers.isna()
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
-            raise UserError(f"--baseline {path}:{row + 2}: column {task} holds {base[task].iloc[row]!r}, "
-                            f"not a number; {BASELINE_HINT}")
+            raise UserError(
+                f"--baseline {path}:{row + 2}: column {task} holds {base[task].iloc[row]!r}, not a "
+                f"number; {BASELINE_HINT}"
+            )
         # inf/-inf parse as numbers; a -inf baseline is never dropped below, an inf one always is
         infinite = numbers.notna() & ~numbers.map(lambda v: math.isfinite(float(v)))
         if infinite.any():
             row = int(infinite.to_numpy().nonzero()[0][0])
-            raise UserError(f"--baseline {path}:{row + 2}: column {task} holds {base[task].iloc[row]!r}, not a "
-                            f"finite number (the gate could never, or would always, fire); {BASELINE_HINT}")
+            raise UserError(
+                f"--baseline {path}:{row + 2}: column {task} holds {base[task].iloc[row]!r}, not a "
+                f"finite number (the gate could never, or would always, fire); {BASELINE_HINT}"
+            )
         base[task] = numbers
     if FINGERPRINTS in base.columns:
         for row, cell in enumerate(base[FINGERPRINTS].tolist()):
             try:
                 parse_fingerprints(cell)
             except ValueError as err:
-                raise UserError(f"--baseline {path}:{row + 2}: column {FINGERPRINTS} holds {cell!r} ({err}); "
-                                f"{BASELINE_HINT}") from None
+                raise UserError(
+                    f"--baseline {path}:{row + 2}: column {FINGERPRINTS} holds {cell!r} ({err}); "
+                    f"{BASELINE_HINT}"
+                ) from None
     return base
 
 
@@ -128,7 +148,8 @@ def parse_fingerprints(cell: Any) -> dict[str, str]:
 
 def normal_key(column: str, value: Any) -> str:
     """A key cell as the leaderboard writes it: ``normal_key("max_length", "128.0") == "128"``,
-    ``normal_key("first_last_layers", " 1, -1") == "1,-1"``, ``normal_key("method", "avg ") == "avg"``."""
+    ``normal_key("first_last_layers", " 1, -1") == "1,-1"``,
+    ``normal_key("method", "avg ") == "avg"``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     text = str(value).strip()
@@ -148,7 +169,9 @@ class Baseline:
     """A baseline leaderboard as read before the run: its path, key columns and rows."""
 
     path: str
-    keys: list[str]  # the key columns the file has (a subset of GROUP_KEYS + ROW_KEYS, with "method")
+    keys: list[
+        str
+    ]  # the key columns the file has (a subset of GROUP_KEYS + ROW_KEYS, with "method")
     rows: list[dict[str, Any]]  # keys normalised, task cells float or NaN
     # per row, {task: sha256 of the pairs its score was computed on}; {} where the file does not say
     # (a hand-made baseline, a leaderboard.csv written before the column existed)
@@ -159,18 +182,25 @@ class Baseline:
         return [score for score, _ in self.entries_for(cell, task)]
 
     def entries_for(self, cell: Mapping[str, str], task: str) -> list[tuple[float, str | None]]:
-        """(score, fingerprint of its data or None) of every row matching ``cell`` on the file's keys."""
+        """(score, fingerprint of its data or None) of every row matching ``cell`` on the file's
+        keys."""
         wanted = {k: normal_key(k, cell.get(k, "")) for k in self.keys}
         data = self.data if self.data is not None else [{} for _ in self.rows]
-        return [(row.get(task, math.nan), fingerprints.get(task)) for row, fingerprints in zip(self.rows, data)
-                if all(row[k] == v for k, v in wanted.items())]
+        return [
+            (row.get(task, math.nan), fingerprints.get(task))
+            for row, fingerprints in zip(self.rows, data)
+            if all(row[k] == v for k, v in wanted.items())
+        ]
 
     def describe(self, cell: Mapping[str, str]) -> str:
-        return ", ".join(f"{k}={normal_key(k, cell.get(k, ''))}" for k in self.keys if k != "method")
+        return ", ".join(
+            f"{k}={normal_key(k, cell.get(k, ''))}" for k in self.keys if k != "method"
+        )
 
 
 def load_baseline(path: str | Path) -> Baseline:
-    """Read and check the baseline CSV (:func:`harness.runner.execution.preflight.read_baseline`), normalised."""
+    """Read and check the baseline CSV (:func:`harness.runner.execution.preflight.read_baseline`),
+    normalised."""
     frame = read_baseline(path)
     keys = [k for k in (*ROW_KEYS, *GROUP_KEYS) if k in frame.columns]
     tasks = task_columns(frame.columns)
@@ -179,7 +209,11 @@ def load_baseline(path: str | Path) -> Baseline:
         row: dict[str, Any] = {k: normal_key(k, record.get(k)) for k in keys}
         for task in tasks:
             value = record.get(task)
-            row[task] = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+            row[task] = (
+                float(value)
+                if isinstance(value, int | float) and not isinstance(value, bool)
+                else math.nan
+            )
         rows.append(row)
         data.append(parse_fingerprints(record.get(FINGERPRINTS)))
     return Baseline(str(path), keys, rows, data)
@@ -198,39 +232,54 @@ def match(baseline: Baseline, cells: Iterable[dict[str, Any]], partial: bool) ->
     what cannot be. A cell's data is its ``fingerprint`` (long rows carry it); a cell or a baseline
     row that does not say is matched by its keys alone, as before fingerprints were written. A cell
     whose only baseline scores are on other data is refused even under ``--baseline-partial``: a
-    comparison of two datasets is no verdict, and leaving the cell out would hide that it changed."""
+    comparison of two datasets is no verdict, and leaving the cell out would hide that it
+    changed."""
     matched, unmatched, other_data = [], [], []
     for cell in cells:
         now = cell.get("fingerprint") or None
-        entries = [(v, fp) for v, fp in baseline.entries_for(cell, cell["task"]) if not math.isnan(v)]
+        entries = [
+            (v, fp) for v, fp in baseline.entries_for(cell, cell["task"]) if not math.isnan(v)
+        ]
         found = [v for v, fp in entries if now is None or fp is None or fp == now]
-        elsewhere = sorted({fp for _, fp in entries if now is not None and fp is not None and fp != now})
+        elsewhere = sorted(
+            {fp for _, fp in entries if now is not None and fp is not None and fp != now}
+        )
         if elsewhere and not found:
-            other_data.append(f"{cell['method']} on {cell['task']} (baseline on sha256 "
-                              f"{', '.join(fp[:12] for fp in elsewhere)}, this run on sha256 {str(now)[:12]})")
+            other_data.append(
+                f"{cell['method']} on {cell['task']} (baseline on sha256 "
+                f"{', '.join(fp[:12] for fp in elsewhere)}, this run on sha256 {str(now)[:12]})"
+            )
             continue
         if len(found) == 1:
             matched.append(Match(cell, found[0]))
             continue
         why = "no baseline score" if not found else f"{len(found)} baseline rows"
-        unmatched.append(f"{cell['method']} on {cell['task']} ({why} for {baseline.describe(cell)})")
+        unmatched.append(
+            f"{cell['method']} on {cell['task']} ({why} for {baseline.describe(cell)})"
+        )
     if other_data:
         more = len(other_data) - SHOWN
         named = "; ".join(other_data[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
-        raise UserError(f"--baseline {baseline.path}: made on other data: {named}; compare against a "
-                        "leaderboard.csv of a run on the same data")
+        raise UserError(
+            f"--baseline {baseline.path}: made on other data: {named}; compare against a "
+            "leaderboard.csv of a run on the same data"
+        )
     if unmatched and (not partial or not matched):
         more = len(unmatched) - SHOWN
         named = "; ".join(unmatched[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
-        fix = ("compare against a leaderboard.csv written with the same settings"
-               + ("" if partial else ", or pass --baseline-partial to compare only the cells that match"))
-        raise UserError(f"--baseline {baseline.path}: {len(unmatched)} of {len(matched) + len(unmatched)} scored "
-                        f"cell(s) have no single baseline score: {named}; {fix}")
+        fix = "compare against a leaderboard.csv written with the same settings" + (
+            "" if partial else ", or pass --baseline-partial to compare only the cells that match"
+        )
+        raise UserError(
+            f"--baseline {baseline.path}: {len(unmatched)} of {len(matched) + len(unmatched)} "
+            f"scored cell(s) have no single baseline score: {named}; {fix}"
+        )
     return matched
 
 
 def check_planned(baseline: Baseline, cells: Iterable[dict[str, Any]], partial: bool) -> None:
-    """Before encoding: the rows the plan will score all have baseline scores (see :func:`match`)."""
+    """Before encoding: the rows the plan will score all have baseline scores (see
+    :func:`match`)."""
     match(baseline, cells, partial)
 
 
@@ -249,19 +298,42 @@ def verdict(matches: list[Match], tolerance: float) -> pd.DataFrame:
         has_interval = not undefined and not math.isnan(low) and not math.isnan(high)
         beyond = undefined or now < before - tolerance
         significant = undefined or not has_interval or high - before < 0
-        drops.append({"method": cell["method"], "backbone": cell["backbone"], "task": cell["task"],
-                      "baseline": before, "now": math.nan if undefined else now,
-                      "change": math.nan if undefined else now - before,
-                      "change_ci95": f"[{low - before:.2f}, {high - before:.2f}]" if has_interval else "—",
-                      "beyond_tolerance": beyond, "significant": significant, "regression": beyond and significant})
-    columns = ["method", "backbone", "task", "baseline", "now", "change", "change_ci95", "beyond_tolerance",
-               "significant", "regression"]
+        drops.append(
+            {
+                "method": cell["method"],
+                "backbone": cell["backbone"],
+                "task": cell["task"],
+                "baseline": before,
+                "now": math.nan if undefined else now,
+                "change": math.nan if undefined else now - before,
+                "change_ci95": f"[{low - before:.2f}, {high - before:.2f}]"
+                if has_interval
+                else "—",
+                "beyond_tolerance": beyond,
+                "significant": significant,
+                "regression": beyond and significant,
+            }
+        )
+    columns = [
+        "method",
+        "backbone",
+        "task",
+        "baseline",
+        "now",
+        "change",
+        "change_ci95",
+        "beyond_tolerance",
+        "significant",
+        "regression",
+    ]
     return pd.DataFrame(drops, columns=columns)
 
 
 def _number(value: Any) -> float:
     """A cell as a float: NaN for None or anything not a number."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    )
 
 
 def _nan(value: Any) -> bool:

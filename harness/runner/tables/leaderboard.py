@@ -1,6 +1,6 @@
 """Leaderboards written from result files only: CSV, markdown, a long-format score table and a PNG
-(the frames they are built from are :mod:`harness.runner.tables.frames`). Each protocol group gets its own
-table whose header names that protocol."""
+(the frames they are built from are :mod:`harness.runner.tables.frames`). Each protocol group gets
+its own table whose header names that protocol."""
 
 from __future__ import annotations
 
@@ -32,12 +32,17 @@ if TYPE_CHECKING:
     from harness.runner.settings.config import BenchConfig
 
 TIED = "★"
-LEGEND = (f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests in "
-          "significance.csv) · † fitted or trained on sentences of the scored split (transductive, the fit set "
-          "holds them) · ‡ trained on labelled data built from the scored task (STS-B train holds STS 2012-2017 "
-          "pairs) · § a setting chosen on labelled data (a demonstration picked on STS-B dev)")
-UNDEFINED_LEGEND = ("undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
-                    "pairs); recorded because of --allow-undefined, never ranked or starred")
+LEGEND = (
+    f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests "
+    "in significance.csv) · † fitted or trained on sentences of the scored split (transductive, "
+    "the fit set holds them) · ‡ trained on labelled data built from the scored task (STS-B train "
+    "holds STS 2012-2017 pairs) · § a setting chosen on labelled data (a demonstration picked on "
+    "STS-B dev)"
+)
+UNDEFINED_LEGEND = (
+    "undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
+    "pairs); recorded because of --allow-undefined, never ranked or starred"
+)
 
 
 def mark_tied(wide: list[dict[str, Any]], tasks: list[str], marks: set) -> list[dict[str, Any]]:
@@ -50,12 +55,21 @@ def _missing(value: Any) -> bool:
 
 
 def own_data_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
-    """The tasks of a protocol group that bring their own data (``file:``/``hf:`` entries, whose source
-    is not the group's ``--source``), with where their pairs came from; "" when there are none."""
-    own = {row["task"]: row["task_data"] for row in long
-           if all(str(row[k]) == str(group[k]) for k in GROUP_KEYS)
-           and row.get("task_data") and not str(row["task_data"]).startswith(f"{group['source']} ")}
-    return "Tasks with their own data: " + "; ".join(f"{task}: {data}" for task, data in own.items()) if own else ""
+    """The tasks of a protocol group that bring their own data (``file:``/``hf:`` entries, whose
+    source is not the group's ``--source``), with where their pairs came from; "" when there are
+    none."""
+    own = {
+        row["task"]: row["task_data"]
+        for row in long
+        if all(str(row[k]) == str(group[k]) for k in GROUP_KEYS)
+        and row.get("task_data")
+        and not str(row["task_data"]).startswith(f"{group['source']} ")
+    }
+    return (
+        "Tasks with their own data: " + "; ".join(f"{task}: {data}" for task, data in own.items())
+        if own
+        else ""
+    )
 
 
 def inputs_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
@@ -72,17 +86,25 @@ def inputs_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
     return "Inputs: " + "; ".join(f"{row}: {what}" for row, what in seen.items()) if seen else ""
 
 
-def markdown(wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, Any]] | None = None) -> str:
+def markdown(
+    wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, Any]] | None = None
+) -> str:
     """One markdown table per protocol group, each under a header naming its protocol (and, from the
     ``long`` rows, the tasks that read their own data: a file or dataset named in ``--tasks``)."""
     from itertools import groupby
 
     from tabulate import tabulate
 
-    parts = ["# sts-bench leaderboard", "",
-             "Spearman ×100 of cosine similarity vs gold on each task's test split. "
-             "95 % bootstrap intervals and Pearson are in scores.csv; every number's full record is in runs/.",
-             "", LEGEND, ""]
+    parts = [
+        "# sts-bench leaderboard",
+        "",
+        "Spearman ×100 of cosine similarity vs gold on each task's test split. 95 % bootstrap "
+        "intervals and Pearson are in scores.csv; every number's full record is in "
+        "runs/.",
+        "",
+        LEGEND,
+        "",
+    ]
     if any(row.get(UNDEFINED) for row in wide):
         parts += [UNDEFINED_LEGEND, ""]
     columns = list(wide[0]) if wide else []
@@ -97,25 +119,42 @@ def markdown(wide: list[dict[str, Any]], tasks: list[str], long: list[dict[str, 
                     row[task] = f"{value:.2f}" + (f" {TIED}" if task in tied else "")
                 else:
                     row[task] = "undefined" if task in undefined else "—"
-        shown = [c for c in columns if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
-                 and not all(_missing(row[c]) for row in group) and not (c == "marks" and not any(r[c] for r in group))]
+        shown = [
+            c
+            for c in columns
+            if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
+            and not all(_missing(row[c]) for row in group)
+            and not (c == "marks" and not any(r[c] for r in group))
+        ]
         if {row["kind"] for row in group} == {"embedding"}:
             shown.remove("kind")  # only informative once pair scorers are in the table
         cells = [["" if _missing(row[c]) else row[c] for c in shown] for row in group]
         protocol = dict(zip(GROUP_KEYS, group_values))
         own = own_data_line(long or [], protocol)
         inputs = inputs_line(long or [], protocol)
-        parts += [f"## Protocol: {protocol_line(protocol)}", "", *([own, ""] if own else []),
-                  *([inputs, ""] if inputs else []),
-                  tabulate(cells, headers=shown, tablefmt="pipe", floatfmt=".2f", missingval="—",
-                           disable_numparse=False), ""]
+        parts += [
+            f"## Protocol: {protocol_line(protocol)}",
+            "",
+            *([own, ""] if own else []),
+            *([inputs, ""] if inputs else []),
+            tabulate(
+                cells,
+                headers=shown,
+                tablefmt="pipe",
+                floatfmt=".2f",
+                missingval="—",
+                disable_numparse=False,
+            ),
+            "",
+        ]
     return "\n".join(parts)
 
 
 def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """A table as CSV: floats with 4 decimals, a missing number as an empty cell.
 
-    >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}], ["m", "x", "n"])
+    >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}],
+    ...          ["m", "x", "n"])
     'm,x,n\\navg,82.0325,3\\ncls,,4\\n'
     """
     import csv
@@ -125,20 +164,34 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
-                         for c in columns])
+        writer.writerow(
+            [
+                "" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
+                for c in columns
+            ]
+        )
     return buffer.getvalue()
 
 
-def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = True,
-                      marks: set | None = None) -> list[Path]:
-    """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under ``out_dir``,
-    from :func:`~harness.runner.tables.frames.long_rows` (the one table representation: the page
-    is built from the same rows)."""
+def write_leaderboard(
+    long: list[dict[str, Any]], out_dir: Path, plots: bool = True, marks: set | None = None
+) -> list[Path]:
+    """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under
+    ``out_dir``, from :func:`~harness.runner.tables.frames.long_rows` (the one table representation:
+    the page is built from the same rows)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, tasks, extra = wide_rows(long)
     wide = mark_tied(rows, tasks, marks or set())
-    wide_columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+    wide_columns = [
+        *ROW_KEYS,
+        "marks",
+        *tasks,
+        AVG,
+        *extra,
+        UNDEFINED,
+        *GROUP_KEYS,
+        "not_below_best",
+    ]
     long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time. The
@@ -146,7 +199,9 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     # gate refuses a baseline of it on other data (harness.runner.tables.gate); people read the
     # markdown, whose header names each task's data already.
     atomic_write_text(paths[0], csv_text(wide, [*wide_columns, FINGERPRINTS]))
-    atomic_write_text(paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n")
+    atomic_write_text(
+        paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n"
+    )
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
         from harness.runner.tables.plots import leaderboard_png
@@ -155,8 +210,9 @@ def write_leaderboard(long: list[dict[str, Any]], out_dir: Path, plots: bool = T
     return paths
 
 
-def console_table(records: Sequence[Record], every_run: Sequence[Record] | None = None,
-                  marks: set | None = None) -> str:
+def console_table(
+    records: Sequence[Record], every_run: Sequence[Record] | None = None, marks: set | None = None
+) -> str:
     """This run's leaderboard, as printed at the end of a run: the rows of leaderboard.md that this
     run wrote (its (method row, protocol group)s), cell for cell as the file has them, ★ included.
 
@@ -167,8 +223,11 @@ def console_table(records: Sequence[Record], every_run: Sequence[Record] | None 
     mine = {tuple(record_keys(rec)[k] for k in (*ROW_KEYS, *GROUP_KEYS)) for rec in records}
     long = long_rows(every_run)[0]
     rows, tasks, extra = wide_rows(long)
-    rows = [row for row in mark_tied(rows, tasks, marks or set())
-            if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine]
+    rows = [
+        row
+        for row in mark_tied(rows, tasks, marks or set())
+        if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine
+    ]
     columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
     return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
@@ -186,15 +245,23 @@ class Leaderboards:
 
     def memo_key(self, inputs: ReportInputs) -> dict[str, Any]:
         cfg = inputs.cfg
-        return {"this_run": records_digest(inputs.records), "every_run": records_digest(inputs.every_run),
-                "plots": cfg.plots, "bootstrap": cfg.bootstrap or 1000, "seed": cfg.seed}
+        return {
+            "this_run": records_digest(inputs.records),
+            "every_run": records_digest(inputs.every_run),
+            "plots": cfg.plots,
+            "bootstrap": cfg.bootstrap or 1000,
+            "seed": cfg.seed,
+        }
 
     def write(self, inputs: ReportInputs) -> StepOutput:
         from harness.runner.tables.comparisons import comparisons, write_significance
 
         cfg, out = inputs.cfg, inputs.out_dir
-        # One significance computation, for the file; the console's rows are cut from the same table.
-        significance, marks = comparisons(inputs.every_run, cfg.bootstrap or 1000, cfg.seed)
+        # One significance computation, for the file; the console's rows are cut from the same
+        # table.
+        significance, marks = comparisons(
+            inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
+        )
         table = console_table(inputs.records, inputs.every_run, marks)
         paths = write_leaderboard(long_rows(inputs.every_run)[0], out, plots=cfg.plots, marks=marks)
         paths.append(write_significance(significance, out))

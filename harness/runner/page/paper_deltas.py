@@ -1,0 +1,171 @@
+"""The page's paper deltas, as data for ``templates/parts.html.j2``: one :class:`PaperFile` per
+``paper-*.csv`` (published against measured, per paper table cell), its rows that did not run one
+:class:`NotRun` line per reason with the command that runs them.
+
+Files are read without following a link (the output folder is closed:
+:mod:`harness.runner.records.lock`): a link is left out with one warning."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runner.page.cells import (
+    Cell,
+    Head,
+    Table,
+    as_float,
+    classes,
+    number,
+    signed_class,
+    sort_value,
+)
+from harness.runner.records.lock import NotAFile, read_inside
+
+# The paper runner writes these words into a row's status (harness/runner/papers/run.py imports
+# them, through .html).
+MODEL_DIFFERS = "model differs"
+NOT_RUN = "not run:"
+PAPER_COLUMNS = (
+    "paper",
+    "table",
+    "model",
+    "setting",
+    "task",
+    "published",
+    "measured",
+    "delta",
+    "status",
+)
+NUMERIC = ("published", "measured", "delta")
+log = logging.getLogger("sts_bench.report")
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """The rows of one reason: how many, their models and tasks, the reason, the command."""
+
+    count: int
+    models: str
+    tasks: str
+    reason: str
+    command: str
+
+
+@dataclass(frozen=True)
+class PaperFile:
+    """One ``paper-*.csv``: its name, and either ``missing`` (the columns it lacks: skipped) or the
+    table of rows that ran, the lines of those that did not, and the file's row count."""
+
+    name: str
+    missing: list[str]
+    table: Table | None = None
+    not_run: list[NotRun] | None = None
+    total: int = 0
+
+
+def papers(out_dir: Path) -> list[PaperFile]:
+    """Paper deltas from every ``paper-*.csv``: rows that ran are a table; a delta measured on
+    another model than the paper's is grey and says so; rows that did not run are one line per
+    reason. A file that lacks a column, or cannot be read, says so (and is logged)."""
+    found = []
+    for path in sorted(out_dir.glob("paper-*.csv")):
+        try:
+            reader = csv.DictReader(io.StringIO(read_inside(path).decode("utf-8"), newline=""))
+            missing = [c for c in PAPER_COLUMNS if c not in (reader.fieldnames or [])]
+            rows = [] if missing else [{c: row.get(c, "") for c in PAPER_COLUMNS} for row in reader]
+        except NotAFile as err:
+            log.warning("report: %s %s; left out of the page", path, err.strerror)
+            continue
+        except (OSError, UnicodeDecodeError, csv.Error) as err:
+            missing, rows = [f"unreadable ({err})"], []
+        if missing:
+            log.warning("report: %s skipped: missing column(s) %s", path, ", ".join(missing))
+            found.append(PaperFile(path.name, missing))
+            continue
+        ran = [row for row in rows if not str(row["status"]).startswith(NOT_RUN)]
+        found.append(PaperFile(path.name, [], paper_table(ran), not_run_lines(rows), len(rows)))
+    return found
+
+
+def _delta(value: Any, status: str) -> Cell:
+    """The delta cell: grey and labelled where the model is not the paper's (the paper runner writes
+    MODEL_DIFFERS into the status of such rows), else coloured by its sign."""
+    shown = "—" if math.isnan(as_float(value)) else f"{as_float(value):+.2f}"
+    if MODEL_DIFFERS in status:
+        return Cell(
+            shown,
+            css="num differs",
+            sort=sort_value(value),
+            tag=MODEL_DIFFERS,
+            title="measured on another model than the paper's: not comparable",
+        )
+    return Cell(shown, css=classes("num", signed_class(value)), sort=sort_value(value))
+
+
+def paper_table(rows: list[dict[str, Any]]) -> Table:
+    """The rows that ran, every column of :data:`PAPER_COLUMNS`."""
+    body = []
+    for row in rows:
+        cells = []
+        for c in PAPER_COLUMNS:
+            if c == "delta":
+                cells.append(_delta(row[c], str(row["status"])))
+            elif c in NUMERIC:
+                cells.append(Cell(number(row[c]), css="num", sort=sort_value(row[c])))
+            else:
+                cells.append(Cell(str(row[c])))
+        body.append(cells)
+    return Table(
+        "sortable paper",
+        [Head(c, c in NUMERIC) for c in PAPER_COLUMNS],
+        body,
+        empty="No row of this paper ran.",
+    )
+
+
+def not_run_lines(rows: list[dict[str, Any]]) -> list[NotRun]:
+    """The rows that did not run, one line per reason: how many, which models and tasks, the reason
+    in full (it says what to fix), and the command that runs them."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        status = str(row["status"])
+        if status.startswith(NOT_RUN):
+            by_reason.setdefault(status[len(NOT_RUN) :].strip(), []).append(row)
+    # A run on another model than the paper's says so in its rows that ran: the command keeps it.
+    differs = [
+        re.match(rf"{MODEL_DIFFERS}: (\S+) \(paper:", part.strip())
+        for row in rows
+        for part in str(row["status"]).split(";")
+    ]
+    backbone = next((m.group(1) for m in differs if m), None)
+    lines = []
+    for reason, group in by_reason.items():
+        models = list(dict.fromkeys(f"{r['model']} ({r['setting']})" for r in group))
+        tasks = list(dict.fromkeys(str(r["task"]) for r in group))
+        command = paper_command(str(group[0]["paper"]), reason, tasks, backbone)
+        lines.append(
+            NotRun(len(group), "; ".join(models), ", ".join(tasks), reason.rstrip("."), command)
+        )
+    return lines
+
+
+def paper_command(paper: str, reason: str, tasks: list[str], backbone: str | None = None) -> str:
+    """The command that runs a paper's rows that did not run: the tasks left out by ``--tasks`` by
+    name; otherwise the paper again, once the reason's own fix is done (it names the flag or
+    folder).
+    ``backbone``: the model the run used instead of the paper's, kept so the rerun matches."""
+    from harness.core.data.tasks import TASKS
+
+    command = f"python run_bench.py --paper {paper}"
+    command += f" --backbone {backbone}" if backbone else ""
+    if "--tasks" in reason:
+        by_title = {spec.title: name for name, spec in TASKS.items()}
+        command += " --tasks " + " ".join(by_title.get(t, t) for t in tasks)
+    return command
