@@ -92,10 +92,15 @@ test: lint
 # runs them on the locked versions: the other `slow` tests (a SIGKILLed run resumes, two runs share
 # one cache: sts-bench's own file protocol on the OS, no third-party code beyond what the fast
 # subset runs) and bert-whitening on MiniLM (more forward passes than all the rest, through the
-# same MiniLM path as test_real.py, and numpy's SVD, which the whitening oracles check). A renamed
-# test is no longer deselected and runs here again: the selection fails towards running more.
+# same MiniLM path as test_real.py, and numpy's SVD, which the whitening oracles check), the
+# embedded default in Chromium (our page in the system's browser: the fast page tests render it
+# through the newest jinja2) and sn/abtt on the embedded default (numpy on MiniLM's vectors, which
+# the calibration oracles check on fixtures). A renamed test is no longer deselected and runs here
+# again: the selection fails towards running more.
 NEWEST_TESTS = -m "not slow or cluster" \
-	--deselect tests/test_papers.py::test_bert_whitening_on_minilm_reproduces_the_independent_computation
+	--deselect tests/test_papers.py::test_bert_whitening_on_minilm_reproduces_the_independent_computation \
+	--deselect tests/test_report.py::test_the_embedded_default_in_chromium \
+	--deselect tests/test_calibrations.py::test_sn_and_abtt_on_the_embedded_default
 
 # The newest versions pyproject.toml allows (torch still TORCH_SPEC), resolved now in a fresh venv;
 # prints what differs from the lock. Only pytest: ruff's newest rules are a lint, not a user's break.

@@ -22,7 +22,7 @@ from harness.core.data.tasks import TASKS
 from harness.core.errors import UserError
 from harness.core.hashing import atomic_write_text
 from harness.core.hub import HubFailures
-from harness.runner.page.html import MODEL_DIFFERS, NOT_RUN
+from harness.runner.page.html import MODEL_DIFFERS, NOT_RUN, PAPER_COLUMNS
 from harness.runner.papers.data import Paper, Row, Setting, load_paper
 from harness.runner.settings.config import BenchConfig
 
@@ -30,17 +30,8 @@ if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 AVERAGE = "Avg."
-CSV_COLUMNS = (
-    "paper",
-    "table",
-    "model",
-    "setting",
-    "task",
-    "published",
-    "measured",
-    "delta",
-    "status",
-)
+# The paper CSV's columns: the page reads the same file by the same names (one definition).
+CSV_COLUMNS = PAPER_COLUMNS
 
 
 @dataclass
