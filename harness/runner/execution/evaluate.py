@@ -12,12 +12,19 @@ they are (a wrong output of theirs is a bug in sts-bench, with its traceback).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from harness.core.api import EmbeddingMethod, PairScoringMethod
+from harness.core.compression import (
+    Calibration,
+    VectorSetting,
+    calibrate,
+    compressed_similarity,
+)
 from harness.core.errors import PluginError
 from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
@@ -159,8 +166,9 @@ def evaluate(
     ctx: RunContext,
     leakage: dict[str, Any] | None = None,
 ) -> Record:
-    """Fit (if the method fits), encode both sides, score; return the result record."""
-    return score(method, task, fit_set, cfg, ctx, leakage).record
+    """Fit (if the method fits), encode both sides, score; return the record of the full vector
+    (the first of :func:`score`'s)."""
+    return score(method, task, fit_set, cfg, ctx, leakage)[0].record
 
 
 def score(
@@ -170,10 +178,12 @@ def score(
     cfg: BenchConfig,
     ctx: RunContext,
     leakage: dict[str, Any] | None = None,
-) -> Scored:
-    """:func:`evaluate`, keeping the vectors that were scored."""
-    from harness.core.scoring import cosine_rows, score_split
-
+    calibration_set: FitSet | None = None,
+) -> list[Scored]:
+    """:func:`evaluate`, keeping the vectors that were scored: one :class:`Scored` per vector
+    setting of the run (``--dims`` × ``--precision`` × ``--similarity``, the full vector first) for
+    an embedding method, all from the one encode; one for a method that scores pairs.
+    ``calibration_set``: the sentences int8/uint8 ranges are calibrated on (the run's --fit-set)."""
     kind = type(method)
     plugin = is_guest(kind)
     t0 = time.perf_counter()
@@ -184,29 +194,74 @@ def score(
             checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
-    left = right = None
-    n_zero = 0
     if isinstance(method, PairScoringMethod):
         with guest(kind, "score_pairs()"):
             similarity = method.score_pairs(split.s1, split.s2)
         if plugin:
             similarity = checked_scores(similarity, len(split.s1), who(kind), error=PluginError)
-    elif isinstance(method, EmbeddingMethod):
-        call = encode_call(kind)
-        with guest(kind, call):
-            sides = method.encode_sides(split.s1, split.s2)
-        left, right = checked_sides(sides, len(split.s1), kind, call) if plugin else sides
-        similarity, n_zero = cosine_rows(left, right)
-        if n_zero:
-            say(
-                f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero "
-                "vector; their cosine is set to 0"
-            )
-    else:
+        t2 = time.perf_counter()
+        record = scored_record(
+            method, task, fit_set, cfg, ctx, leakage, similarity, 0, (t0, t1, t2)
+        )
+        return [Scored(record)]
+    if not isinstance(method, EmbeddingMethod):
         raise TypeError(
             f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
         )
+    call = encode_call(kind)
+    with guest(kind, call):
+        sides = method.encode_sides(split.s1, split.s2)
+    left, right = checked_sides(sides, len(split.s1), kind, call) if plugin else sides
     t2 = time.perf_counter()
+    grid = cfg.vector_grid()
+    calibration = calibrated_ranges(method, calibration_set, grid)
+    out = []
+    for setting in grid:
+        t_setting = time.perf_counter()
+        similarity, n_zero = compressed_similarity(left, right, setting, calibration)
+        if n_zero:
+            say(
+                f"warning: {setting.label(method.label())} on {task.spec.title}: {n_zero} pair(s) "
+                "with a zero vector; their cosine is set to 0"
+            )
+        # the full vector's encode time is the encode; a compressed one's, its compression
+        clock = (t0, t1, t2) if setting.full else (t_setting, t_setting, time.perf_counter())
+        record = scored_record(method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock)
+        vector = vector_record(setting, int(left.shape[1]), calibration_set, split.sentences())
+        record["vector"] = strict(vector)
+        record["protocol"]["similarity"] = setting.similarity
+        if vector.get("calibration", {}).get("overlap_sentences"):
+            record["protocol"]["transductive"] = True  # ranges learnt on the scored sentences: †
+        record["method"]["label"] = setting.label(method.label())
+        # the width of the vectors scored (whitening's k, a DSE student's, a cut): MTEB's embed_dim
+        record["embed_dim"] = int(setting.dims or left.shape[1])
+        if setting.full and cfg.diagnostics:
+            from harness.runner.studies.diagnostics import anisotropy, unique_rows
+
+            record["diagnostics"] = strict(
+                anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
+            )
+        out.append(Scored(record, left, right) if setting.full else Scored(record))
+    return out
+
+
+def scored_record(
+    method: Method,
+    task: LoadedTask,
+    fit_set: FitSet | None,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leakage: dict[str, Any] | None,
+    similarity: np.ndarray,
+    n_zero: int,
+    clock: tuple[float, float, float],
+) -> Record:
+    """The record of one similarity per pair: scored under the run's protocol, with the fields the
+    method annotates (DSE's teacher, a cross-encoder's symmetry, "columns")."""
+    from harness.core.scoring import score_split
+
+    kind = type(method)
+    split = task.eval
     scores = score_split(
         similarity,
         split.gold,
@@ -217,30 +272,51 @@ def score(
         n_zero,
         memo=ctx.resamples,  # the run's: the significance table reuses these resamples
     )
-    t3 = time.perf_counter()
+    t0, t1, t2 = clock
     timings = {
         "fit_s": round(t1 - t0, 4),
         "encode_s": round(t2 - t1, 4),
-        "score_s": round(t3 - t2, 4),
+        "score_s": round(time.perf_counter() - t2, 4),
     }
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
-    # Fields a method adds to its records (DSE's teacher, a cross-encoder's symmetry, "columns").
     with guest(kind, "annotate()"):
         extra = method.annotate(split, similarity)
-    if plugin:
+    if is_guest(kind):
         extra = checked_annotation(extra, kind)
-    record = cast("Record", {**record, **strict(extra)})
-    if (
-        left is not None
-    ):  # the width of the vectors scored (whitening's k, a DSE student's...): MTEB's embed_dim
-        record["embed_dim"] = int(left.shape[1])
-    if cfg.diagnostics and left is not None and right is not None:
-        from harness.runner.studies.diagnostics import anisotropy, unique_rows
+    return cast("Record", {**record, **strict(extra)})
 
-        record["diagnostics"] = strict(
-            anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
-        )
-    return Scored(record, left, right)
+
+def calibrated_ranges(
+    method: EmbeddingMethod, calibration_set: FitSet | None, grid: Sequence[VectorSetting]
+) -> Calibration | None:
+    """The per-dimension ranges int8/uint8 settings quantise on: the min and max of the method's
+    vectors of the calibration sentences (read from the cache: the plan encoded them). None when
+    no setting of ``grid`` needs them."""
+    if not any(setting.calibrated for setting in grid):
+        return None
+    if calibration_set is None:
+        raise ValueError("an int8/uint8 setting needs the plan's calibration set")
+    kind = type(method)
+    sentences = list(dict.fromkeys(calibration_set.sentences))
+    with guest(kind, "encode()"):
+        vectors = method.encode(sentences)
+    if is_guest(kind):
+        vectors = checked_vectors(vectors, len(sentences), who(kind), "encode()", PluginError)
+    return calibrate(vectors)
+
+
+def vector_record(
+    setting: VectorSetting, full_dims: int, calibration_set: FitSet | None, scored: Iterable[str]
+) -> dict[str, Any]:
+    """``record["vector"]``: the setting, its bytes per vector and, for int8/uint8, the sentences
+    its ranges were calibrated on and how many of them are sentences of the scored split."""
+    vector = setting.describe(full_dims)
+    if setting.calibrated and calibration_set is not None:
+        vector["calibration"] = {
+            **calibration_set.describe(),
+            "overlap_sentences": calibration_set.overlap(scored),
+        }
+    return vector
 
 
 # -- what a plugin method returns, checked before the run uses it ---------------------------------

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.core.api import EmbeddingMethod
 from harness.core.data.fitsets import FitSet, build_fit_set, check_fit_set_name, splits_needed
 from harness.core.data.splits import LoadedTask, unique
 from harness.core.data.tasks import get_task, load_task
@@ -41,6 +42,15 @@ class Plan:
     fit_sets: dict[tuple[str, str], FitSet]  # (task, fit-set name) → sentences
     encode_jobs: list[EncodeJob]
     own_model_sentences: dict[str, list[str]]  # method name → sentences it encodes itself (sbert)
+    # The fit set int8/uint8 ranges are calibrated on (the run's --fit-set), when one is asked for:
+    # its sentences are encoded with the rest, so the calibration reads them from the cache.
+    calibration_set: str | None = None
+
+    def calibration(self, task: LoadedTask) -> FitSet | None:
+        """The calibration sentences of ``task`` (None: no precision asked needs them)."""
+        if self.calibration_set is None:
+            return None
+        return self.fit_sets[(task.spec.name, self.calibration_set)]
 
 
 def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
@@ -101,7 +111,15 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     """Build every method and load every task and fit set; group the encode work by backbone."""
     methods = ctx.build_methods(unique(cfg.methods))
     specs = [get_task(name, cfg.source) for name in unique(cfg.tasks)]
-    fit_names = unique(m.fit_set_name() for m in methods if m.uses_fit_set)
+    calibration_set = (
+        cfg.fit_set
+        if cfg.calibrates() and any(isinstance(m, EmbeddingMethod) for m in methods)
+        else None
+    )
+    fit_names = unique(
+        [m.fit_set_name() for m in methods if m.uses_fit_set]
+        + ([calibration_set] if calibration_set is not None else [])
+    )
     for name in fit_names:
         check_fit_set_name(name)
     tasks = []
@@ -146,7 +164,8 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         fit_sentences = [
             s
             for (_, name), fit in fit_sets.items()
-            if method.uses_fit_set and name == method.fit_set_name()
+            if (method.uses_fit_set and name == method.fit_set_name())
+            or (name == calibration_set and isinstance(method, EmbeddingMethod))
             for s in fit.sentences
         ]
         needed = unique(eval_sentences + fit_sentences)
@@ -159,4 +178,4 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         job.views.update(views)
         job.methods.append(method)
         job.sentences = unique(job.sentences + needed)
-    return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model)
+    return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model, calibration_set)

@@ -99,13 +99,14 @@ def scored_as_guest(
     cfg: BenchConfig,
     ctx: RunContext,
     leakage: dict[str, Any] | None,
-) -> Scored:
+    calibration_set: Any = None,
+) -> list[Scored]:
     """:func:`.evaluate.score`; for a plugin, an exception its own code raised from a call that
     ``score`` does not guard one by one (``encoder_impl``) is blamed on it, as a PluginError."""
     from methods.guests import blame, is_guest
 
     try:
-        return score(method, task, fit_set, cfg, ctx, leakage)
+        return score(method, task, fit_set, cfg, ctx, leakage, calibration_set)
     except PluginError:
         raise
     except BaseException as err:

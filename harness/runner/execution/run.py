@@ -296,6 +296,9 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
         "max_length": str(protocol["max_length"]),
         "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
     }
+    from harness.core.api import EmbeddingMethod
+
+    grid = cfg.vector_grid()
     cells = []
     for task in plan.tasks:
         for method in plan.methods:
@@ -304,9 +307,15 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
                 if method.uses_fit_set
                 else None
             )
-            cells.append(
+            # an embedding method's row per vector setting (--dims/--precision/--similarity)
+            labels = (
+                [setting.label(method.label()) for setting in grid]
+                if isinstance(method, EmbeddingMethod)
+                else [method.label()]
+            )
+            cells += [
                 {
-                    "method": method.label(),
+                    "method": label,
                     "backbone": method.spec.backbone,
                     "kind": method.kind,
                     "fit_set": fit.name if fit is not None else "",
@@ -314,7 +323,8 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
                     "task": task.spec.title,
                     "fingerprint": task.eval.fingerprint,
                 }
-            )  # a baseline on other data: refused up front
+                for label in labels
+            ]  # a baseline on other data: refused up front
     return cells
 
 
@@ -355,36 +365,44 @@ def score_stage(
                 else None
             )
             try:
-                scored = scored_as_guest(
-                    method, task, fit_set, cfg, ctx, leaks.get((method.name, task.spec.name))
+                every_setting = scored_as_guest(
+                    method,
+                    task,
+                    fit_set,
+                    cfg,
+                    ctx,
+                    leaks.get((method.name, task.spec.name)),
+                    plan.calibration(task),
                 )
             except PluginError as err:  # this (method, task) only: the other cells are still scored
                 broken.append((method.label(), task.spec.title, err))
                 say(f"{method.label():>16} · {task.spec.title:<7} not scored: {what_failed(err)}")
                 continue
-            record = scored.record
-            record["timings"]["encode_stage_s"] = round(encode_s, 4)
-            if cfg.export_embeddings and scored.left is not None and scored.right is not None:
-                vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
-                exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
-            elif cfg.export_embeddings and task is plan.tasks[0]:
-                say(
-                    f"export: {method.label()} scores pairs as a whole; it has no sentence vectors "
-                    "to export "
-                    "(skipped)"
+            for scored in every_setting:
+                record = scored.record
+                record["timings"]["encode_stage_s"] = round(encode_s, 4)
+                if cfg.export_embeddings and scored.left is not None and scored.right is not None:
+                    vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
+                    exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
+                elif cfg.export_embeddings and task is plan.tasks[0] and "vector" not in record:
+                    say(
+                        f"export: {method.label()} scores pairs as a whole; it has no sentence "
+                        "vectors to export (skipped)"
+                    )
+                label, undefined = record["method"]["label"], record["scores"]["undefined"]
+                if undefined and not cfg.allow_undefined:
+                    refused.append(f"{label} on {task.spec.title} ({undefined})")
+                    say(f"{label:>16} · {task.spec.title:<7} Spearman undefined: {undefined}")
+                    continue
+                with output_lock(out):
+                    paths.append(write_result(out / "runs", record))
+                records.append(record)
+                shown = (
+                    f"undefined ({undefined})"
+                    if undefined
+                    else f"{record['scores']['spearman']:6.2f}"
                 )
-            label, undefined = record["method"]["label"], record["scores"]["undefined"]
-            if undefined and not cfg.allow_undefined:
-                refused.append(f"{label} on {task.spec.title} ({undefined})")
-                say(f"{label:>16} · {task.spec.title:<7} Spearman undefined: {undefined}")
-                continue
-            with output_lock(out):
-                paths.append(write_result(out / "runs", record))
-            records.append(record)
-            shown = (
-                f"undefined ({undefined})" if undefined else f"{record['scores']['spearman']:6.2f}"
-            )
-            say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
+                say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
     return records, paths, refused, exported, broken
 
 

@@ -52,6 +52,10 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
     for method in job.methods:
         if method.uses_fit_set:
             fitters.setdefault(method.fit_set_name(), []).append(method.label())
+    if plan.calibration_set is not None:  # int8/uint8 ranges: every method of the job reads them
+        fitters.setdefault(plan.calibration_set, []).append(
+            f"int8/uint8 ranges of {' '.join(method.label() for method in job.methods)}"
+        )
     tasks = {task.spec.name: task for task in plan.tasks}
     for (task_name, fit_name), fit in plan.fit_sets.items():
         if fit_name not in fitters:

@@ -2,7 +2,8 @@
 other leaderboards.
 
 It holds every protocol group's leaderboard (score, 95 % interval, ★ not significantly below the
-best, † ‡ marks), each group's paired tests, paper deltas from ``paper-*.csv`` where present, the
+best, † ‡ marks), each group's paired tests, the quality-cost frontier where a row is a compressed
+vector setting (:mod:`.frontier_tables`), paper deltas from ``paper-*.csv`` where present, the
 history of scores by commit (``history.jsonl``) and every plot under ``plots/``. Each score's
 settings show on hover (its ``title``) and in full under the row's "settings" expander; every table
 sorts by a click on its header. CSS and JavaScript are inlined from the package's static files
@@ -32,6 +33,7 @@ from harness.core.hashing import atomic_write_text
 from harness.runner.page import assets
 from harness.runner.page.boards import Board, board_table, paired_tests
 from harness.runner.page.cells import Table, signed_class, table
+from harness.runner.page.frontier_tables import frontier_section
 from harness.runner.page.paper_deltas import MODEL_DIFFERS, NOT_RUN, PAPER_COLUMNS, papers
 from harness.runner.page.pngs import Figure, plots, png_uri
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
@@ -44,6 +46,7 @@ from harness.runner.tables.frames import (
     tied_tasks,
     wide_rows,
 )
+from harness.runner.tables.frontier import PARETO_MARK
 from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line
 
 if TYPE_CHECKING:
@@ -86,7 +89,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.globals.update(tied=TIED, alpha=ALPHA)
+    env.globals.update(tied=TIED, alpha=ALPHA, pareto_mark=PARETO_MARK)
     return env
 
 
@@ -125,10 +128,14 @@ def history_section(history: HistoryReport | None, png: bytes | None) -> History
 
 
 def boards(
-    records: Sequence[Record], marks: set, significance: list[dict[str, Any]]
+    records: Sequence[Record],
+    marks: set,
+    significance: list[dict[str, Any]],
+    long: list[dict[str, Any]] | None = None,
 ) -> list[Board]:
-    """One :class:`Board` per protocol group of ``records`` (the newest record of each cell)."""
-    long = long_rows(records)[0]
+    """One :class:`Board` per protocol group of ``records`` (the newest record of each cell);
+    ``long``: their long rows, when the caller has them already."""
+    long = long_rows(records)[0] if long is None else long
     wide, all_tasks, all_extra = wide_rows(long)
     cells = {}
     for rec in newest(records):
@@ -165,6 +172,11 @@ def render(
     from harness.runner.records.store import git_sha, now_iso
 
     images = plots(out_dir)
+    long = long_rows(records)[0]
+    frontier = frontier_section(long, significance, images.get("frontier"))
+    # The frontier plot shows in its section; without one (no compressed setting) it is a plot
+    # like any other.
+    own = {"history", "frontier"} if frontier is not None else {"history"}
     return (
         environment()
         .get_template("page.html.j2")
@@ -176,12 +188,11 @@ def render(
             version=__version__,
             commit=str(git_sha())[:12],
             legend=LEGEND,
-            boards=boards(records, marks, significance),
+            boards=boards(records, marks, significance, long),
+            frontier=frontier,
             papers=papers(out_dir),
             history=history_section(history, images.get("history")),
-            plots=[
-                Figure(stem, png_uri(data)) for stem, data in images.items() if stem != "history"
-            ],
+            plots=[Figure(stem, png_uri(data)) for stem, data in images.items() if stem not in own],
         )
     )
 

@@ -13,28 +13,87 @@ a hash of everything that changes its vectors (method spec, backbone content, fi
 max_length, dtype) plus the task source. A fit on the scored task's own sentences (``target``)
 lists the task in ``training_datasets``, which is how MTEB marks a model that has seen a task.
 
+**Vector settings** (``--dims``, ``--precision``, ``--similarity``: :mod:`harness.core.compression`)
+are the same model run another way, which MTEB calls an *experiment*: the same name and revision,
+with ``experiment_kwargs`` naming what differs, in a folder of its own::
+
+    <output>/mteb/<model>/<revision>/experiments/<experiment name>/<Task>.json  (+ model_meta.json)
+
+as ``mteb.ResultCache`` lays experiments out and reads them (``load_experiments="match_name"``,
+or ``experiment_kwargs=...``; by default MTEB leaves experiments out). The kwargs are MTEB's own:
+
+- ``embed_dim``: the first ``k`` dimensions kept (what ``ModelMeta.load_model(embed_dim=k)``
+  records for a Matryoshka cut); the experiment's ``model_meta.json`` has ``embed_dim: k``.
+- ``output_dtypes``: the precision, as MTEB's ``CompressionWrapper`` records it
+  (``int8``, ``uint8``, ``binary``; the meta's ``output_dtypes`` is ``[that dtype]``).
+  ``ubinary`` is ``binary``: the same bits in another byte type, the same Hamming distances, so
+  the same scores; MTEB has one ``binary``.
+- ``calibration``: for ``int8``/``uint8``, the name of the fit set the per-dimension ranges were
+  learnt on (``train``, ``nli``, ``corpus:FILE``...; MTEB's wrapper learns them on the vectors it
+  encodes, which has no counterpart here): two calibrations are two experiments, never one file.
+  The name, as the revision names a method's fit set: ``train`` is each task's train split, one
+  experiment over every task.
+
+The name is MTEB's ``ModelMeta.experiment_name`` of those kwargs (sorted ``key_value`` joined by
+``__``): the row ``avg · 64d int8`` of the packaged MiniLM calibrated on STS-B train is in ::
+
+    mteb/sts-bench__avg-minilm/2ec6a7918b71/experiments/
+        calibration_train__embed_dim_64__output_dtypes_int8/STSBenchmark.json
+
+The full vector (every dimension, fp32) has no experiment: its files are where they always were.
+
+**Similarities** are not an experiment in MTEB: its STS evaluator compares the same vectors by
+cosine, Manhattan and Euclidean distance (and by the model's own similarity function) and writes
+them all to one file. So every row of one (dims, precision) setting goes to that setting's file,
+each under MTEB's key for its similarity (``mteb.abstasks.sts.STSMetrics``):
+
+- ``cosine``: ``cosine_spearman``/``cosine_pearson``, and ``spearman``/``pearson`` (the model's own
+  similarity function, which is cosine: ``similarity_fn_name``), and ``main_score`` (the STS
+  tasks' main score is ``cosine_spearman``).
+- ``manhattan``, ``euclidean``: ``manhattan_*``, ``euclidean_*``.
+- ``dot``: ``dot_spearman``/``dot_pearson``, the key MTEB's STS evaluator used for it (MTEB 1's
+  ``dot`` scores, which MTEB's loader still reads as ``dot_*``; MTEB 2 does not compute it).
+- ``hamming`` (``binary``/``ubinary``): MTEB's binary experiment unpacks the bits to 0/1 floats,
+  on which the Manhattan distance *is* the Hamming distance and the Euclidean its square root: so
+  a Hamming row is written as ``manhattan_*`` (the same numbers MTEB computes) and ``euclidean_*``
+  (of ``-sqrt(hamming)``, exactly what MTEB computes too). MTEB's cosine of 0/1 vectors, its main
+  score, is not something sts-bench computes (bits are compared by Hamming distance), so a binary
+  file's ``main_score`` is null, as MTEB's own loader leaves a main score a file lacks; likewise
+  any setting whose cosine row the run did not ask for. ``TaskResult.get_score()`` then refuses
+  it rather than average a different metric.
+
+A file already at a setting's path is merged into, not replaced, when it is the same task on the
+same dataset revision with the same subsets (the same model revision and experiment: the same
+vectors, compared another way by an earlier row or run): its other similarities' keys stay, this
+row's keys are replaced. Keys are written in one fixed order, so a run that asks only cosine
+writes the full vector's file byte for byte as before these settings existed.
+
 Scores are computed from the record's per-pair similarities the way MTEB does it: one Spearman
-and Pearson of cosine against gold per MTEB subset (``default``, or each language subset of an
-MTEB task), as fractions. ``dataset_revision`` is MTEB's pinned revision when the pairs came
-from MTEB's dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's
-tokenized text, the packaged STS-B, local files), so different data never passes for MTEB's.
+and Pearson against gold per MTEB subset (``default``, or each language subset of an MTEB task),
+as fractions. ``dataset_revision`` is MTEB's pinned revision when the pairs came from MTEB's
+dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's tokenized
+text, the packaged STS-B, local files), so different data never passes for MTEB's.
 MTEB is not imported: the files are plain JSON in MTEB's schema.
 
 No link is followed (the output folder is closed, :mod:`.lock`): each file is written atomically (a
 link under its name is replaced, not its target), a folder link under ``mteb/`` is refused, and the
-model_meta.json read back is read without following a link (a link: skipped with one warning).
+files read back (model_meta.json, a result file merged into) are read without following a link (a
+link: skipped with one warning).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.core.compression import HAMMING, SIMILARITIES, VectorSetting
 from harness.core.hashing import atomic_write_text, key_hash, strict_json
 from harness.runner.records.lock import NotAFile, read_inside, refuse_linked_folders
 from harness.runner.records.outputs import StepOutput
@@ -46,7 +105,27 @@ if TYPE_CHECKING:
     from harness.runner.settings.config import BenchConfig
 
 IDENTITY_PROTOCOL = ("similarity", "source", "fit_set", "first_last_layers", "max_length", "dtype")
+# MTEB's similarity_fn_name of every sts-bench model; a row's own similarity is a score key.
+MODEL_SIMILARITY = "cosine"
 ENGLISH = ["eng-Latn"]  # the language of every registered task (STS12-16, STS-B, SICK-R)
+EXPERIMENTS = "experiments"  # the folder of a model's experiments (mteb.cache.result_cache)
+# MTEB's OutputDType value of each precision below fp32 (mteb.types.OutputDType).
+OUTPUT_DTYPES = {"int8": "int8", "uint8": "uint8", "binary": "binary", "ubinary": "binary"}
+# MTEB's STS score keys, in the order they are written (cosine's first: the keys files had before
+# other similarities were written, in their old order).
+SCORE_KEYS = (
+    "pearson",
+    "spearman",
+    "cosine_pearson",
+    "cosine_spearman",
+    "manhattan_pearson",
+    "manhattan_spearman",
+    "euclidean_pearson",
+    "euclidean_spearman",
+    "dot_pearson",
+    "dot_spearman",
+)
+MAIN_SCORE = "cosine_spearman"  # the main score of every MTEB STS task
 log = logging.getLogger("sts_bench.results")
 
 
@@ -64,29 +143,106 @@ def _slug(text: str) -> str:
 def model_identity(
     label: str, spec: dict[str, Any], backbone: dict[str, Any] | None, protocol: dict[str, Any]
 ) -> tuple[str, str]:
-    """(MTEB model name, revision) of a configured method. ``harness.mteb_model`` uses the same, so
-    a model evaluated by MTEB and the same settings run here share one folder."""
+    """(MTEB model name, revision) of a configured method (``label``: the method's own, without a
+    vector setting's suffix). ``harness.mteb_model`` uses the same, so a model evaluated by MTEB
+    and the same settings run here share one folder. The similarity hashed is the model's own
+    (cosine) whatever a row compares by: every setting is the same model, and revisions stay what
+    they were before rows had other similarities."""
     short = Path(str(spec.get("backbone", ""))).name or str(spec.get("backbone", ""))
     name = f"sts-bench/{_slug(label)}-{_slug(short)}"
     identity = {
         "spec": spec,
         "weights": (backbone or {}).get("fingerprint"),
-        "protocol": {k: protocol.get(k) for k in IDENTITY_PROTOCOL},
+        "protocol": {
+            k: MODEL_SIMILARITY if k == "similarity" else protocol.get(k) for k in IDENTITY_PROTOCOL
+        },
     }
     return name, key_hash(identity, 12)
 
 
-def _correlations(similarity: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+def vector_setting(record: Record) -> VectorSetting | None:
+    """The setting of an embedding method's record (``record["vector"]``; a record without one is
+    the full vector compared by its protocol's similarity); None for a pair scorer's."""
+    vector = record.get("vector")
+    if vector is None:
+        similarity = record["protocol"].get("similarity")
+        return VectorSetting(None, "fp32", similarity) if similarity in SIMILARITIES else None
+    dims = vector["dims"]
+    return VectorSetting(
+        dims if isinstance(dims, int) else None, vector["precision"], vector["similarity"]
+    )
+
+
+def experiment_kwargs(record: Record) -> dict[str, Any] | None:
+    """MTEB's ``experiment_kwargs`` of the record's vector setting (module docstring), sorted;
+    None for the full vector.
+
+    >>> experiment_kwargs({"vector": {"dims": 64, "precision": "ubinary", "similarity": "hamming",
+    ...                               "full_dims": 384, "bytes_per_vector": 8}})
+    {'embed_dim': 64, 'output_dtypes': 'binary'}
+    """
+    setting = vector_setting(record)
+    if setting is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    if setting.dims is not None:
+        kwargs["embed_dim"] = setting.dims
+    if setting.precision != "fp32":
+        kwargs["output_dtypes"] = OUTPUT_DTYPES[setting.precision]
+    vector = record.get("vector")
+    calibration = vector.get("calibration") if vector is not None else None
+    if setting.calibrated and calibration:
+        kwargs["calibration"] = str(calibration["name"])
+    return dict(sorted(kwargs.items())) or None
+
+
+# What MTEB replaces in a value of an experiment name, and its longest name before hashing
+# (mteb.models.model_meta._serialize_experiment_kwargs_to_name).
+_INVALID = set('<>:"|?*\\/\0')
+_MAX_EXPERIMENT_NAME = 200
+
+
+def experiment_name(kwargs: Mapping[str, Any] | None) -> str | None:
+    """MTEB's ``ModelMeta.experiment_name`` of ``kwargs`` (str and int values, as ours are):
+    ``key_value`` pairs in key order joined by ``__``, characters a folder name cannot hold
+    replaced by ``_``; a name over 200 characters is ``exp_<sha256[:16]>`` of it.
+
+    >>> experiment_name({"output_dtypes": "int8", "embed_dim": 64})
+    'embed_dim_64__output_dtypes_int8'
+    >>> experiment_name({"calibration": "corpus:/a/b.txt"})
+    'calibration_corpus__a_b.txt'
+    """
+    if not kwargs:
+        return None
+
+    def value(v: Any) -> str:
+        text = str(v)
+        for char in _INVALID:
+            text = text.replace(char, "_")
+        return text
+
+    name = "__".join(f"{key}_{value(v)}" for key, v in sorted(kwargs.items()))
+    if len(name) > _MAX_EXPERIMENT_NAME or any(c in _INVALID for c in name):
+        return f"exp_{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    return name
+
+
+def _correlations(similarity: np.ndarray, gold: np.ndarray, compared_by: str) -> dict[str, float]:
+    """MTEB's score keys of one subset's pairs compared by ``compared_by`` (module docstring)."""
     from harness.core.scoring import pearson, spearman
 
-    rho, r = spearman(similarity, gold), pearson(similarity, gold)
-    return {
-        "pearson": r,
-        "spearman": rho,
-        "cosine_pearson": r,
-        "cosine_spearman": rho,
-        "main_score": rho,
-    }
+    def pair(prefix: str, values: np.ndarray) -> dict[str, float]:
+        return {
+            f"{prefix}pearson": pearson(values, gold),
+            f"{prefix}spearman": spearman(values, gold),
+        }
+
+    if compared_by == "cosine":
+        return {**pair("", similarity), **pair("cosine_", similarity)}
+    if compared_by == HAMMING:  # -hamming; on 0/1 vectors Euclidean is minus its square root
+        euclidean = -np.sqrt(np.maximum(-similarity, 0.0))
+        return {**pair("manhattan_", similarity), **pair("euclidean_", euclidean)}
+    return pair(f"{compared_by}_", similarity)
 
 
 def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, list[str]]:
@@ -100,9 +256,25 @@ def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, lis
     return {s: list(mapping.get(s, [])) for s in subsets}
 
 
+def _subset_scores(
+    values: Mapping[str, Any], subset: str, languages: list[str], version: str | None
+) -> dict[str, Any]:
+    """One subset's scores in MTEB's layout, keys in :data:`SCORE_KEYS` order."""
+    return {
+        **{k: values[k] for k in SCORE_KEYS if k in values},
+        "main_score": values.get("main_score"),
+        "hf_subset": subset,
+        "languages": languages,
+        "mteb_version": version,
+    }
+
+
 def task_result(record: Record, task_name: str) -> dict[str, Any]:
-    """MTEB's TaskResult JSON for one sts-bench record (an embedding method's)."""
+    """MTEB's TaskResult JSON for one sts-bench record (an embedding method's): its similarity's
+    keys (:func:`_correlations`), and ``main_score`` when it is the cosine row (else null)."""
     task, pairs = record["task"], record["pairs"]
+    setting = vector_setting(record)
+    compared_by = setting.similarity if setting is not None else MODEL_SIMILARITY
     similarity = np.asarray(pairs["similarity"], dtype=np.float64)
     gold = np.asarray(pairs["gold"], dtype=np.float64)
     labels = pairs.get("subset") if task["source"] == "mteb" else None
@@ -113,15 +285,13 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     )
     languages = _languages(task_name, list(groups), task["source"])
     version = mteb_version()
-    scores = [
-        {
-            **{k: round(v, 6) for k, v in _correlations(similarity[idx], gold[idx]).items()},
-            "hf_subset": subset,
-            "languages": languages[subset],
-            "mteb_version": version,
-        }
-        for subset, idx in groups.items()
-    ]
+    scores = []
+    for subset, idx in groups.items():
+        values: dict[str, Any] = _correlations(similarity[idx], gold[idx], compared_by)
+        if compared_by == "cosine":
+            values["main_score"] = values[MAIN_SCORE]
+        rounded = {k: None if v is None else round(v, 6) for k, v in values.items()}
+        scores.append(_subset_scores(rounded, subset, languages[subset], version))
     pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in (
         "",
         task["origin"],
@@ -155,6 +325,60 @@ def _timestamp(created: str | None) -> float | None:
         return None
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _subsets(result: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    """Each split's subsets of a TaskResult JSON, None when it is not one."""
+    scores = result.get("scores")
+    if not isinstance(scores, dict):
+        return None
+    found = {}
+    for split, entries in scores.items():
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            return None
+        found[split] = [e.get("hf_subset") for e in entries]
+    return found
+
+
+def merged(new: dict[str, Any], old: Any) -> dict[str, Any]:
+    """``new`` with the score keys of ``old`` (the file already at its path) that ``new`` does not
+    have, when ``old`` is the same task on the same dataset revision with the same subsets (else
+    ``new``). ``main_score`` is ``new``'s unless null; the file's timing and date stay the main
+    score's row's."""
+    if (
+        not isinstance(old, dict)
+        or old.get("task_name") != new["task_name"]
+        or old.get("dataset_revision") != new["dataset_revision"]
+        or _subsets(old) != _subsets(new)
+    ):
+        return new
+    out = dict(new)
+    owns_main = False
+    out["scores"] = {}
+    for split, entries in new["scores"].items():
+        rows = []
+        for entry, before in zip(entries, old["scores"][split], strict=True):
+            values = {k: before[k] for k in (*SCORE_KEYS, "main_score") if _number(before.get(k))}
+            values.update({k: entry[k] for k in SCORE_KEYS if k in entry})
+            if entry["main_score"] is not None:
+                owns_main = True
+                values["main_score"] = entry["main_score"]
+            rows.append(
+                _subset_scores(
+                    values, entry["hf_subset"], entry["languages"], entry["mteb_version"]
+                )
+            )
+        out["scores"][split] = rows
+    if not owns_main and any(
+        _number(e.get("main_score")) for entries in old["scores"].values() for e in entries
+    ):
+        for key in ("evaluation_time", "kg_co2_emissions", "date", "evaluation_phases"):
+            out[key] = old.get(key)
+    return out
+
+
 def model_meta(
     name: str,
     revision: str,
@@ -163,10 +387,13 @@ def model_meta(
     trained_on: set[str],
     embed_dim: int | None = None,
     n_parameters: int | None = None,
+    experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``model_meta.json``: MTEB's ModelMeta fields, filled with what sts-bench knows: the hub id of
     the weights (None for a local folder), the width of the vectors scored and the backbone's
-    parameters."""
+    parameters; for a vector setting, its ``experiment_kwargs`` and (below fp32) the
+    ``output_dtypes`` MTEB's ``CompressionWrapper`` declares."""
+    dtype = (experiment or {}).get("output_dtypes")
     return {
         "loader_kwargs": {},
         "name": name,
@@ -185,7 +412,7 @@ def model_meta(
         "public_training_data": None,
         "framework": ["PyTorch"],
         "reference": None,
-        "similarity_fn_name": "cosine",
+        "similarity_fn_name": MODEL_SIMILARITY,
         "use_instructions": False,
         "training_datasets": sorted(trained_on) or None,
         "adapted_from": adapted_from,
@@ -194,50 +421,84 @@ def model_meta(
         "model_type": ["dense"],
         "citation": None,
         "contacts": None,
-        "experiment_kwargs": None,
-        "output_dtypes": None,
+        "experiment_kwargs": dict(experiment) if experiment else None,
+        "output_dtypes": [dtype] if dtype else None,
         "extra_requirements_groups": None,
         "loader": None,
         "is_cross_encoder": False,
     }
 
 
-def _trained_on(meta_path: Path, name: str, revision: str) -> set[str]:
-    """The tasks an existing model_meta.json of this model already lists (verified: same name and
-    revision)."""
+def _read_json(path: Path) -> Any:
+    """The JSON at ``path`` (None when missing or not JSON; a link: None, with one warning)."""
     try:
-        old = json.loads(read_inside(meta_path).decode("utf-8"))
+        return json.loads(read_inside(path).decode("utf-8"))
     except NotAFile as err:
-        log.warning(
-            "mteb: %s %s; not read (it is written again as a file)", meta_path, err.strerror
-        )
-        return set()
+        log.warning("mteb: %s %s; not read (it is written again as a file)", path, err.strerror)
+        return None
     except (OSError, ValueError):
-        return set()
-    if not isinstance(old, dict) or old.get("name") != name or old.get("revision") != revision:
+        return None
+
+
+def _trained_on(
+    meta_path: Path, name: str, revision: str, experiment: Mapping[str, Any] | None = None
+) -> set[str]:
+    """The tasks an existing model_meta.json of this model already lists (verified: same name,
+    revision and experiment)."""
+    old = _read_json(meta_path)
+    if (
+        not isinstance(old, dict)
+        or old.get("name") != name
+        or old.get("revision") != revision
+        or (old.get("experiment_kwargs") or None) != (dict(experiment) if experiment else None)
+    ):
         return set()
     listed = old.get("training_datasets") or []
     return {str(t) for t in listed} if isinstance(listed, list) else set()
 
 
+def result_folder(out_dir: Path, record: Record) -> Path | None:
+    """Where the record's MTEB files go (module docstring); None for a pair scorer's record."""
+    setting = vector_setting(record)
+    if setting is None:
+        return None
+    method = record["method"]
+    name, revision = model_identity(
+        _method_label(record, setting), method["spec"], record.get("backbone"), record["protocol"]
+    )
+    folder = out_dir / name.replace("/", "__") / revision
+    experiment = experiment_name(experiment_kwargs(record))
+    return folder if experiment is None else folder / EXPERIMENTS / experiment
+
+
+def _method_label(record: Record, setting: VectorSetting) -> str:
+    """The method's own label: the row's, less its setting's suffix (``avg · 64d int8``: avg)."""
+    label, suffix = record["method"]["label"], setting.suffix()
+    return label.removesuffix(f" · {suffix}") if suffix else label
+
+
 def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
-    """Write the record's MTEB result file (and its model_meta.json); None for pair scorers, whose
-    scores are not cosines of embeddings and have no MTEB STS counterpart."""
-    if record["protocol"].get("similarity") != "cosine" or record["scores"]["spearman"] is None:
-        return None  # an undefined score has no MTEB main_score
+    """Write the record's MTEB result file (merged into the one there: :func:`merged`) and its
+    model_meta.json; None for pair scorers, whose scores are not similarities of embeddings and
+    have no MTEB STS counterpart."""
+    folder = result_folder(out_dir, record)
+    if folder is None or record["scores"]["spearman"] is None:
+        return None  # an undefined score has no MTEB score
+    setting = vector_setting(record)
+    assert setting is not None  # result_folder gave a folder
     task_name = record["task"].get("mteb_name") or record["task"]["name"]
     method = record["method"]
     name, revision = model_identity(
-        method["label"], method["spec"], record.get("backbone"), record["protocol"]
+        _method_label(record, setting), method["spec"], record.get("backbone"), record["protocol"]
     )
-    folder = out_dir / name.replace("/", "__") / revision
     path = folder / f"{task_name}.json"
-    refuse_linked_folders(out_dir.parent, path)  # mteb/<model>/<revision>/: real folders only
-    atomic_write_text(
-        path,
-        json.dumps(strict_json(task_result(record, task_name)), indent=2, allow_nan=False) + "\n",
-    )
-    trained_on = _trained_on(folder / "model_meta.json", name, revision)
+    refuse_linked_folders(out_dir.parent, path)  # mteb/<model>/<revision>/...: real folders only
+    result = task_result(record, task_name)
+    if path.exists() or path.is_symlink():
+        result = merged(result, _read_json(path))
+    atomic_write_text(path, json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n")
+    experiment = experiment_kwargs(record)
+    trained_on = _trained_on(folder / "model_meta.json", name, revision, experiment)
     if record["protocol"].get("transductive"):
         trained_on.add(task_name)
     backbone = record.get("backbone") or {}
@@ -249,6 +510,7 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
         trained_on,
         record.get("embed_dim"),
         backbone.get("n_parameters"),
+        experiment,
     )
     atomic_write_text(
         folder / "model_meta.json", json.dumps(strict_json(meta), indent=2, allow_nan=False) + "\n"
@@ -258,7 +520,7 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
 
 class MtebFiles:
     """The report step of MTEB result files: one per record of this run
-    (:func:`write_mteb_result`)."""
+    (:func:`write_mteb_result`), the rows of one vector setting sharing theirs."""
 
     name = "mteb-files"
 
@@ -270,4 +532,4 @@ class MtebFiles:
 
     def write(self, inputs: ReportInputs) -> StepOutput:
         paths = [write_mteb_result(inputs.out_dir / "mteb", record) for record in inputs.records]
-        return StepOutput([p for p in paths if p is not None])
+        return StepOutput(list(dict.fromkeys(p for p in paths if p is not None)))

@@ -101,6 +101,18 @@ class Pairs(TypedDict):
     subset: list[str] | None
 
 
+class VectorInfo(TypedDict):
+    """How an embedding method's vectors were stored and compared for this score
+    (:class:`harness.core.compression.VectorSetting`)."""
+
+    dims: int | str  # the first ``dims`` dimensions, or "full"
+    full_dims: int  # the width of the method's vectors
+    precision: str
+    similarity: str  # as compared: hamming for binary/ubinary
+    bytes_per_vector: int
+    calibration: NotRequired[dict[str, Any]]  # int8/uint8: the fit set the ranges came from
+
+
 class Record(TypedDict):
     schema_version: int
     harness: HarnessInfo
@@ -120,6 +132,7 @@ class Record(TypedDict):
     ]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
     diagnostics: NotRequired[dict[str, Any]]
     embed_dim: NotRequired[int]  # the width of the vectors scored (embedding methods)
+    vector: NotRequired[VectorInfo]  # embedding methods: the setting (--dims/--precision/...)
     auth: NotRequired[str]  # HMAC of the record under $STS_BENCH_CACHE_SECRET, when one was set
     checksum: NotRequired[str]
 
@@ -207,7 +220,7 @@ def evidence_problem(record: Record) -> str | None:
         record["scores"],
         record["pairs"],
     )
-    problem = _table_keys_problem(record)
+    problem = _table_keys_problem(record) or _vector_problem(record)
     if problem:
         return problem
     aggregation = protocol["aggregation"]
@@ -301,6 +314,47 @@ def _table_keys_problem(record: Record) -> str | None:
     fit_set = (record["fit"] or {}).get("fit_set", {})
     if not isinstance(fit_set, dict) or not isinstance(fit_set.get("name", ""), str):
         return "fit.fit_set is not an object with a name"
+    return None
+
+
+def _vector_problem(record: Record) -> str | None:
+    """Why ``record["vector"]`` cannot be the setting its row says (None: it can): a known
+    precision and the similarity it is compared by, dimensions within the vectors', the bytes
+    those take, the protocol's similarity and the label's suffix alike."""
+    from harness.core.compression import (
+        BIT_PRECISIONS,
+        FULL,
+        HAMMING,
+        PRECISIONS,
+        SIMILARITIES,
+        VectorSetting,
+        bytes_per_vector,
+    )
+
+    vector = record.get("vector")
+    if vector is None:
+        return None
+    precision, similarity, full = vector["precision"], vector["similarity"], vector["full_dims"]
+    if precision not in PRECISIONS:
+        return f"vector.precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+    bits = precision in BIT_PRECISIONS
+    if (similarity == HAMMING) != bits or not (bits or similarity in SIMILARITIES):
+        return f"vector.similarity {similarity!r} is not how {precision} vectors are compared"
+    dims = vector["dims"]
+    if full < 1 or not (dims == FULL or (type(dims) is int and 1 <= dims <= full)):
+        return f"vector.dims {dims!r} is not 1..{full} or {FULL}"
+    kept = full if dims == FULL else int(dims)
+    if vector["bytes_per_vector"] != bytes_per_vector(kept, precision):
+        return (
+            f"vector.bytes_per_vector {vector['bytes_per_vector']} is not what {kept} dimensions "
+            f"in {precision} take"
+        )
+    if record["protocol"].get("similarity") != similarity:
+        return f"protocol.similarity is not vector.similarity {similarity!r}"
+    setting = VectorSetting(None if dims == FULL else int(dims), precision, similarity)
+    suffix = setting.suffix()
+    if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
+        return f"method.label does not say its setting ({suffix})"
     return None
 
 

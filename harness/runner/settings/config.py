@@ -123,6 +123,31 @@ def _two_layers(layers: Sequence[int]) -> None:
         )
 
 
+def _dims_words(words: Sequence[str]) -> tuple[str, ...]:
+    # "64 128 full" or "64,128,full": each checked and written as parse_dims reads it
+    from harness.core.compression import FULL, parse_dims
+    from harness.runner.settings.validate import split_names
+
+    return tuple(FULL if k is None else str(k) for k in parse_dims(split_names(words)))
+
+
+def _precision_words(words: Sequence[str]) -> tuple[str, ...]:
+    from harness.core.compression import check_precision
+    from harness.runner.settings.validate import split_names
+
+    return tuple(dict.fromkeys(check_precision(p.lower()) for p in split_names(words)))
+
+
+def _similarity_words(words: Sequence[str]) -> tuple[str, ...]:
+    from harness.core.compression import similarity_for
+    from harness.runner.settings.validate import split_names
+
+    names = tuple(dict.fromkeys(s.lower() for s in split_names(words)))
+    for name in names:
+        similarity_for("fp32", name)  # one error line for a name that is not a similarity
+    return names
+
+
 def _fit_set_name(name: str) -> None:
     from harness.core.data.fitsets import check_fit_set_name
 
@@ -131,6 +156,7 @@ def _fit_set_name(name: str) -> None:
 
 WHAT, DATA, ENCODING, SCHEDULING = "what to run", "data", "backbone and encoding", "scheduling"
 STATISTICS, GATE, OUTPUTS = "statistics", "regression gate", "outputs"
+VECTORS = "compressed vectors (scored from the same vectors, docs/compression.md)"
 
 
 @dataclass(frozen=True)
@@ -292,6 +318,32 @@ class BenchConfig:
         help="of every draw, fit and training",
         why_maximum="numpy and the training loops take 32-bit seeds, and add offsets to them",
     )
+    # -- compressed vectors: axes over the vectors a method made, each combination a row
+    dims: tuple[str, ...] = setting(
+        ("full",),
+        group=VECTORS,
+        metavar="K|full",
+        many=_dims_words,
+        check=_some("--dims"),
+        help="keep the first K dimensions of each vector; full: all of them",
+    )
+    precision: tuple[str, ...] = setting(
+        ("fp32",),
+        group=VECTORS,
+        metavar="P",
+        many=_precision_words,
+        check=_some("--precision"),
+        help="fp32, int8 and uint8 (ranges calibrated on --fit-set), binary and ubinary (sign "
+        "bits, compared by Hamming distance)",
+    )
+    similarity: tuple[str, ...] = setting(
+        ("cosine",),
+        group=VECTORS,
+        metavar="S",
+        many=_similarity_words,
+        check=_some("--similarity"),
+        help="cosine, dot, euclidean, manhattan (distances negated)",
+    )
     # -- regression gate
     baseline: str | None = setting(
         None,
@@ -379,6 +431,19 @@ class BenchConfig:
         values = {s.name: getattr(self, s.name) for s in declared(BenchConfig) if s.protocol}
         as_json = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
         return {"similarity": "cosine", **as_json}
+
+    def vector_grid(self) -> tuple[Any, ...]:
+        """The (dims, precision, similarity) settings every embedding method is scored in, the
+        full vector first (:func:`harness.core.compression.vector_grid`)."""
+        from harness.core.compression import vector_grid
+
+        return vector_grid(self.dims, self.precision, self.similarity)
+
+    def calibrates(self) -> bool:
+        """Whether a precision asked needs ranges calibrated on the run's ``--fit-set``."""
+        from harness.core.compression import needs_calibration
+
+        return needs_calibration(self.precision)
 
     def validate(self) -> BenchConfig:
         """This config checked: every field by type, then every setting by its declaration

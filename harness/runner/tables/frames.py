@@ -31,14 +31,18 @@ ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 
 
 def protocol_line(group: Mapping[str, Any]) -> str:
-    """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots."""
+    """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots. The
+    similarity is a row's own (``--similarity``, :mod:`harness.core.compression`): its label names
+    any but cosine."""
     return (
         f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
         f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · "
-        "similarity=cosine"
+        "similarity=cosine unless a row names another"
     )
 
 
+# How a row's vectors were stored and compared (record["vector"]; --dims/--precision/--similarity)
+VECTOR_COLUMNS = ("dims", "precision", "similarity", "bytes_per_vector")
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
 LONG_COLUMNS = (
@@ -55,6 +59,7 @@ LONG_COLUMNS = (
     "prompt",
     "weights",
     "fingerprint",
+    *VECTOR_COLUMNS,
 )
 UNDEFINED = (
     "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
@@ -129,6 +134,29 @@ def records_digest(records: Iterable[Record]) -> str:
     return digest.hexdigest()
 
 
+def vector_columns(rec: Record) -> dict[str, Any]:
+    """A record's :data:`VECTOR_COLUMNS`: its ``vector`` setting; for a record without one (a
+    method that scores pairs, an embedding record of an older sts-bench: its full vector by cosine)
+    what is known, NaN for the bytes where no vectors were compared.
+
+    >>> vector_columns({"protocol": {"similarity": "score_pairs"}})
+    {'dims': '', 'precision': '', 'similarity': 'score_pairs', 'bytes_per_vector': nan}
+    """
+    vector = rec.get("vector")
+    if vector is not None:
+        return {key: vector[key] for key in VECTOR_COLUMNS}  # type: ignore[literal-required]
+    similarity = rec["protocol"].get("similarity", "cosine")
+    width = rec.get("embed_dim")
+    if similarity == "cosine" and width:
+        return {
+            "dims": "full",
+            "precision": "fp32",
+            "similarity": similarity,
+            "bytes_per_vector": 4 * width,
+        }
+    return {"dims": "", "precision": "", "similarity": similarity, "bytes_per_vector": math.nan}
+
+
 def task_data(task: Mapping[str, object]) -> str:
     """Where a task's pairs came from, as tables print it: its source, file or dataset, and the
     first 12 hex digits of its content's sha256 (equal digests: the same pairs).
@@ -184,6 +212,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
                 "weights": (rec.get("backbone") or {}).get("weights") or "",
                 "fingerprint": rec["task"].get("fingerprint")
                 or "",  # the full sha256: what the gate matches on
+                **vector_columns(rec),
                 **(rec.get("columns") or {}),
             }
         )

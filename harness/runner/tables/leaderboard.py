@@ -98,7 +98,8 @@ def markdown(
     parts = [
         "# sts-bench leaderboard",
         "",
-        "Spearman ×100 of cosine similarity vs gold on each task's test split. 95 % bootstrap "
+        "Spearman ×100 of cosine similarity (or the one a row's label names: · dot, · binary "
+        "by Hamming distance) vs gold on each task's test split. 95 % bootstrap "
         "intervals and Pearson are in scores.csv; every number's full record is in "
         "runs/.",
         "",
@@ -263,6 +264,26 @@ class Leaderboards:
             inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
         )
         table = console_table(inputs.records, inputs.every_run, marks)
-        paths = write_leaderboard(long_rows(inputs.every_run)[0], out, plots=cfg.plots, marks=marks)
+        long = long_rows(inputs.every_run)[0]
+        paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks)
         paths.append(write_significance(significance, out))
+        paths += write_frontier_files(long, significance, out, cfg.plots)
         return StepOutput(paths, table)
+
+
+def write_frontier_files(
+    long: list[dict[str, Any]], significance: list[dict[str, Any]], out: Path, plots: bool
+) -> list[Path]:
+    """frontier.csv/.md and plots/frontier.png when a row is a compressed vector setting
+    (:mod:`harness.runner.tables.frontier`); nothing otherwise."""
+    from harness.runner.tables.frontier import frontier_rows, has_settings, write_frontier
+
+    if not has_settings(long):
+        return []
+    rows = frontier_rows(long, significance)
+    paths = write_frontier(rows, out)
+    if plots and rows:
+        from harness.runner.tables.plots import frontier_png
+
+        paths.append(frontier_png(rows, out / "plots" / "frontier.png"))
+    return paths

@@ -218,3 +218,102 @@ def _draw_bars(
         ax.set_xlabel("Spearman ×100")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(rows)), rows, fontsize=8)
+
+
+def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """plots/frontier.png: per (protocol group, task) a panel of Spearman against bytes per vector
+    (log scale): a colour per method, a marker per precision, a line through each (method,
+    precision, similarity)'s dimensions, the 95 % intervals as whiskers, the Pareto set ringed and
+    joined by a dashed step (rows of :func:`harness.runner.tables.frontier.frontier_rows`)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    from harness.runner.tables.frames import GROUP_KEYS
+
+    plt = _pyplot()
+    panels: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        panels.setdefault((tuple(row[k] for k in GROUP_KEYS), row["task"]), []).append(row)
+    n = max(len(panels), 1)
+    cols = min(n, 2)
+    height = (n + cols - 1) // cols
+    fig, axes = plt.subplots(height, cols, figsize=(7.2 * cols, 4.6 * height), squeeze=False)
+    methods = sorted({(r["of"], r["backbone"], r["fit_set"]) for r in rows})
+    colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    markers = {"fp32": "o", "int8": "s", "uint8": "D", "binary": "^", "ubinary": "v"}
+    for ax, ((group, task), members) in zip(axes.flat, panels.items()):
+        lines: dict[tuple, list[Mapping[str, Any]]] = {}
+        for row in members:
+            key = (row["of"], row["backbone"], row["fit_set"], row["precision"], row["similarity"])
+            lines.setdefault(key, []).append(row)
+        for (*method, precision, _similarity), points in sorted(lines.items()):
+            points = sorted(points, key=lambda r: r["bytes_per_vector"])
+            ax.errorbar(
+                [r["bytes_per_vector"] for r in points],
+                [r["spearman"] for r in points],
+                yerr=[[_below(r) for r in points], [_above(r) for r in points]],
+                color=colours[tuple(method)],
+                marker=markers.get(str(precision), "o"),
+                ms=5,
+                capsize=2,
+                lw=1,
+                elinewidth=0.8,
+                alpha=0.9,
+            )
+        front = sorted((r for r in members if r["pareto"]), key=lambda r: r["bytes_per_vector"])
+        ax.step(
+            [r["bytes_per_vector"] for r in front],
+            [r["spearman"] for r in front],
+            where="post",
+            color="black",
+            lw=0.8,
+            ls="--",
+            alpha=0.6,
+        )
+        ax.scatter(
+            [r["bytes_per_vector"] for r in front],
+            [r["spearman"] for r in front],
+            s=130,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.2,
+            zorder=5,
+        )
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(LogLocator(base=2))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+        ax.set_xlabel("bytes per vector (log scale)")
+        ax.set_ylabel("Spearman ×100")
+        ax.set_title(f"{task}\n{protocol_title(dict(zip(GROUP_KEYS, group)))}", fontsize=8)
+        ax.grid(alpha=0.3)
+        shown = sorted({str(r["precision"]) for r in members}, key=list(markers).index)
+        handles = [
+            Line2D(
+                [], [], color=colours[m], lw=2, label=m[0] if not m[2] else f"{m[0]} (fit: {m[2]})"
+            )
+            for m in methods
+            if any((r["of"], r["backbone"], r["fit_set"]) == m for r in members)
+        ]
+        handles += [
+            Line2D([], [], color="grey", marker=markers[p], ls="", label=p)
+            for p in shown
+            if p in markers
+        ]
+        handles.append(
+            Line2D([], [], color="black", marker="o", mfc="none", ms=9, ls="--", label="Pareto set")
+        )
+        ax.legend(handles=handles, fontsize=7, loc="lower right")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    return save_figure(fig, path)
+
+
+def _below(row: Mapping[str, Any]) -> float:
+    """The whisker under a point: to its interval's low end (0 without an interval)."""
+    low = row["ci_low"]
+    return float(row["spearman"]) - float(low) if low == low and low is not None else 0.0
+
+
+def _above(row: Mapping[str, Any]) -> float:
+    high = row["ci_high"]
+    return float(high) - float(row["spearman"]) if high == high and high is not None else 0.0
