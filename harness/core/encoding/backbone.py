@@ -177,14 +177,29 @@ def _count_specials(processor: dict) -> int:
 
 
 def native_supported(folder: Path, config: dict) -> bool:
-    """True when ``folder`` is a checkpoint a native encoder reproduces exactly: a plain BERT,
-    RoBERTa, MPNet or DeBERTa-v2/v3 (:mod:`harness.core.encoding.native`) with ``model.safetensors``
-    and ``tokenizer.json``; anything else runs through transformers."""
+    """True when ``folder`` is a checkpoint a native encoder reproduces exactly
+    (:mod:`harness.core.encoding.native`); anything else runs through transformers. Why not:
+    :func:`native_reason`."""
+    return not native_reason(folder, config)
+
+
+def native_reason(folder: Path, config: dict) -> str:
+    """'' when a native implementation reproduces the checkpoint in ``folder`` exactly: a plain
+    BERT, RoBERTa, MPNet or DeBERTa-v2/v3, or a Llama, Mistral, Qwen2 or Qwen3 decoder, with
+    ``model.safetensors`` and ``tokenizer.json``; otherwise why not, in a few words.
+
+    >>> native_reason(Path("/nowhere"), {"model_type": "gpt2"})
+    'no native gpt2'
+    """
     model_type = config.get("model_type")
+    if model_type in NATIVE_DECODER_TYPES:
+        files = _native_files(folder)
+        return files or _native_decoder_reason(folder, config)
+    if model_type not in NATIVE_MODEL_TYPES:
+        return f"no native {model_type}"
     heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
     if not (
-        model_type in NATIVE_MODEL_TYPES
-        and (folder / "tokenizer.json").is_file()
+        (folder / "tokenizer.json").is_file()
         and (folder / "model.safetensors").is_file()
         and config.get("hidden_act") in NATIVE_ACTIVATIONS
         and not config.get("is_decoder", False)
@@ -193,14 +208,100 @@ def native_supported(folder: Path, config: dict) -> bool:
         and heads > 0
         and hidden % heads == 0
     ):
-        return False
+        return _native_files(folder) or f"an unusual {model_type} configuration"
     if model_type == "mpnet":  # transformers buckets distances into 32 whatever the table's size
-        return config.get("relative_attention_num_buckets", 32) == 32
+        return "" if config.get("relative_attention_num_buckets", 32) == 32 else "bucket count"
     if model_type == "deberta-v2":
-        return _native_deberta(config, hidden // heads)
+        return "" if _native_deberta(config, hidden // heads) else "a DeBERTa variant"
     if model_type != "bert" and not isinstance(config.get("pad_token_id"), int):
-        return False  # RoBERTa's positions start after its padding id
-    return config.get("position_embedding_type", "absolute") == "absolute"
+        return "no pad_token_id"  # RoBERTa's positions start after its padding id
+    absolute = config.get("position_embedding_type", "absolute") == "absolute"
+    return "" if absolute else "relative position embeddings"
+
+
+def _native_files(folder: Path) -> str:
+    if not (folder / "tokenizer.json").is_file():
+        return "no tokenizer.json"
+    if not (folder / "model.safetensors").is_file():
+        return "no single model.safetensors"
+    return ""
+
+
+# The decoder families harness.core.encoding.native_llama runs.
+NATIVE_DECODER_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def _native_decoder_reason(folder: Path, config: dict) -> str:
+    """Why :mod:`harness.core.encoding.native_llama` would not reproduce this Llama / Mistral /
+    Qwen2 / Qwen3 checkpoint ('' when it does): another activation, rope scaling, biases or
+    sliding-window layers it does not implement, odd head sizes, or a tokenizer whose
+    ``tokenizer_config.json`` adds special tokens its ``tokenizer.json`` does not."""
+    model_type = config["model_type"]
+    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
+    kv_heads = config.get("num_key_value_heads") or heads
+    if not (isinstance(heads, int) and isinstance(hidden, int) and isinstance(kv_heads, int)):
+        return "no head counts in config.json"
+    head_dim = config.get("head_dim") or (hidden // heads if heads else 0)
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    rope_type = (
+        rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "?"
+    )
+    layer_types = config.get("layer_types") or []
+    llama3 = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    checks = [
+        (config.get("hidden_act") == "silu", f"hidden_act {config.get('hidden_act')}"),
+        (rope_type in ("default", "llama3"), f"rope type {rope_type}"),
+        (
+            rope_type != "llama3"
+            or (
+                all(isinstance(rope.get(key), int | float) for key in llama3)
+                and rope.get("high_freq_factor") != rope.get("low_freq_factor")
+            ),
+            "rope type llama3 without its four parameters",
+        ),
+        (config.get("partial_rotary_factor", 1.0) == 1.0, "partial rotary"),
+        (heads > 0 and kv_heads > 0 and heads % kv_heads == 0, "head counts"),
+        (isinstance(head_dim, int) and head_dim > 0 and head_dim % 2 == 0, "head size"),
+        (model_type == "qwen2" or not config.get("attention_bias", False), "attention bias"),
+        (not config.get("mlp_bias", False), "MLP bias"),
+        (not config.get("use_sliding_window", False), "sliding-window layers"),
+        (all(kind == "full_attention" for kind in layer_types), "non-full attention layers"),
+        (not config.get("is_encoder_decoder", False), "encoder-decoder"),
+    ]
+    failed = [why for ok, why in checks if not ok]
+    return failed[0] if failed else _tokenizer_flags_reason(folder)
+
+
+def _tokenizer_flags_reason(folder: Path) -> str:
+    """'' unless ``tokenizer_config.json`` asks transformers to add a BOS/EOS token that
+    ``tokenizer.json``'s post-processor does not add (or not to add one it does): the native
+    tokenizer reads ``tokenizer.json`` alone, so it would give other ids."""
+    try:
+        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""  # no tokenizer_config.json: transformers reads tokenizer.json as it is too
+    added = _template_tokens(tokenizer.get("post_processor"))
+    for flag_name, token_name in (("add_bos_token", "bos_token"), ("add_eos_token", "eos_token")):
+        wanted, token = settings.get(flag_name), settings.get(token_name)
+        if isinstance(token, dict):
+            token = token.get("content")
+        if isinstance(wanted, bool) and isinstance(token, str) and wanted != (token in added):
+            return f"tokenizer_config.json's {flag_name} disagrees with tokenizer.json"
+    return ""
+
+
+def _template_tokens(processor: object) -> set[str]:
+    """The special tokens a post-processor's single-text template adds."""
+    if not isinstance(processor, dict):
+        return set()
+    if processor.get("type") == "Sequence":
+        return set().union(*[_template_tokens(p) for p in processor.get("processors", [])])
+    return {
+        piece["SpecialToken"]["id"]
+        for piece in processor.get("single", []) or []
+        if isinstance(piece, dict) and isinstance(piece.get("SpecialToken"), dict)
+    }
 
 
 def _native_deberta(config: dict, head_dim: int) -> bool:

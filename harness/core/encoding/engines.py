@@ -27,13 +27,26 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
         raise UserError(
-            f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet or "
-            "DeBERTa-v2/v3 with model.safetensors and tokenizer.json; use --encoder-impl "
-            "transformers"
+            f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet, "
+            "DeBERTa-v2/v3, Llama, Mistral, Qwen2 or Qwen3 with model.safetensors and "
+            f"tokenizer.json ({not_native_because(ref)}); use --encoder-impl transformers"
         )
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"
     return requested
+
+
+def not_native_because(ref: BackboneRef) -> str:
+    """Why ``ref`` runs through transformers, in a few words ('' when it runs natively)."""
+    import json
+
+    from harness.core.encoding.backbone import native_reason
+
+    try:
+        config = json.loads((Path(ref.path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "config.json unreadable"
+    return native_reason(Path(ref.path), config)
 
 
 def quiet_transformers() -> None:
@@ -49,14 +62,15 @@ def weight_dtype(ref: BackboneRef, dtype: str, impl: str = "transformers") -> st
     """The dtype a backbone's weights are loaded in on the transformers path: a decoder's in the
     run's ``--dtype`` (an LLM in fp32 takes twice the memory for no better vectors at bf16), an
     encoder's in fp32 with ``--dtype`` as autocast (the setting its vectors have always had). The
-    native encoder (``impl`` native) keeps fp32 master weights and does its own mixed precision.
+    native encoder (``impl`` native) keeps fp32 master weights and does its own mixed precision;
+    the native decoder holds its weights in ``--dtype`` as transformers does.
 
     >>> from dataclasses import replace
     >>> ref = BackboneRef("x", "/x", "local", None, "f", 2, 32, False)
     >>> weight_dtype(ref, "bf16"), weight_dtype(replace(ref, causal=True), "bf16")
     ('fp32', 'bf16')
     """
-    return dtype if ref.causal and impl == "transformers" else "fp32"
+    return dtype if ref.causal else "fp32"
 
 
 def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
@@ -127,7 +141,7 @@ class TransformersEngine:
         # dtype.
         self.handles_dtype = weights != "fp32"
 
-    def tokenize(self, texts: list[str]) -> list[dict]:
+    def tokenize(self, texts: list[str], prefix: str = "") -> list[dict]:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
         return [{k: encoded[k][i] for k in encoded} for i in range(len(texts))]
 
@@ -177,7 +191,7 @@ class NativeEngine:
             self.model.set_compute_dtype(compute)
         self.handles_dtype = True
 
-    def tokenize(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
+    def tokenize(self, texts: list[str], prefix: str = "") -> list[tuple[list[int], list[int]]]:
         return self.tokenizer.encode(texts)
 
     def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
@@ -189,6 +203,66 @@ class NativeEngine:
 
     def batch(self, items: list) -> dict:
         return self.tokenizer.pad(items)
+
+    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        return self.model(**batch)
+
+
+class NativeDecoderEngine:
+    """:mod:`harness.core.encoding.native_llama` (Llama, Mistral, Qwen2, Qwen3): packed causal
+    attention, and a prompt's fixed prefix computed once. :meth:`tokenize` marks how many leading
+    tokens each text shares with the prefix's own tokens
+    (:func:`harness.core.encoding.shared_prefix.shared_length`); ``prefix_counts``
+    counts, per prefix, the texts that reused all of it, part of it (a BPE merge across its end),
+    and none (encoded whole)."""
+
+    packs_rows = True
+
+    def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
+        import torch
+
+        from harness.core.encoding.devices import torch_dtype
+        from harness.core.encoding.native import load_native
+        from harness.core.encoding.native_llama import DecoderTokenizer
+
+        folder = Path(ref.path)
+        self.max_length = usable_length(settings.max_length, ref.max_positions)
+        self.tokenizer = DecoderTokenizer(folder, self.max_length)
+        model = load_native(folder, torch_dtype(settings.dtype) or torch.float32)
+        self.model = model.to(device)
+        self.handles_dtype = True
+        self.prefix_counts: dict[str, list[int]] = {}
+
+    def tokenize(self, texts: list[str], prefix: str = "") -> list:
+        """(ids, type ids, prefix ids, shared length) per text."""
+        from harness.core.encoding.shared_prefix import shared_length
+
+        items = self.tokenizer.encode(texts)
+        if not prefix:
+            return [(ids, types, (), 0) for ids, types in items]
+        shared = self.tokenizer.prefix_ids(prefix)
+        out = [(ids, types, shared, shared_length(ids, shared)) for ids, types in items]
+        counts = self.prefix_counts.setdefault(prefix, [0, 0, 0])
+        for item in out:
+            counts[0 if item[3] == len(shared) else 1 if item[3] else 2] += 1
+        return out
+
+    def batch(self, items: list) -> dict:
+        import torch
+
+        batch = self.tokenizer.pad([(ids, types) for ids, types, _, _ in items])
+        shared = next((item[2] for item in items if item[3]), ())
+        if shared:
+            batch["prefix_ids"] = torch.tensor(shared, dtype=torch.long)
+            batch["prefix_skip"] = torch.tensor([item[3] for item in items], dtype=torch.long)
+        return batch
+
+    def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+        return tokenizer_sentence_masks(self.tokenizer.offsets(texts), spans)
+
+    @staticmethod
+    def length(item: tuple) -> int:
+        return len(item[0])
 
     def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
         return self.model(**batch)

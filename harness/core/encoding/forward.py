@@ -23,6 +23,7 @@ from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.batching import equal_length_batches, packed_batches, topped_up
 from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
 from harness.core.encoding.engines import (
+    NativeDecoderEngine,
     NativeEngine,
     TransformersEngine,
     resolve_impl,
@@ -137,12 +138,12 @@ class ForwardPass:
         self.impl = resolve_impl(ref, settings.impl)
         self.device: str | None = None
         self.sentences_forwarded = 0  # the counter tests use to prove a warm run encodes nothing
-        self._engine: TransformersEngine | NativeEngine | None = None
+        self._engine: TransformersEngine | NativeEngine | NativeDecoderEngine | None = None
         self._dropout_engine: TransformersEngine | None = None
         self._budget, self._cap = 0, settings.batch_size  # batch limits; an OOM halves them
         self._cut_warned: set[Prompt] = set()  # prompts whose truncation was already reported
 
-    def _ensure_loaded(self) -> TransformersEngine | NativeEngine:
+    def _ensure_loaded(self) -> TransformersEngine | NativeEngine | NativeDecoderEngine:
         if self._engine is None:
             import torch
 
@@ -158,7 +159,10 @@ class ForwardPass:
             check_weights_fit(
                 self.ref, weights, self.device
             )  # before loading: one line, not an OOM kill
-            engine_class = NativeEngine if self.impl == "native" else TransformersEngine
+            engine_class: type[TransformersEngine | NativeEngine | NativeDecoderEngine]
+            engine_class = TransformersEngine
+            if self.impl == "native":
+                engine_class = NativeDecoderEngine if self.ref.causal else NativeEngine
             self._engine = engine_class(self.ref, self.settings, self.device)
             budget = self.settings.max_tokens or AUTO_TOKENS.get(self.device.split(":")[0], 4096)
             self._budget, self._cap = budget, self.settings.batch_size
@@ -172,6 +176,13 @@ class ForwardPass:
             self._dropout_engine = TransformersEngine(self.ref, self.settings, self.device)  # type: ignore[arg-type]
             self._dropout_engine.model.train()
         return self._dropout_engine
+
+    def shared_prefixes(self) -> dict[str, tuple[int, int, int]]:
+        """Per prompt prefix the native decoder computed once: how many texts reused all of it,
+        part of it (their tokens merge across its end) and none (encoded whole). Empty for other
+        engines and before the first encode."""
+        counts = getattr(self._engine, "prefix_counts", {})
+        return {prefix: (full, part, none) for prefix, (full, part, none) in counts.items()}
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text after truncation, special tokens included (what the model computes
@@ -247,7 +258,8 @@ class ForwardPass:
         filled: dict[View, np.ndarray] = {}
         for prompt, group in by_prompt.items():
             texts = [prompt.apply(text) for text in window] if prompt else window
-            items = engine.tokenize(texts)
+            # a decoder computes the prompt's fixed prefix once where the tokens allow
+            items = engine.tokenize(texts, prompt.parts()[0])
             lengths = [engine.length(item) for item in items]
             if prompt:
                 self._warn_cut_prompts(prompt, texts, lengths, engine)

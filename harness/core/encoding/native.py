@@ -1,6 +1,7 @@
 """The native encoders by family: which module loads a checkpoint's ``model_type``.
 
-Every family runs the packed layers of :mod:`harness.core.encoding.native_encoder`; which
+Every encoder family runs the packed layers of :mod:`harness.core.encoding.native_encoder`; the
+decoders (Llama, Mistral, Qwen2, Qwen3) run :mod:`harness.core.encoding.native_llama`. Which
 checkpoints qualify is decided without torch by
 :func:`harness.core.encoding.backbone.native_supported`.
 """
@@ -8,18 +9,33 @@ checkpoints qualify is decided without torch by
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from harness.core.encoding.backbone import NATIVE_DECODER_TYPES
 from harness.core.encoding.native_encoder import NativeEncoder, NativeTokenizer, read_config
 from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.core.encoding.native_llama import NativeDecoder
 
 __all__ = ["NativeTokenizer", "load_native"]
 
 
-def load_native(folder: Path) -> NativeEncoder:
-    """The native encoder of the checkpoint in ``folder`` (one ``native_supported`` accepted),
-    weights loaded, in eval mode. A tensor the family needs and the file lacks is a user error."""
+def load_native(folder: Path, dtype: torch.dtype | None = None) -> NativeEncoder | NativeDecoder:
+    """The native model of the checkpoint in ``folder`` (one ``native_supported`` accepted),
+    weights loaded, in eval mode. A tensor the family needs and the file lacks is a user error.
+    An encoder's weights are fp32 (``set_compute_dtype`` sets its precision); a decoder's are in
+    ``dtype`` (fp32 when None)."""
     model_type = read_config(folder).get("model_type")
     try:
+        if model_type in NATIVE_DECODER_TYPES:
+            import torch
+
+            from harness.core.encoding.native_llama import load_decoder
+
+            return load_decoder(folder, dtype or torch.float32)
         if model_type == "mpnet":
             from harness.core.encoding.native_mpnet import load_native_mpnet
 

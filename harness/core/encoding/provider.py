@@ -88,6 +88,11 @@ class ViewProvider:
             self._forward = ForwardPass(self.ref, self.settings)
         return self._forward
 
+    def shared_prefixes(self) -> dict[str, tuple[int, int, int]]:
+        """Per prompt prefix the native decoder computed once in this process: how many texts
+        shared all of it, part of it and none (:meth:`ForwardPass.shared_prefixes`)."""
+        return self._forward.shared_prefixes() if self._forward is not None else {}
+
     def ensure(self, sentences: Sequence[str], views: Sequence[View]) -> None:
         """Encode, in one forward pass per sentence, every (sentence, view) not yet cached.
 

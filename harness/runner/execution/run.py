@@ -135,6 +135,12 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
     for job in plan.encode_jobs:
         say(f"encode: {why_line(plan, job)}")  # what is encoded and which method needs it
         job.provider.ensure(job.sentences, sorted(job.views))
+        for prefix, (whole, part, none) in job.provider.shared_prefixes().items():
+            say(
+                f"encode: prefix {prefix!r} computed once: shared whole by {whole} text(s), in "
+                f"part by {part} (tokens merged across its end), not at all by {none} (encoded "
+                "whole)"
+            )
     failed: dict[str, PluginError] = {}
     for method in plan.methods:
         if not method.backbone_views():

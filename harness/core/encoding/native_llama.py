@@ -1,0 +1,464 @@
+"""A torch-only decoder for inference: the Llama-style families (Llama, Mistral, Qwen2 and Qwen3)
+as transformers' base models compute them in eval mode, on a batch's real tokens packed without
+padding. (Named for Llama as ``native_bert`` is for BERT: the other three are its variants.)
+
+Every layer is pre-norm (RMSNorm) with grouped-query attention and a SwiGLU MLP::
+
+    a = x + W_o · CausalAttention(rope(W_q n), rope(W_k n), W_v n)     n = RMSNorm₁(x)
+    y = a + W_down · (silu(W_gate m) ⊙ W_up m)                         m = RMSNorm₂(a)
+
+with the query, key and value projections fused into one product and gate and up into another.
+Qwen2 adds a bias to the query/key/value projection; Qwen3 RMS-normalises each head's queries and
+keys before the rotation. ``hidden_states`` are transformers' ``output_hidden_states``: index 0 the
+embeddings, then every layer's output, except that the last entry is the final RMSNorm of the last
+layer (transformers overwrites it with ``last_hidden_state``).
+
+Packing (:class:`DecoderPacking`): a batch's sentences are packed into (tokens, hidden) rows, sorted
+by length; attention runs per group of sentences of one length, each sentence attending only to its
+own earlier tokens (a causal mask within the sentence, never a batch-mate's token). A sentence may
+start after a **shared prefix** (:mod:`harness.core.encoding.shared_prefix`): the keys and values
+of a prompt's fixed prefix, computed once, which every sentence of the group attends to as its own
+first ``s`` positions; its own tokens then get positions ``s, s+1, …``. Causality makes this
+exact: the prefix's states do not depend on what follows it.
+
+Kernels: the products are ``F.linear`` (the fused QKV and gate/up weights); attention is, for short
+texts on CPU, one fp32 batched product with an explicit causal mask and a softmax per group, and
+otherwise ``scaled_dot_product_attention`` with the same mask; grouped-query heads are repeated
+per group (``repeat_interleave``, as transformers' ``repeat_kv``).
+
+Mixed precision: under ``--dtype bf16|fp16`` every weight is held in that dtype (as transformers
+loads a decoder), RMSNorm statistics, the rotation angles and attention scores are fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.core.encoding.kernels import SHORT
+from harness.core.encoding.native_encoder import NativeTokenizer, read_config, read_weights
+from harness.core.encoding.shared_prefix import leading_ids
+
+__all__ = ["DecoderPacking", "DecoderShape", "DecoderTokenizer", "NativeDecoder", "load_decoder"]
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """The sizes and options of a checkpoint's ``config.json`` the computation needs."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inner: int
+    layers: int
+    vocab: int
+    eps: float
+    theta: float
+    qkv_bias: bool  # Qwen2
+    qk_norm: bool  # Qwen3
+    window: int | None  # Mistral's sliding window (None: full causal attention)
+    # Llama 3.x's rope scaling (factor, low_freq_factor, high_freq_factor, original context)
+    llama3: tuple[float, float, float, float] | None = None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> DecoderShape:
+        heads = config["num_attention_heads"]
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
+        llama3 = None
+        if rope.get("rope_type", rope.get("type")) == "llama3":
+            llama3 = tuple(
+                float(rope[key])
+                for key in (
+                    "factor",
+                    "low_freq_factor",
+                    "high_freq_factor",
+                    "original_max_position_embeddings",
+                )
+            )
+        window = config.get("sliding_window") if config.get("model_type") == "mistral" else None
+        return cls(
+            hidden=config["hidden_size"],
+            heads=heads,
+            kv_heads=config.get("num_key_value_heads") or heads,
+            head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+            inner=config["intermediate_size"],
+            layers=config["num_hidden_layers"],
+            vocab=config["vocab_size"],
+            eps=config.get("rms_norm_eps", 1e-6),
+            theta=float(theta),
+            qkv_bias=config.get("model_type") == "qwen2",
+            qk_norm=config.get("model_type") == "qwen3",
+            window=window if isinstance(window, int) else None,
+            llama3=llama3,  # type: ignore[arg-type]
+        )
+
+
+class DecoderLayer(nn.Module):
+    """One layer's weights (the computation is :meth:`NativeDecoder.layer`'s)."""
+
+    def __init__(self, shape: DecoderShape) -> None:
+        super().__init__()
+        width = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
+        self.qkv = nn.Linear(shape.hidden, width, bias=shape.qkv_bias)
+        self.out = nn.Linear(shape.heads * shape.head_dim, shape.hidden, bias=False)
+        self.gate_up = nn.Linear(shape.hidden, 2 * shape.inner, bias=False)
+        self.down = nn.Linear(shape.inner, shape.hidden, bias=False)
+        self.norm1 = nn.Parameter(torch.ones(shape.hidden))
+        self.norm2 = nn.Parameter(torch.ones(shape.hidden))
+        self.q_norm = nn.Parameter(torch.ones(shape.head_dim)) if shape.qk_norm else None
+        self.k_norm = nn.Parameter(torch.ones(shape.head_dim)) if shape.qk_norm else None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' RMSNorm, step for step: statistics in fp32, the weight applied in ``x``'s
+    dtype."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary positions on (tokens, heads, d): ``x·cos + rotate_half(x)·sin`` (transformers')."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def rope_frequencies(shape: DecoderShape) -> torch.Tensor:
+    """transformers' rope frequencies, computed the same way (fp32): the default ones, and for
+    Llama 3.x (``rope_type: llama3``) those rescaled by wavelength. With ``factor`` f, context C,
+    low and high factors l < h: a frequency whose wavelength ``2π/ω`` exceeds ``C/l`` is divided by
+    f, one below ``C/h`` kept, and one between interpolated, ``(1-s)·ω/f + s·ω`` with
+    ``s = (C/λ - l)/(h - l)``. For example C = 16, l = 1, h = 4 and ω = 1 (λ = 6.28, between 4 and
+    16): s = 0.88, so ω becomes 0.12/f + 0.88."""
+    d = shape.head_dim
+    inv_freq = 1.0 / (shape.theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if shape.llama3 is None:
+        return inv_freq
+    factor, low, high, context = shape.llama3
+    wavelength = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelength > context / low, inv_freq / factor, inv_freq)
+    smooth = (context / wavelength - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelength < context / high) * ~(wavelength > context / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+@dataclass
+class PrefixState:
+    """A shared prefix's computed part: per layer its rotated keys and its values, (kv_heads, P, d),
+    and its hidden states, (P, hidden), per ``hidden_states`` index (for poolings that read the
+    prefix's positions too)."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    states: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        return self.states[0].shape[0]
+
+
+class DecoderPacking:
+    """Where each computed token of a right-padded (batch, width) batch sits in packed rows.
+
+    Row ``r`` computes columns ``skip[r]..length[r]-1``: ``skip[r]`` is the shared prefix's length
+    when that row reuses it, else 0. Rows are sorted by computed length (longest first, stable);
+    ``groups`` lists (count, length, first packed row, skip) for each run of equal (length, skip).
+    ``columns`` are the tokens' positions in their text, the rotary positions.
+
+    >>> p = DecoderPacking(torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]]), torch.tensor([0, 2]))
+    >>> p.groups, p.columns.tolist()
+    ([(1, 3, 0, 0), (1, 2, 3, 2)], [0, 1, 2, 2, 3])
+    """
+
+    def __init__(self, attention_mask: torch.Tensor, skip: torch.Tensor) -> None:
+        batch, width = attention_mask.shape
+        columns = torch.arange(width, device=attention_mask.device)
+        computed = attention_mask.bool() & (columns[None, :] >= skip[:, None])
+        lengths = computed.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        flat = torch.arange(batch * width, device=attention_mask.device).view(batch, width)
+        self.flat = flat[order][computed[order]]
+        self.columns = self.flat % width
+        self.batch, self.width = batch, width
+        self.skip = skip
+        self.groups: list[tuple[int, int, int, int]] = []
+        start = 0
+        for length, skipped in zip(lengths[order].tolist(), skip[order].tolist()):
+            if self.groups and self.groups[-1][1] == length and self.groups[-1][3] == skipped:
+                count, _, first, _ = self.groups[-1]
+                self.groups[-1] = (count + 1, length, first, skipped)
+            else:
+                self.groups.append((1, length, start, skipped))
+            start += length
+
+    def gather(self, padded: torch.Tensor) -> torch.Tensor:
+        """(batch, width, ...) → (tokens, ...): the computed tokens, packed."""
+        return padded.reshape(self.batch * self.width, *padded.shape[2:])[self.flat]
+
+    def unpack(self, packed: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tensor:
+        """(tokens, hidden) → (batch, width, hidden), zeros at padding and, in a row that reused
+        ``s = skip[r]`` tokens of the shared prefix, its states (``prefix``, (P, hidden)) in the
+        first ``s`` columns."""
+        out = packed.new_zeros(self.batch * self.width, packed.shape[-1])
+        out = out.index_copy_(0, self.flat, packed).view(self.batch, self.width, -1)
+        if prefix is not None:
+            for skipped in set(self.skip.tolist()) - {0}:
+                rows = (self.skip == skipped).nonzero().flatten()
+                out[rows, :skipped] = prefix[:skipped].to(out.dtype)
+        return out
+
+
+class DecoderStates(Sequence):
+    """Hidden states kept packed; a layer is unpacked (prefix states filled in) when a view reads
+    it, once."""
+
+    def __init__(
+        self, packing: DecoderPacking, packed: list[torch.Tensor], prefix: PrefixState | None
+    ) -> None:
+        self._packing, self._packed, self._prefix = packing, packed, prefix
+        self._unpacked: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    def __getitem__(self, index: int | slice):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):  # ends iteration (Sequence.__iter__ stops here)
+            raise IndexError(index)
+        index = index % len(self)
+        if index not in self._unpacked:
+            prefix = None if self._prefix is None else self._prefix.states[index]
+            self._unpacked[index] = self._packing.unpack(self._packed[index], prefix)
+        return self._unpacked[index]
+
+
+def causal_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    skip: int,
+    window: int | None,
+) -> torch.Tensor:
+    """Attention of ``count`` sentences of ``L`` tokens each over their own ``S = skip + L`` keys
+    (a shared prefix of ``skip`` keys first): q (count, heads, L, d), k and v (count, heads, S, d)
+    → (count, L, heads·d). Query ``i`` sits at position ``skip + i`` and sees key ``j`` when
+    ``j <= skip + i`` (and, with a sliding window, ``skip + i - j < window``, transformers' rule).
+
+    On CPU for short texts the scores are one fp32 batched product with an explicit mask and
+    softmax; otherwise ``scaled_dot_product_attention`` with the same mask.
+    """
+    count, heads, length, d = q.shape
+    keys = k.shape[2]
+    rows = torch.arange(length, device=q.device)[:, None] + skip
+    cols = torch.arange(keys, device=q.device)[None, :]
+    allowed = cols <= rows
+    if window is not None:
+        allowed = allowed & (rows - cols < window)
+    if q.device.type == "cpu" and keys <= SHORT:
+        scores = torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(d**-0.5)
+        scores.masked_fill_(~allowed, float("-inf"))
+        out = torch.matmul(torch.softmax(scores, -1), v.float()).to(q.dtype)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    return out.transpose(1, 2).reshape(count, length, heads * d)
+
+
+class NativeDecoder(nn.Module):
+    """A packed decoder returning every hidden state (see the module docstring) and no pooler."""
+
+    inv_freq: torch.Tensor
+
+    def __init__(self, shape: DecoderShape) -> None:
+        super().__init__()
+        self.shape = shape
+        self.embed = nn.Embedding(shape.vocab, shape.hidden)
+        self.layers = nn.ModuleList(DecoderLayer(shape) for _ in range(shape.layers))
+        self.norm = nn.Parameter(torch.ones(shape.hidden))
+        self.register_buffer("inv_freq", rope_frequencies(shape), persistent=False)
+        self._prefixes: dict[tuple[int, ...], PrefixState] = {}
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return self.embed.weight.dtype
+
+    def set_compute_dtype(self, dtype: torch.dtype) -> NativeDecoder:
+        """Hold every weight in ``dtype`` (the rope frequencies stay fp32); cached prefixes are
+        dropped."""
+        for parameter in self.parameters():
+            parameter.data = parameter.data.to(dtype)
+        self._prefixes.clear()
+        return self
+
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """(cos, sin) of each position, (tokens, 1, d), in ``dtype`` (transformers' rounding)."""
+        freqs = positions[:, None].float() * self.inv_freq.float()
+        angles = torch.cat((freqs, freqs), dim=-1)
+        return angles.cos().to(dtype)[:, None, :], angles.sin().to(dtype)[:, None, :]
+
+    def run(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        groups: Sequence[tuple[int, int, int, int]],
+        prefix: PrefixState | None,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        """The layers over packed tokens ``ids`` at ``positions``: every hidden state, and every
+        layer's rotated keys and values ((tokens, kv_heads, d), what a prefix keeps)."""
+        s = self.shape
+        x = self.embed(ids)
+        cos, sin = self.rope(positions, x.dtype)
+        states, keys, values = [x], [], []
+        for index, layer in enumerate(self.layers):
+            n = rms_norm(x, layer.norm1, s.eps)  # type: ignore[arg-type]
+            qkv = layer.qkv(n)  # type: ignore[operator]
+            q, k, v = qkv.split(
+                [s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1
+            )
+            q = q.view(-1, s.heads, s.head_dim)
+            k = k.reshape(-1, s.kv_heads, s.head_dim)
+            v = v.reshape(-1, s.kv_heads, s.head_dim)
+            if s.qk_norm:
+                q = rms_norm(q, layer.q_norm, s.eps)  # type: ignore[arg-type]
+                k = rms_norm(k, layer.k_norm, s.eps)  # type: ignore[arg-type]
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            keys.append(k)
+            values.append(v)
+            attended = self.attend(q, k, v, groups, prefix, index)
+            x = x + layer.out(attended)  # type: ignore[operator]
+            gate, up = layer.gate_up(rms_norm(x, layer.norm2, s.eps)).chunk(2, -1)  # type: ignore[operator, arg-type]
+            x = x + layer.down(F.silu(gate) * up)  # type: ignore[operator]
+            states.append(x)
+        states[-1] = rms_norm(x, self.norm, s.eps)  # transformers' hidden_states[-1]
+        return states, keys, values
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        groups: Sequence[tuple[int, int, int, int]],
+        prefix: PrefixState | None,
+        layer: int,
+    ) -> torch.Tensor:
+        """Causal attention per group of equal (length, skip) over packed q (tokens, heads, d)
+        and k, v (tokens, kv_heads, d); grouped-query heads share their key/value head."""
+        s = self.shape
+        repeat = s.heads // s.kv_heads
+        out = q.new_empty(q.shape[0], s.heads * s.head_dim)
+        for count, length, start, skip in groups:
+            if length == 0:
+                continue
+            rows = slice(start, start + count * length)
+            gq = q[rows].view(count, length, s.heads, s.head_dim).transpose(1, 2)
+            gk = k[rows].view(count, length, s.kv_heads, s.head_dim).transpose(1, 2)
+            gv = v[rows].view(count, length, s.kv_heads, s.head_dim).transpose(1, 2)
+            if skip:
+                assert prefix is not None and skip <= prefix.length
+                # the prefix's first `skip` keys and values: causal, so they are exactly those of
+                # its first `skip` tokens alone
+                shared_k = prefix.keys[layer][:, :skip]  # (kv_heads, skip, d)
+                shared_v = prefix.values[layer][:, :skip]
+                gk = torch.cat([shared_k.expand(count, -1, -1, -1), gk], dim=2)
+                gv = torch.cat([shared_v.expand(count, -1, -1, -1), gv], dim=2)
+            if repeat > 1:
+                gk = gk.repeat_interleave(repeat, dim=1)
+                gv = gv.repeat_interleave(repeat, dim=1)
+            out[rows] = causal_attention(gq, gk, gv, skip, s.window).reshape(-1, out.shape[1])
+        return out
+
+    def prefix_state(self, prefix_ids: tuple[int, ...], device: torch.device) -> PrefixState:
+        """The shared prefix's keys, values and states, computed once per prefix (and kept for the
+        model's life: a run has a handful of prompts)."""
+        if prefix_ids not in self._prefixes:
+            ids = torch.tensor(prefix_ids, dtype=torch.long, device=device)
+            positions = torch.arange(len(prefix_ids), device=device)
+            states, keys, values = self.run(ids, positions, [(1, len(prefix_ids), 0, 0)], None)
+            self._prefixes[prefix_ids] = PrefixState(
+                keys=[k.transpose(0, 1).contiguous() for k in keys],
+                values=[v.transpose(0, 1).contiguous() for v in values],
+                states=states,
+            )
+        return self._prefixes[prefix_ids]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        prefix_ids: torch.Tensor | None = None,
+        prefix_skip: torch.Tensor | None = None,
+    ) -> tuple[DecoderStates, None]:
+        """Every hidden state of a right-padded batch. Row ``r``'s first ``prefix_skip[r]`` ids
+        are the first ids of ``prefix_ids`` (the caller checked): it attends to their shared keys
+        and values instead of computing them."""
+        prefix = None
+        skip = torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device)
+        if prefix_ids is not None and prefix_skip is not None and bool(prefix_skip.any()):
+            prefix = self.prefix_state(tuple(prefix_ids.tolist()), input_ids.device)
+            skip = prefix_skip.long()
+        packing = DecoderPacking(attention_mask, skip)
+        states, _, _ = self.run(packing.gather(input_ids), packing.columns, packing.groups, prefix)
+        return DecoderStates(packing, states, prefix), None
+
+
+class DecoderTokenizer(NativeTokenizer):
+    """:class:`NativeTokenizer`, plus the ids a prompt's prefix contributes to every text."""
+
+    def prefix_ids(self, prefix: str) -> tuple[int, ...]:
+        """The ids the tokenizer gives ``prefix`` at the start of a text (:func:`leading_ids`)."""
+        return leading_ids(self._tok.encode(prefix))
+
+
+# ours (under ``layers.{i}.``) → the checkpoint's (under ``layers.{i}.``, ``model.`` removed)
+DECODER_LAYER = {
+    "norm1": "input_layernorm.weight",
+    "norm2": "post_attention_layernorm.weight",
+    "out.weight": "self_attn.o_proj.weight",
+    "down.weight": "mlp.down_proj.weight",
+}
+
+
+def layer_tensors(hf: dict[str, torch.Tensor], i: int, shape: DecoderShape) -> dict[str, Any]:
+    """Layer ``i``'s tensors under our names: q/k/v and gate/up concatenated (KeyError when the
+    checkpoint lacks one)."""
+    p = f"layers.{i}."
+    state = {f"{p}{ours}": hf[f"{p}{theirs}"] for ours, theirs in DECODER_LAYER.items()}
+    projections = [f"{p}self_attn.{name}_proj" for name in "qkv"]
+    state[f"{p}qkv.weight"] = torch.cat([hf[f"{name}.weight"] for name in projections])
+    if shape.qkv_bias:
+        state[f"{p}qkv.bias"] = torch.cat([hf[f"{name}.bias"] for name in projections])
+    state[f"{p}gate_up.weight"] = torch.cat(
+        [hf[f"{p}mlp.gate_proj.weight"], hf[f"{p}mlp.up_proj.weight"]]
+    )
+    if shape.qk_norm:
+        state[f"{p}q_norm"] = hf[f"{p}self_attn.q_norm.weight"]
+        state[f"{p}k_norm"] = hf[f"{p}self_attn.k_norm.weight"]
+    return state
+
+
+def load_decoder(folder: Path, dtype: torch.dtype = torch.float32) -> NativeDecoder:
+    """The checkpoint's decoder with every weight in ``dtype`` (no fp32 copy of a bf16 checkpoint
+    is made on the way), in eval mode; a missing tensor raises KeyError."""
+    shape = DecoderShape.from_config(read_config(folder))
+    hf = read_weights(folder, ("model.",))  # a *ForCausalLM checkpoint; its lm_head is dropped
+    state: dict[str, torch.Tensor] = {"embed.weight": hf["embed_tokens.weight"]}
+    state["norm"] = hf["norm.weight"]
+    for i in range(shape.layers):
+        state |= layer_tensors(hf, i, shape)
+    with torch.device("meta"):
+        model = NativeDecoder(shape)
+    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
+    model.inv_freq = rope_frequencies(shape)  # built on the meta device: computed for real
+    return model.eval()

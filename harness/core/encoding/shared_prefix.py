@@ -1,0 +1,88 @@
+"""Shared-prefix reuse on the native decoder: a prompt's fixed prefix (the text before
+``{sentence}``: PromptEOL's ``This sentence : "``, an instruction's ``Instruct: …\\nQuery: ``) is
+run through the model once per (backbone, prompt, dtype), and every sentence attends to its keys and
+values, its own tokens continuing the positions after it.
+
+It is exact by causality: a decoder's state at a position depends only on the tokens up to it, so a
+text whose first ``s`` token ids are the prefix's first ``s`` ids has, at those positions, the
+prefix's own states. Per sentence, ``s`` is :func:`shared_length`: the whole prefix, or a token or
+two less where the tokenizer merges characters across the prefix's end (a byte-level BPE reads
+``Query: `` + ``a dog`` as ``Query``, ``:``, `` a``, `` dog``, so the prefix's final space token is
+not the text's), or nothing (encoded whole). The rule looks at the sentence alone, so a vector never
+depends on its batch-mates; with and without reuse the vectors agree to rounding (1e-6 in fp32),
+and reuse is not part of any cache key: it is how the vectors are computed, not which.
+
+This module imports no torch: :func:`prefix_note` describes the plan for ``--dry-run`` and the
+encode line.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.prompts import Prompt
+
+
+def shared_length(ids: Sequence[int], prefix: Sequence[int]) -> int:
+    """How many leading tokens of a text (``ids``) take the shared prefix's keys and values: those
+    equal to the prefix's own ids (``prefix``), position by position, keeping at least one token of
+    the text to compute.
+
+    >>> shared_length([5, 6, 7, 8], [5, 6, 7]), shared_length([5, 6, 9, 8], [5, 6, 7])
+    (3, 2)
+    >>> shared_length([5, 6, 7], [5, 6, 7]), shared_length([4, 6, 7], [5, 6, 7])
+    (2, 0)
+    """
+    count = 0
+    for mine, theirs in zip(ids[: len(ids) - 1], prefix):
+        if mine != theirs:
+            break
+        count += 1
+    return count
+
+
+def reuses_prefix(ref: BackboneRef, impl: str) -> bool:
+    """Whether this backbone's forward pass computes prompt prefixes once: the native decoder."""
+    return impl == "native" and ref.causal
+
+
+def prefix_note(ref: BackboneRef, impl: str, prompt: Prompt, max_length: int) -> str:
+    """One clause for the encode line: how ``prompt``'s prefix is computed on ``ref``, '' when the
+    prompt has no prefix. Tokenizes the prefix (``tokenizers`` only, no torch).
+
+    e.g. ``prefix 'This sentence : "' (7 tokens) computed once, shared by every sentence whose
+    tokens start with its tokens (the others encoded whole)``
+    """
+    prefix = prompt.parts()[0]
+    if not prefix:
+        return ""
+    if not reuses_prefix(ref, impl):
+        return f"prefix {prefix!r} encoded with each sentence ({impl} encoder)"
+    tokens = len(_prefix_ids(ref.path, prefix, max_length))
+    return (
+        f"prefix {prefix!r} ({tokens} tokens) computed once and shared; a sentence whose tokens "
+        "merge across its end shares all but the merged tokens, one sharing none is encoded whole"
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_ids(folder: str, prefix: str, max_length: int) -> tuple[int, ...]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return leading_ids(tokenizer.encode(prefix))
+
+
+def leading_ids(encoding) -> tuple[int, ...]:
+    """A prefix's ids as they start a text: with the leading special tokens (Llama's ``<s>``),
+    without trailing ones (an end-of-text the template appends to every text)."""
+    ids, special = list(encoding.ids), list(encoding.special_tokens_mask)
+    while special and special[-1]:
+        ids.pop()
+        special.pop()
+    return tuple(ids)
