@@ -348,6 +348,12 @@ class VectorSetting:
     precision: str
     similarity: str
 
+    @classmethod
+    def read(cls, dims: object, precision: object, similarity: object) -> VectorSetting:
+        """A setting as records and tables write it: ``dims`` a number (or its text) or
+        ``full``. ``VectorSetting.read("64", "int8", "cosine").suffix() == "64d int8"``."""
+        return cls(None if dims == FULL else int(str(dims)), str(precision), str(similarity))
+
     @property
     def full(self) -> bool:
         """Every dimension in float32: the vector the method made, as it made it."""

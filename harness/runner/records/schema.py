@@ -351,7 +351,7 @@ def _vector_problem(record: Record) -> str | None:
         )
     if record["protocol"].get("similarity") != similarity:
         return f"protocol.similarity is not vector.similarity {similarity!r}"
-    setting = VectorSetting(None if dims == FULL else int(dims), precision, similarity)
+    setting = VectorSetting.read(dims, precision, similarity)
     suffix = setting.suffix()
     if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
         return f"method.label does not say its setting ({suffix})"

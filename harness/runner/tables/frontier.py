@@ -72,13 +72,7 @@ def method_of(row: Mapping[str, Any]) -> str:
     ...            "similarity": "cosine"})
     'avg'
     """
-    from harness.core.compression import VectorSetting
-
-    dims = row["dims"]
-    setting = VectorSetting(
-        None if dims == "full" else int(dims), str(row["precision"]), str(row["similarity"])
-    )
-    suffix = setting.suffix()
+    suffix = _setting(row).suffix()
     label = str(row["method"])
     return label.removesuffix(f" · {suffix}") if suffix else label
 
@@ -86,13 +80,14 @@ def method_of(row: Mapping[str, Any]) -> str:
 def full_vector_of(row: Mapping[str, Any]) -> str:
     """The label of the row a setting is tested against: its method's full vector (every
     dimension, fp32) by the same similarity, cosine for bits."""
+    return _setting(row).reference().label(method_of(row))
+
+
+def _setting(row: Mapping[str, Any]) -> Any:
+    """The row's :class:`harness.core.compression.VectorSetting`."""
     from harness.core.compression import VectorSetting
 
-    dims = row["dims"]
-    setting = VectorSetting(
-        None if dims == "full" else int(dims), str(row["precision"]), str(row["similarity"])
-    )
-    return setting.reference().label(method_of(row))
+    return VectorSetting.read(row["dims"], row["precision"], row["similarity"])
 
 
 def pareto(points: list[tuple[float, float]]) -> list[bool]:
