@@ -299,5 +299,13 @@ def write_tiny_decoder(folder: Path, family: str, seed: int = 0) -> Path:
                                                  bos_token_id=3, eos_token_id=3))
     else:
         raise ValueError(f"unknown decoder family {family!r}; known: {', '.join(DECODER_FAMILIES)}")
+    # Norm weights start at 1 and biases at 0: left so, a norm weight or bias used in the wrong
+    # place (or not at all) would compute the same states. Random values make them count.
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0.0, 0.2)
+            elif "norm" in name:
+                parameter.uniform_(0.5, 1.5)
     model.save_pretrained(str(folder))
     return folder

@@ -149,6 +149,7 @@ _ACTS = {
     ("gelu", "none"): F.gelu,
     ("gelu", "tanh"): lambda y: F.gelu(y, approximate="tanh"),
     ("relu", ""): F.relu,
+    ("swish", ""): F.silu,
 }
 
 
@@ -158,8 +159,9 @@ def _pointwise(x, weight, bias, attr, scalars, algorithm):
 
 
 def _binary(x, other, weight, bias, op):
-    """What torch.ops.mkldnn._linear_pointwise.binary(..., "add") computes today."""
-    return F.linear(x, weight, bias) + other
+    """What torch.ops.mkldnn._linear_pointwise.binary(..., "add" | "mul") computes today."""
+    y = F.linear(x, weight, bias)
+    return {"add": y + other, "mul": y * other}[op]
 
 
 def _raise(*args):
@@ -237,6 +239,22 @@ BREAKAGES = {
         ),
         "residual add: off by",
     ),
+    "binary adds instead of multiplying": (
+        lambda ns: setattr(
+            ns,
+            "_linear_pointwise",
+            _Op(_pointwise, binary=lambda x, other, w, b, op: F.linear(x, w, b) + other),
+        ),
+        "multiply, no bias: off by",
+    ),
+    "swish ignored": (
+        lambda ns: setattr(
+            ns,
+            "_linear_pointwise",
+            _Op(lambda x, w, b, attr, s, alg: _pointwise(x, w, b, "none" if attr == "swish" else attr, s, alg)),
+        ),
+        "silu: off by",
+    ),
     "returns fp32": (
         lambda ns: setattr(ns, "_linear_pointwise", _Op(lambda *args: _pointwise(*args).float())),
         "expected torch.bfloat16",
@@ -279,7 +297,7 @@ def test_a_changed_private_op_turns_the_fused_path_off_and_says_why(breakage, fr
     assert "oneDNN fused linear off" in caplog.text and reason in caplog.text, caplog.text
 
 
-@pytest.mark.parametrize("act", [None, "gelu", "gelu_new", "relu"])
+@pytest.mark.parametrize("act", [None, "gelu", "gelu_new", "relu", "silu"])
 def test_the_fallback_kernel_is_plain_f_linear(act, fresh_probe, monkeypatch):
     """With the probe failing (the real torch.ops.mkldnn op made to raise), a kernel asked to fuse
     computes exactly F.linear, then the activation or the residual add."""
@@ -297,9 +315,12 @@ def test_the_fallback_kernel_is_plain_f_linear(act, fresh_probe, monkeypatch):
         "gelu": F.gelu(y),
         "relu": F.relu(y),
         "gelu_new": F.gelu(y, approximate="tanh"),
+        "silu": (y.float() * torch.sigmoid(y.float())).to(y.dtype),  # y·σ(y) in fp32, rounded
     }[act]
     assert torch.equal(kernel(x, act=act), activated)
     assert torch.equal(kernel(x, residual=residual), residual + y.float())
+    other = torch.randn(9, 16).to(torch.bfloat16)
+    assert torch.equal(kernel(x, multiply=other), y * other)
 
 
 def test_the_fallback_path_gives_the_fused_paths_hidden_states(tiny_bert, fresh_probe, monkeypatch):

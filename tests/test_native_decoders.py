@@ -82,6 +82,41 @@ def test_bf16_runs_and_stays_close_to_fp32(family, tiny_decoders):
 
 
 @pytest.mark.parametrize("family", NATIVE)
+def test_bf16_fused_products_are_as_close_to_fp32_as_the_public_ops(family, tiny_decoders, monkeypatch):
+    """bf16 on CPU runs oneDNN products with SiLU, the gate product and the residual adds inside
+    them, on reordered weights (the module's own copies released). Against the fp32 states, the
+    fused run is as accurate as the public ops (F.linear, F.silu) run with the fusion off, and it
+    differs from that run (both paths ran)."""
+    from harness.core.encoding import native_llama
+    from harness.core.encoding.kernels import fused_linear_ops
+    from harness.core.encoding.native import load_native
+
+    if fused_linear_ops() is None:
+        pytest.skip("this torch or CPU has no oneDNN bf16 fused linear: only the public path exists")
+    folder = tiny_decoders[family]
+    tokenizer = native_llama.DecoderTokenizer(folder, 128)
+    batch = tokenizer.pad(tokenizer.encode(TEXTS))
+    mask = batch["attention_mask"].bool()
+    with torch.inference_mode():
+        fp32 = load_native(folder)(**batch)[0]
+        fused_model = load_native(folder, torch.bfloat16)
+        fused = fused_model(**batch)[0]
+        monkeypatch.setattr(native_llama, "fused_linear_available", lambda device, dtype: False)
+        public_model = load_native(folder, torch.bfloat16)
+        public = public_model(**batch)[0]
+    layer = fused_model.layers[0]
+    assert layer.qkv.weight.numel() == layer.gate_up.weight.numel() == 0  # released, packed copies kept
+    assert public_model.layers[0].gate_up.weight.numel() > 0
+    with pytest.raises(RuntimeError, match="after the first forward"):
+        fused_model.set_compute_dtype(torch.float32)
+    for f, p, reference in zip(fused, public, fp32):
+        fused_error = (f.float()[mask] - reference[mask]).abs().max().item()
+        public_error = (p.float()[mask] - reference[mask]).abs().max().item()
+        assert fused_error <= 2 * public_error + 0.01, (fused_error, public_error)
+    assert not torch.equal(fused[-1], public[-1])
+
+
+@pytest.mark.parametrize("family", NATIVE)
 def test_native_tokenizer_gives_transformers_ids(family, tiny_decoders):
     """Llama and Mistral prepend <s>, Qwen adds nothing: the ids equal the HF tokenizer's."""
     from transformers import AutoTokenizer

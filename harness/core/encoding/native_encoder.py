@@ -35,6 +35,7 @@ from harness.core.encoding.kernels import (
     PackedStates,
     Packing,
     ScoreBias,
+    bucket_rows,
     fused_linear_available,
     packed_attention,
 )
@@ -99,9 +100,12 @@ class NativeEncoder(nn.Module):
         packing = Packing(attention_mask)
         x = self.embed(packing, input_ids, token_type_ids).to(self.compute_dtype)
         states = [x]
+        kernels = self._layer_kernels(x.device)
+        if kernels and kernels[0]["qkv"].fused is not None:
+            x = bucket_rows(x)  # a row count oneDNN has compiled for already
         # layer is a NativeLayer, but nn.ModuleList types its items as Module, whose attributes are
         # Tensor | Module
-        for index, (layer, kernel) in enumerate(zip(self.layers, self._layer_kernels(x.device))):
+        for index, (layer, kernel) in enumerate(zip(self.layers, kernels)):
             attended = packed_attention(
                 kernel["qkv"](x),
                 packing,
@@ -111,7 +115,7 @@ class NativeEncoder(nn.Module):
             )
             x = norm(kernel["out"](attended, residual=x), layer.norm1)  # type: ignore[arg-type]
             x = norm(kernel["down"](kernel["up"](x, act=self.act), residual=x), layer.norm2)  # type: ignore[arg-type]
-            states.append(x)
+            states.append(x[: packing.tokens])
         pooled = None
         if self.pooler is not None:
             pooled = torch.tanh(

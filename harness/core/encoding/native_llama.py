@@ -21,9 +21,14 @@ of a prompt's fixed prefix, computed once, which every sentence of the group att
 first ``s`` positions; its own tokens then get positions ``s, s+1, …``. Causality makes this
 exact: the prefix's states do not depend on what follows it.
 
-Kernels: the products are ``F.linear`` (the fused QKV and gate/up weights); attention is
-``scaled_dot_product_attention`` per group, its own grouped-query heads (``enable_gqa``) and, for a
-group without a prefix or window, its causal kernel (:func:`causal_attention`).
+Kernels (:class:`DecoderKernels`): in bf16 on CPU the products are oneDNN's fused ones on weights
+reordered once (the module's copies then released), with the SwiGLU's SiLU and gate product and
+both residual adds inside them, and a batch's rows padded to a row count already compiled for
+(:func:`harness.core.encoding.kernels.bucket_rows`); otherwise ``F.linear`` on the fused QKV and
+gate/up weights, as transformers computes. A Qwen3 head norm is folded into the rotation
+(:func:`rotate`). Attention is ``scaled_dot_product_attention`` per group, its own grouped-query
+heads (``enable_gqa``) and, for a group without a prefix or window, its causal kernel
+(:func:`causal_attention`).
 
 Mixed precision: under ``--dtype bf16|fp16`` every weight is held in that dtype (as transformers
 loads a decoder), RMSNorm statistics, the rotation angles and attention scores are fp32.
@@ -41,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding.kernels import LinearKernel, bucket_rows, fused_linear_available
 from harness.core.encoding.native_encoder import NativeTokenizer, read_config, read_weights
 from harness.core.encoding.shared_prefix import leading_ids
 
@@ -117,18 +123,54 @@ class DecoderLayer(nn.Module):
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' RMSNorm, step for step: statistics in fp32, the weight applied in ``x``'s
-    dtype. (``F.rms_norm`` computes the same, but on CPU it is these very steps as a composite.)"""
+    """transformers' RMSNorm: statistics in fp32, ``x / rms(x)`` rounded to ``x``'s dtype, then
+    the weight applied in that dtype. Fewer passes than its steps written out (the mean square as
+    a norm, the fp32 copy scaled in place; one bf16 pass with an fp32 operand is 5x slower on CPU
+    than this), equal to them within fp32 rounding. (``F.rms_norm`` is those very steps as a
+    composite on CPU.)"""
     h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)
+    scale = torch.linalg.vector_norm(h, 2, -1, keepdim=True)
+    scale = scale.square_().div_(h.shape[-1]).add_(eps).rsqrt_()
+    h = h * scale if h is x else h.mul_(scale)  # x.float() is x itself in fp32: not overwritten
+    return h.to(x.dtype).mul_(weight)
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary positions on (tokens, heads, d): ``x·cos + rotate_half(x)·sin`` (transformers')."""
+def rotate(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 0.0,
+) -> torch.Tensor:
+    """Rotary positions on (tokens, heads, d): transformers' ``x·cos + rotate_half(x)·sin``, and
+    with ``weight`` of a Qwen3-style head norm, of ``RMSNorm(x)·weight`` instead.
+
+    ``rotate_half(x)`` is ``(-x₂, x₁)`` for the halves ``x = (x₁, x₂)``, and ``cos``/``sin`` repeat
+    their first half (c, s), so the result is ``(x₁c - x₂s, x₂c + x₁s)``: ``x·cos`` plus one
+    multiply-add per half, in place. A norm's weight w = (w₁, w₂) is folded into those tables
+    (``x₁·w₁c - x₂·w₂s``, ``x₂·w₂c + x₁·w₁s``) and its per-head scale ``1/rms(x)`` applied last:
+    the rotation is linear, so this is the norm then the rotation, in four passes over ``x``
+    instead of eleven. (For example d = 2, x = (3, 4), w = (1, 2), angle 0: rms = 3.54, and both
+    orders give (0.85, 2.26).) Statistics are fp32; the scale is rounded to ``x``'s dtype, as
+    transformers rounds the normed values."""
     half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+    c, s = cos[..., :half], sin[..., :half]
+    if weight is None:
+        out = x * cos
+        first, second = s, s
+    else:
+        out = x * torch.cat((c * weight[:half], c * weight[half:]), -1)
+        first, second = s * weight[half:], s * weight[:half]
+    halves, out_halves = x.unflatten(-1, (2, half)), out.unflatten(-1, (2, half))
+    out_halves[..., 0, :].addcmul_(halves[..., 1, :], first, value=-1)
+    out_halves[..., 1, :].addcmul_(halves[..., 0, :], second)
+    if weight is not None:
+        # not x.float(): on this strided view (a slice of the q/k/v product) its layout-keeping
+        # copy is 4x slower on CPU than a plain contiguous one
+        h = x.to(torch.float32, memory_format=torch.contiguous_format)
+        scale = torch.linalg.vector_norm(h, 2, -1, keepdim=True)
+        out.mul_(scale.square_().div_(h.shape[-1]).add_(eps).rsqrt_().to(x.dtype))
+    return out
 
 
 def rope_frequencies(shape: DecoderShape) -> torch.Tensor:
@@ -275,6 +317,38 @@ def causal_attention(
     return out.transpose(1, 2).reshape(count, length, heads * d)
 
 
+class DecoderKernels:
+    """One layer's products: the fused query/key/value projection, the output projection plus
+    the residual, and the SwiGLU MLP plus the residual. With ``fused`` (oneDNN, bf16 on CPU,
+    :func:`harness.core.encoding.kernels.fused_linear_available`) gate and up are two products,
+    the gate's SiLU and the up projection's product with it computed inside them, and each
+    residual added inside its product: ``down(silu(gate(m)) ⊙ up(m)) + x`` in three calls
+    instead of six passes. Otherwise the public ops (one gate/up product, ``F.silu``), as
+    transformers computes them."""
+
+    def __init__(self, layer: DecoderLayer, fused: bool) -> None:
+        self.fused = fused
+        self.qkv = LinearKernel(layer.qkv, fused, keep_weight=False)
+        self.out = LinearKernel(None, fused, weight=layer.out.weight, keep_weight=False)
+        self.down = LinearKernel(None, fused, weight=layer.down.weight, keep_weight=False)
+        gate_up = layer.gate_up.weight
+        inner = gate_up.shape[0] // 2
+        if fused:
+            self.gate = LinearKernel(None, True, weight=gate_up[:inner], keep_weight=False)
+            self.up = LinearKernel(None, True, weight=gate_up[inner:], keep_weight=False)
+        else:
+            self.gate_up = LinearKernel(None, False, weight=gate_up)
+
+    def mlp(self, m: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``residual + W_down(silu(W_gate m) ⊙ W_up m)``."""
+        if self.fused:
+            hidden = self.up(m, multiply=self.gate(m, act="silu"))
+        else:
+            gate, up = self.gate_up(m).chunk(2, -1)
+            hidden = F.silu(gate) * up
+        return self.down(hidden, residual=residual)
+
+
 class NativeDecoder(nn.Module):
     """A packed decoder returning every hidden state (see the module docstring) and no pooler."""
 
@@ -288,6 +362,7 @@ class NativeDecoder(nn.Module):
         self.norm = nn.Parameter(torch.ones(shape.hidden))
         self.register_buffer("inv_freq", rope_frequencies(shape), persistent=False)
         self._prefixes: dict[tuple[int, ...], PrefixState] = {}
+        self._kernels: list[DecoderKernels] | None = None
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -295,7 +370,10 @@ class NativeDecoder(nn.Module):
 
     def set_compute_dtype(self, dtype: torch.dtype) -> NativeDecoder:
         """Hold every weight in ``dtype`` (the rope frequencies stay fp32); cached prefixes are
-        dropped."""
+        dropped. Before the first forward only (which may release the weights for fused
+        kernels)."""
+        if self._kernels is not None:
+            raise RuntimeError("set_compute_dtype after the first forward of a NativeDecoder")
         for parameter in self.parameters():
             parameter.data = parameter.data.to(dtype)
         self._prefixes.clear()
@@ -320,33 +398,46 @@ class NativeDecoder(nn.Module):
         keeps; a batch's are let go layer by layer)."""
         s = self.shape
         x = self.embed(ids)
-        cos, sin = self.rope(positions, x.dtype)
+        tokens, kernels = x.shape[0], self._layer_kernels(x.device)
         states, keys, values = [x], [], []
-        for index, layer in enumerate(self.layers):
-            n = rms_norm(x, layer.norm1, s.eps)  # type: ignore[arg-type]
-            qkv = layer.qkv(n)  # type: ignore[operator]
-            # queries and keys as one (tokens, heads + kv_heads, d) tensor: normed and rotated
-            # by the same calls (half the kernel launches of doing them apart)
-            width = (s.heads + s.kv_heads) * s.head_dim
-            qk = qkv[:, :width].view(-1, s.heads + s.kv_heads, s.head_dim)
-            v = qkv[:, width:].view(-1, s.kv_heads, s.head_dim)
-            if s.qk_norm:
-                weight = torch.cat(
-                    [layer.q_norm.expand(s.heads, -1), layer.k_norm.expand(s.kv_heads, -1)]  # type: ignore[operator]
-                )
-                qk = rms_norm(qk, weight, s.eps)
-            qk = rotate(qk, cos, sin)
-            q, k = qk[:, : s.heads], qk[:, s.heads :]
+        if kernels and kernels[0].fused:
+            x = bucket_rows(x)  # a row count oneDNN has compiled for already
+            positions = bucket_rows(positions[:, None])[:, 0]
+        cos, sin = self.rope(positions, x.dtype)
+        for index, (layer, kernel) in enumerate(zip(self.layers, kernels)):
+            qkv = kernel.qkv(rms_norm(x, layer.norm1, s.eps))  # type: ignore[arg-type]
+            q = qkv[:, : s.heads * s.head_dim].view(-1, s.heads, s.head_dim)
+            k = qkv[:, s.heads * s.head_dim : (s.heads + s.kv_heads) * s.head_dim]
+            k = k.view(-1, s.kv_heads, s.head_dim)
+            v = qkv[:, (s.heads + s.kv_heads) * s.head_dim :].view(-1, s.kv_heads, s.head_dim)
+            q = rotate(q, cos, sin, layer.q_norm, s.eps)  # type: ignore[arg-type]
+            k = rotate(k, cos, sin, layer.k_norm, s.eps)  # type: ignore[arg-type]
             if keep_kv:
-                keys.append(k)
-                values.append(v)
+                keys.append(k[:tokens])
+                values.append(v[:tokens])
             attended = self.attend(q, k, v, groups, prefix, index)
-            x = x + layer.out(attended)  # type: ignore[operator]
-            gate, up = layer.gate_up(rms_norm(x, layer.norm2, s.eps)).chunk(2, -1)  # type: ignore[operator, arg-type]
-            x = x + layer.down(F.silu(gate) * up)  # type: ignore[operator]
-            states.append(x)
-        states[-1] = rms_norm(x, self.norm, s.eps)  # transformers' hidden_states[-1]
+            x = kernel.out(attended, residual=x)
+            x = kernel.mlp(rms_norm(x, layer.norm2, s.eps), residual=x)  # type: ignore[arg-type]
+            states.append(x[:tokens])
+        states[-1] = rms_norm(states[-1], self.norm, s.eps)  # transformers' hidden_states[-1]
         return states, keys, values
+
+    def _layer_kernels(self, device: torch.device) -> list[DecoderKernels]:
+        """Each layer's products, made at the first forward for the device and dtype the weights
+        then have. With oneDNN's fused products (bf16 on CPU) the weights are reordered for them
+        and the module's own copies released: a decoder's weights are most of its memory."""
+        if self._kernels is None:
+            dtype = self.compute_dtype
+            fused = fused_linear_available(device, dtype)
+            self._kernels = [DecoderKernels(layer, fused) for layer in self.layers]  # type: ignore[arg-type]
+            if fused:
+                for layer in self.layers:
+                    for name in ("qkv", "out", "gate_up", "down"):
+                        linear = getattr(layer, name)
+                        linear.weight = nn.Parameter(
+                            torch.empty(0, dtype=dtype, device=device), requires_grad=False
+                        )
+        return self._kernels
 
     def attend(
         self,
@@ -361,6 +452,7 @@ class NativeDecoder(nn.Module):
         and k, v (tokens, kv_heads, d); grouped-query heads share their key/value head."""
         s = self.shape
         out = q.new_empty(q.shape[0], s.heads * s.head_dim)
+        out[sum(count * length for count, length, _, _ in groups) :] = 0  # bucket_rows' rows
         for count, length, start, skip in groups:
             if length == 0:
                 continue
