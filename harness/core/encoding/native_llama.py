@@ -46,7 +46,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.core.encoding.kernels import LinearKernel, bucket_rows, fused_linear_available
+from harness.core.encoding.kernels import (
+    LinearKernel,
+    PackedStates,
+    bucket_rows,
+    fused_linear_available,
+)
 from harness.core.encoding.native_encoder import NativeTokenizer, read_config, read_weights
 from harness.core.encoding.shared_prefix import leading_ids
 
@@ -259,29 +264,19 @@ class DecoderPacking:
         return out
 
 
-class DecoderStates(Sequence):
+class DecoderStates(PackedStates):
     """Hidden states kept packed; a layer is unpacked (prefix states filled in) when a view reads
     it, once."""
 
     def __init__(
         self, packing: DecoderPacking, packed: list[torch.Tensor], prefix: PrefixState | None
     ) -> None:
-        self._packing, self._packed, self._prefix = packing, packed, prefix
-        self._unpacked: dict[int, torch.Tensor] = {}
+        super().__init__(packing, packed)
+        self._prefix = prefix
 
-    def __len__(self) -> int:
-        return len(self._packed)
-
-    def __getitem__(self, index: int | slice):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if not -len(self) <= index < len(self):  # ends iteration (Sequence.__iter__ stops here)
-            raise IndexError(index)
-        index = index % len(self)
-        if index not in self._unpacked:
-            prefix = None if self._prefix is None else self._prefix.states[index]
-            self._unpacked[index] = self._packing.unpack(self._packed[index], prefix)
-        return self._unpacked[index]
+    def unpack(self, index: int) -> torch.Tensor:
+        prefix = None if self._prefix is None else self._prefix.states[index]
+        return self._packing.unpack(self._packed[index], prefix)
 
 
 def causal_attention(
@@ -429,14 +424,15 @@ class NativeDecoder(nn.Module):
         if self._kernels is None:
             dtype = self.compute_dtype
             fused = fused_linear_available(device, dtype)
-            self._kernels = [DecoderKernels(layer, fused) for layer in self.layers]  # type: ignore[arg-type]
-            if fused:
-                for layer in self.layers:
+            kernels = []
+            for layer in self.layers:
+                kernels.append(DecoderKernels(layer, fused))  # type: ignore[arg-type]
+                if fused:  # layer by layer: at most one layer's weights held twice
                     for name in ("qkv", "out", "gate_up", "down"):
-                        linear = getattr(layer, name)
-                        linear.weight = nn.Parameter(
+                        getattr(layer, name).weight = nn.Parameter(
                             torch.empty(0, dtype=dtype, device=device), requires_grad=False
                         )
+            self._kernels = kernels
         return self._kernels
 
     def attend(
