@@ -11,9 +11,10 @@
 4. native families on CUDA: bert-base, mpnet-base and deberta-v3-base shapes (random weights,
    ``benchmarks/shapes.py``'s models): the native encoder against AutoModel on 2,048 STS-B
    sentences, max |Δ| of the mean-pooled last layer in fp32, and seconds of each in bf16;
-5. decoders on CUDA: a tiny Qwen2 and OPT (``tests/fixtures.py``): ``last`` and PromptEOL vectors of
-   512 STS-B sentences on the device against the CPU's in fp32 (max |Δ|), and the dtype the weights
-   were loaded in under --dtype bf16 (must be bf16).
+5. decoders on CUDA: a tiny Qwen2, Qwen3 and Llama (the native decoder: packed causal attention,
+   the shared prefix under PromptEOL) and OPT (AutoModel) from ``tests/fixtures.py``: ``last`` and
+   PromptEOL vectors of 512 STS-B sentences on the device against the CPU's in fp32 (max |Δ|), and
+   the dtype the weights were loaded in under --dtype bf16 (must be bf16).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
         "| decoder | fp32 max abs(device - cpu), last | same, PromptEOL | bf16 weights dtype |",
         "|---|---:|---:|---|",
     ]
-    for family in ("qwen2", "opt"):
+    for family in ("qwen2", "qwen3", "llama", "opt"):
         ref = resolve_backbone(str(write_tiny_decoder(Path(tempfile.mkdtemp()) / family, family)))
         views = [View("last", ref.num_layers), View("last", ref.num_layers, PROMPTEOL)]
         on = {

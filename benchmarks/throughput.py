@@ -8,6 +8,8 @@ Each encoder's time is also given as a fraction of this machine's matmul peak.
     .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads.md
     .venv/bin/python benchmarks/throughput.py --threads 1 --out docs/measurements/throughput.md
     .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads_busy.md
+    .venv/bin/python benchmarks/throughput.py --split all --dtypes bf16 --peers openvino:bf16 \\
+        --batch-sizes 64 128 --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
 
 Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
 them), every encoder loaded once in its own process and waiting while the others run: only

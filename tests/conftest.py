@@ -103,7 +103,12 @@ def pytest_configure(config) -> None:
     """Under pytest-xdist, each worker keeps to a core of its own (worker i: the i-th core this
     process may use). The harness sizes torch's threads by the cores a process may use
     (``--threads 0``), so two workers on two cores would otherwise run four threads that wait for
-    each other; subprocesses a test starts inherit the core."""
+    each other; subprocesses a test starts inherit the core.
+
+    The plot worker (harness/runner/tables/plot_worker.py) is off by default here: every cold run
+    of the suite would spawn one, which costs the suite ~12 % of its time on 2 cores with nothing
+    idle to hide it; tests/test_plot_worker.py turns it on where it is the subject."""
+    os.environ.setdefault("STS_BENCH_PLOT_WORKER", "0")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
         return

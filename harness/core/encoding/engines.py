@@ -264,5 +264,11 @@ class NativeDecoderEngine:
     def length(item: tuple) -> int:
         return len(item[0])
 
+    @staticmethod
+    def computed_length(item: tuple) -> int:
+        """The tokens the model computes for the text: its length less the prefix tokens it
+        shares (what a batch's token budget counts)."""
+        return len(item[0]) - item[3]
+
     def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
         return self.model(**batch)

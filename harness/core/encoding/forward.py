@@ -288,6 +288,9 @@ class ForwardPass:
             lengths = [engine.length(item) for item in items]
             if prompt:
                 self._warn_cut_prompts(prompt, texts, lengths, engine)
+            # the token budget counts what a batch computes: a shared prefix's tokens are not
+            computed = getattr(engine, "computed_length", engine.length)
+            lengths = [computed(item) for item in items]
             sentence_masks = None
             if any(view.mask == SENTENCE_MASK for view in group):
                 sentence_masks = engine.sentence_masks(

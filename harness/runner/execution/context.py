@@ -12,6 +12,7 @@ process share none of them.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,7 @@ class RunContext:
         )
         self._backbones: dict[tuple[str, str | None], BackboneRef] = {}
         self._providers: dict[tuple[str, str | None, int], ViewProvider] = {}
+        self._releases = contextlib.ExitStack()  # what the run started besides the backend
 
     # -- MethodContext ----------------------------------------------------------------------------
     def backbone(self, name: str, revision: str | None = None) -> BackboneRef:
@@ -139,9 +141,20 @@ class RunContext:
     def build_methods(self, names: list[str]) -> list[Method]:
         return [self.sibling(name) for name in names]
 
+    def start_plot_worker(self) -> None:
+        """Start the run's plot worker (:mod:`harness.runner.tables.plot_worker`): matplotlib is
+        imported there while the run encodes, and the PNGs are drawn there; :meth:`close` stops
+        it."""
+        from harness.runner.tables.plot_worker import serving
+
+        self._releases.enter_context(serving())
+
     def close(self) -> None:
-        """Release what the run started (a dask client)."""
-        self.backend.close()
+        """Release what the run started (a plot worker, a dask client)."""
+        try:
+            self._releases.close()
+        finally:
+            self.backend.close()
 
     def providers(self) -> list[ViewProvider]:
         return list(self._providers.values())

@@ -153,6 +153,21 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
     return failed
 
 
+def encodes_any(plan: Plan) -> bool:
+    """Whether the encode stage has a sentence to encode (a cold or partly cold run, which will
+    draw): only such a run starts a plot worker, a fully warm one pays no process start. Asked
+    before the encode stage, so whatever the question raises (a view the backbone cannot give) is
+    left for the encode stage to raise, in its place."""
+    try:
+        return any(
+            job.provider.store(view).missing(job.sentences)
+            for job in plan.encode_jobs
+            for view in job.views
+        )
+    except Exception:
+        return False
+
+
 def run(cfg: BenchConfig, registry: Registry | None = None) -> RunOutcome:
     """Run ``cfg``: plan, encode, score, report. ``registry``: the methods the run knows beyond the
     built-ins (default: the process registry; ``harness.evaluate`` passes a layer of it)."""
@@ -210,6 +225,8 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         from harness.runner.execution.dry_run import describe
 
         return RunOutcome([], [], [], describe(plan, ctx), dry_run=True)
+    if cfg.plots and encodes_any(plan):  # a cold run: matplotlib loads in a worker meanwhile
+        ctx.start_plot_worker()
     check_cache_writable(cfg)  # every cache subfolder this run may write, before the first sentence
     leaks = labelled_overlaps(plan.methods, plan.tasks, ctx)
     warn_leakage(leaks)

@@ -149,6 +149,7 @@ def history_png(
     from harness.core.codekeys import code_digest
     from harness.core.hashing import canonical_json
     from harness.runner.tables import plots
+    from harness.runner.tables.plot_worker import draw
 
     drawn = {
         "series": [
@@ -164,7 +165,7 @@ def history_png(
     # target): it is drawn again, and the atomic write replaces the link, not its target.
     if not path.is_symlink() and plots.drawn_from(path) == key:
         return path
-    return _draw_history(series, commits, moves, path, key)
+    return draw(_draw_history, series, commits, moves, path, key)  # by the run's worker, if any
 
 
 def series_labels(series: list[Series]) -> list[str]:

@@ -272,7 +272,9 @@ def cost_for_run(
     atomic_write_text(paths[0], markdown(rows, subjects.title))
     body = strict_json({"title": subjects.title, "rows": rows_as_dicts(rows)})
     atomic_write_text(paths[1], json.dumps(body, indent=1, allow_nan=False))
-    paths.append(cost_png(rows, out_dir / "plots" / "cost.png", subjects.title))
+    from harness.runner.tables.plot_worker import draw
+
+    paths.append(draw(cost_png, rows, out_dir / "plots" / "cost.png", subjects.title))
     return paths
 
 

@@ -155,6 +155,7 @@ def write_diagnostics(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """results/diagnostics.md and plots/diagnostics-<task>.png from the records that carry
     diagnostics."""
     from harness.core.hashing import atomic_write_text
+    from harness.runner.tables.plot_worker import draw
     from harness.runner.tables.plots import diagnostics_png
 
     chosen = [r for r in records if r.get("diagnostics")]
@@ -164,7 +165,8 @@ def write_diagnostics(records: Sequence[Record], out_dir: Path) -> list[Path]:
     atomic_write_text(paths[0], diagnostics_markdown(chosen) + "\n")
     for task in dict.fromkeys(r["task"]["name"] for r in chosen):
         paths.append(
-            diagnostics_png(
+            draw(
+                diagnostics_png,
                 [r for r in chosen if r["task"]["name"] == task],
                 out_dir / "plots" / f"diagnostics-{task}.png",
             )

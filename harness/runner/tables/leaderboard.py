@@ -205,9 +205,10 @@ def write_leaderboard(
     )
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
+        from harness.runner.tables.plot_worker import draw
         from harness.runner.tables.plots import leaderboard_png
 
-        paths.append(leaderboard_png(long, out_dir / "plots" / "leaderboard.png"))
+        paths.append(draw(leaderboard_png, long, out_dir / "plots" / "leaderboard.png"))
     return paths
 
 
@@ -283,7 +284,8 @@ def write_frontier_files(
     rows = frontier_rows(long, significance)
     paths = write_frontier(rows, out)
     if plots and rows:
+        from harness.runner.tables.plot_worker import draw
         from harness.runner.tables.plots import frontier_png
 
-        paths.append(frontier_png(rows, out / "plots" / "frontier.png"))
+        paths.append(draw(frontier_png, rows, out / "plots" / "frontier.png"))
     return paths
