@@ -88,7 +88,7 @@ def test_fused_linear_epilogues_match_linear_then_activation_and_add(fresh_probe
     torch.manual_seed(2)
     linear = torch.nn.Linear(48, 40).to(torch.bfloat16)
     x, residual = torch.randn(30, 48).to(torch.bfloat16), torch.randn(30, 40).to(torch.bfloat16)
-    fused, plain = LinearKernel(linear, fused=True), LinearKernel(linear, fused=False)
+    fused, plain = LinearKernel.of(linear, fused=True), LinearKernel.of(linear, fused=False)
     assert fused.fused is not None and plain.fused is None
     for act in (None, "gelu", "gelu_new", "relu"):
         torch.testing.assert_close(
@@ -307,7 +307,7 @@ def test_the_fallback_kernel_is_plain_f_linear(act, fresh_probe, monkeypatch):
     torch.manual_seed(3)
     linear = torch.nn.Linear(20, 16).to(torch.bfloat16)
     x, residual = torch.randn(9, 20).to(torch.bfloat16), torch.randn(9, 16)
-    kernel = fresh_probe.LinearKernel(linear, fused=True)
+    kernel = fresh_probe.LinearKernel.of(linear, fused=True)
     assert kernel.fused is None
     y = F.linear(x, linear.weight, linear.bias)
     activated = {

@@ -139,6 +139,22 @@ def test_a_hung_worker_is_killed_and_the_file_drawn_in_process(worker, tmp_path,
     assert worker.broken and not worker.process.is_alive()  # killed, not left stopped
 
 
+def test_a_worker_never_sent_a_job_is_terminated_not_waited_for():
+    """A run that fails before its reports stops a worker that may still be importing matplotlib:
+    it is terminated (SIGTERM) rather than asked and waited for; one that drew exits on request."""
+    idle = PlotWorker.start()
+    assert idle is not None
+    idle.stop()
+    assert not idle.process.is_alive() and idle.process.exitcode == -signal.SIGTERM
+
+    used = PlotWorker.start()
+    assert used is not None
+    answer = used.exchange(("harness.runner.tables.plots", "no_such", (), {}))  # refused, yet sent
+    assert answer[0] in ("raised", "refused")
+    used.stop()
+    assert not used.process.is_alive() and used.process.exitcode == 0
+
+
 def test_a_worker_that_does_not_start_means_drawing_in_process(tmp_path, monkeypatch):
     from multiprocessing.context import SpawnProcess
 

@@ -242,27 +242,28 @@ def plain_linear(
 
 class LinearKernel:
     """``act(x Wᵀ + b)``, ``x Wᵀ + b + residual`` or ``(x Wᵀ + b) ⊙ multiply`` for one weight
-    (an ``nn.Linear``'s, or ``weight`` and ``bias`` given): with ``fused`` and working oneDNN ops
+    (:meth:`of` an ``nn.Linear``): with ``fused`` and working oneDNN ops
     (:func:`fused_linear_ops`) in one fused product on a reordered weight, otherwise through
     :func:`plain_linear`. ``keep_weight=False`` (fused only) keeps just the reordered copy, for
     models whose weights are most of the memory."""
 
     def __init__(
         self,
-        linear: nn.Linear | None,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
         fused: bool,
-        weight: torch.Tensor | None = None,
-        bias: torch.Tensor | None = None,
         keep_weight: bool = True,
     ) -> None:
-        if linear is not None:
-            weight, bias = linear.weight, linear.bias
-        assert weight is not None
         self.bias = None if bias is None else bias.detach()
         ops = fused_linear_ops() if fused else None
         # the ops and the weight reordered once for them; None: the public path
         self.fused = None if ops is None else (ops, ops.pack(weight.detach()))
         self.weight = weight.detach() if keep_weight or self.fused is None else None
+
+    @classmethod
+    def of(cls, linear: nn.Linear, fused: bool, keep_weight: bool = True) -> LinearKernel:
+        """The kernel of ``linear``'s weight and bias."""
+        return cls(linear.weight, linear.bias, fused, keep_weight)
 
     def __call__(
         self,

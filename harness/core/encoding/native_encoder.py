@@ -128,7 +128,7 @@ class NativeEncoder(nn.Module):
             fused = fused_linear_available(device, self.compute_dtype)
             self._kernels = [
                 {
-                    name: LinearKernel(getattr(layer, name), fused)
+                    name: LinearKernel.of(getattr(layer, name), fused)
                     for name in ("qkv", "out", "up", "down")
                 }
                 for layer in self.layers

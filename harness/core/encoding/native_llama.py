@@ -323,16 +323,16 @@ class DecoderKernels:
 
     def __init__(self, layer: DecoderLayer, fused: bool) -> None:
         self.fused = fused
-        self.qkv = LinearKernel(layer.qkv, fused, keep_weight=False)
-        self.out = LinearKernel(None, fused, weight=layer.out.weight, keep_weight=False)
-        self.down = LinearKernel(None, fused, weight=layer.down.weight, keep_weight=False)
+        self.qkv = LinearKernel.of(layer.qkv, fused, keep_weight=False)
+        self.out = LinearKernel.of(layer.out, fused, keep_weight=False)
+        self.down = LinearKernel.of(layer.down, fused, keep_weight=False)
         gate_up = layer.gate_up.weight
         inner = gate_up.shape[0] // 2
         if fused:
-            self.gate = LinearKernel(None, True, weight=gate_up[:inner], keep_weight=False)
-            self.up = LinearKernel(None, True, weight=gate_up[inner:], keep_weight=False)
+            self.gate = LinearKernel(gate_up[:inner], None, True, keep_weight=False)
+            self.up = LinearKernel(gate_up[inner:], None, True, keep_weight=False)
         else:
-            self.gate_up = LinearKernel(None, False, weight=gate_up)
+            self.gate_up = LinearKernel.of(layer.gate_up, False)
 
     def mlp(self, m: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """``residual + W_down(silu(W_gate m) ⊙ W_up m)``."""

@@ -149,6 +149,7 @@ class PlotWorker:
         self.process = process
         self.conn = conn
         self.broken = False  # once it failed, every later job is drawn in-process at once
+        self.used = False  # a job was sent: the child is past its matplotlib import
         self._lock = threading.Lock()
 
     @classmethod
@@ -193,6 +194,7 @@ class PlotWorker:
                 raise Unavailable("broken earlier")
             try:
                 self.conn.send(job)
+                self.used = True
             except (OSError, ValueError) as err:  # the pipe broke, or the child is gone
                 self._fail(f"job not sent: {err}")
                 raise Unavailable(str(err)) from err
@@ -225,12 +227,14 @@ class PlotWorker:
             self.conn.close()
 
     def stop(self, wait: float = STOP_WAIT_S) -> None:
-        """Ask the child to exit, wait ``wait`` seconds, then terminate it; never raises."""
+        """Ask the child to exit, wait ``wait`` seconds, then terminate it; never raises. A child
+        never sent a job (a run that failed before its reports) is terminated at once: it may
+        still be importing matplotlib, and would only read the request after that."""
         with contextlib.suppress(Exception):
-            if not self.broken:
+            if not self.broken and self.used:
                 self.conn.send(None)
         with contextlib.suppress(Exception):
-            self.process.join(wait)
+            self.process.join(wait if self.used else 0)
             if self.process.is_alive():
                 self.process.terminate()
                 self.process.join(wait)
