@@ -52,10 +52,10 @@ SCHEMES = [
 def batch_probe(threads: list[int], dtypes: list[str], trials: int) -> list[str]:
     import numpy as np
     import torch
+    from harness.core.encoding.devices import torch_dtype
 
     from harness.core.encoding.backbone import resolve_backbone
     from harness.core.encoding.batching import topped_up
-    from harness.core.encoding.devices import torch_dtype
     from harness.core.encoding.engines import NativeEngine, TransformersEngine
     from harness.core.encoding.pooling import View, pool_view
     from harness.core.encoding.settings import EncodeSettings

@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import harness
-    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding import resolve_backbone
 
     with tempfile.TemporaryDirectory() as tmp:
         twin = Path(tmp) / "minilm-copy-unsup"

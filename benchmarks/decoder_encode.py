@@ -50,9 +50,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from harness.core.encoding.prompts import NO_PROMPT, PROMPTEOL, Prompt  # noqa: E402
+from harness.core.encoding import Prompt  # noqa: E402
 
-PROMPTS: dict[str, Prompt] = {"none": NO_PROMPT, "prompteol": PROMPTEOL}
+PROMPTS: dict[str, Prompt] = {"none": Prompt.NONE, "prompteol": Prompt.PROMPTEOL}
 FAMILIES = ("opt", "qwen2", "llama", "gpt2")
 
 
@@ -114,9 +114,7 @@ class HarnessEncoder:
     def __init__(
         self, folder: Path, threads: int, device: str = "cpu", max_length: int = 128
     ) -> None:
-        from harness.core.encoding.backbone import resolve_backbone
-        from harness.core.encoding.forward import ForwardPass
-        from harness.core.encoding.settings import EncodeSettings
+        from harness.core.encoding import EncodeSettings, ForwardPass, resolve_backbone
 
         self.ref = resolve_backbone(str(folder))
         self.forward = ForwardPass(
@@ -127,7 +125,7 @@ class HarnessEncoder:
         )
 
     def encode(self, sentences: Sequence[str], prompt: Prompt) -> np.ndarray:
-        from harness.core.encoding.pooling import View
+        from harness.core.encoding import View
 
         view = View("last", self.ref.num_layers, prompt)
         return self.forward.encode_all(list(sentences), [view])[view]

@@ -127,14 +127,10 @@ def harness_step(spec: dict[str, Any]) -> dict[str, Any]:
     then all of them timed; save the ``last@L`` vectors and return the timings and the impl."""
     import numpy as np
 
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.prompts import NO_PROMPT, SLOT, Prompt
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, ForwardPass, Prompt, View, resolve_backbone
 
     texts = json.loads(Path(spec["texts"]).read_text(encoding="utf-8"))
-    prompt = Prompt(spec["prompt"] + SLOT) if spec["prompt"] else NO_PROMPT
+    prompt = Prompt(spec["prompt"] + Prompt.SLOT) if spec["prompt"] else Prompt.NONE
     started = time.perf_counter()
     ref = resolve_backbone(spec["model"])
     settings = EncodeSettings(

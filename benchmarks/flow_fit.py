@@ -32,10 +32,7 @@ def first_last_vectors(cache_dir: Path):
 
     from harness.core.data.fitsets import build_fit_set
     from harness.core.data.tasks import get_task, load_task
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.provider import ViewProvider
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, View, ViewProvider, resolve_backbone
 
     spec = get_task("stsb")
     task = load_task(spec, "packaged", spec.splits)
@@ -59,7 +56,7 @@ def main() -> None:
 
     import torch
 
-    from harness.core.encoding.devices import available_cpus
+    from harness.core.machine import available_cpus
     from methods.training.flow_fit import FlowConfig, latents, train_flow
 
     torch.set_num_threads(available_cpus())

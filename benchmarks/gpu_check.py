@@ -54,10 +54,7 @@ def autocast_table() -> list[str]:
 
 
 def vectors(device: str, texts: list[str], batch_size: int, cache: str):
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.provider import ViewProvider
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, View, ViewProvider, resolve_backbone
 
     provider = ViewProvider(
         resolve_backbone("minilm"),
@@ -120,10 +117,7 @@ def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str
 
     from benchmarks.peers import load_stsb_test
     from benchmarks.shapes import build
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, ForwardPass, View, resolve_backbone
 
     s1, s2, _ = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))[:count]
@@ -162,11 +156,7 @@ def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
     from fixtures import write_tiny_decoder
 
     from benchmarks.peers import load_stsb_test
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.prompts import PROMPTEOL
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, ForwardPass, Prompt, View, resolve_backbone
 
     s1, s2, _ = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))[:count]
@@ -176,7 +166,7 @@ def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
     ]
     for family in ("qwen2", "qwen3", "llama", "opt"):
         ref = resolve_backbone(str(write_tiny_decoder(Path(tempfile.mkdtemp()) / family, family)))
-        views = [View("last", ref.num_layers), View("last", ref.num_layers, PROMPTEOL)]
+        views = [View("last", ref.num_layers), View("last", ref.num_layers, Prompt.PROMPTEOL)]
         on = {
             where: ForwardPass(ref, EncodeSettings(device=where, progress=False)).encode_all(
                 texts, views

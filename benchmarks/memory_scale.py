@@ -33,10 +33,7 @@ def child(n: int, cache: str, dtype: str) -> None:
     """In the measured process: encode N synthetic sentences."""
     import random
 
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.provider import ViewProvider
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import EncodeSettings, View, ViewProvider, resolve_backbone
 
     rng = random.Random(0)
     sentences = [

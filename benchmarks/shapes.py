@@ -146,9 +146,9 @@ def build(name: str) -> Path:
 
 def peers() -> list[str]:
     """PEERS, plus sentence-transformers on torch in bf16 where the CPU computes bf16."""
-    from harness.core.encoding.kernels import bf16_native_on_cpu
+    from harness.core.machine import half_native_on_cpu
 
-    return [*PEERS, "torch:bf16"] if bf16_native_on_cpu() else PEERS
+    return [*PEERS, "torch:bf16"] if half_native_on_cpu("bf16") else PEERS
 
 
 def summary(results: list[tuple[str, int, dict]]) -> list[str]:

@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def throughput(sentences: list[str], rounds: int) -> dict[str, float]:
-    from harness.core.encoding.backbone import resolve_backbone
+    from harness.core.encoding import resolve_backbone
     from methods.training.simcse_loop import SimCSEConfig, SimCSETrainer
 
     base = Path(resolve_backbone("minilm").path)

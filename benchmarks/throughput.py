@@ -89,15 +89,17 @@ def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str,
     """The harness's forward pass in each dtype, on the windows a run would use."""
     import numpy as np
 
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.forward import ForwardPass
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.settings import EncodeSettings
-    from harness.core.encoding.windows import make_windows
+    from harness.core.encoding import (
+        EncodeSettings,
+        ForwardPass,
+        View,
+        WindowTask,
+        resolve_backbone,
+    )
 
     ref = resolve_backbone(model)
     view = View("mean", ref.layer_index(-1))
-    windows = make_windows(texts, EncodeSettings().window)
+    windows = WindowTask.cut(texts, EncodeSettings().window)
     vectors: dict[str, np.ndarray] = {}
     encoders = []
     for dtype in dtypes:
@@ -170,9 +172,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.dtypes == ["auto"]:
-        from harness.core.encoding.kernels import bf16_native_on_cpu
+        from harness.core.machine import half_native_on_cpu
 
-        args.dtypes = ["fp32", "bf16"] if bf16_native_on_cpu() else ["fp32"]
+        args.dtypes = ["fp32", "bf16"] if half_native_on_cpu("bf16") else ["fp32"]
     load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
@@ -300,11 +302,11 @@ def main() -> None:
 
     emit([*lines, "", load_line(load_at_start)], args.out)
     if args.json:
-        from harness.core.encoding.kernels import bf16_native_on_cpu
+        from harness.core.machine import half_native_on_cpu
 
         summary = {
             "threads": torch.get_num_threads(),
-            "bf16_native": bf16_native_on_cpu(),
+            "bf16_native": half_native_on_cpu("bf16"),
             "sentences": len(texts),
             "tokens": sum(lengths),
             "useful_gflop": flops / 1e9,

@@ -2,8 +2,11 @@
 
 A plugin (docs/PLUGINS.md) imports only from here; the built-in methods in ``methods/`` use
 nothing beyond what this module exposes (they import the same objects from where they are
-defined, ``harness.core.api`` and its neighbours, which :mod:`harness.core.codekeys` digests).
-Importing it loads numpy, not torch.
+defined, ``harness.core.api``, the engine's front door :mod:`harness.core.encoding` and their
+neighbours, which :mod:`harness.core.codekeys` digests; ``tests/test_layers.py`` checks that every
+name a built-in imports from ``harness`` is one of this module's, the same object). So a plugin can
+do whatever a built-in does: trainers open a model with :class:`Checkpoint`, batch and pool as the
+engine does. Importing it loads numpy, not torch.
 
 Reference
 ---------
@@ -144,14 +147,23 @@ from harness.core.api import (
     SpecRequest,
 )
 from harness.core.artifacts import ArtifactCorrupt, ArtifactDir, ArtifactStore
+from harness.core.cost_model import CostSubjects, ModelShape
 from harness.core.data.fitsets import FitSet
-from harness.core.data.splits import SplitData
-from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.pooling import View
-from harness.core.encoding.provider import ViewProvider
-from harness.core.encoding.settings import EncodeSettings
+from harness.core.data.splits import SplitData, fingerprint_pairs
+from harness.core.encoding import (
+    BackboneRef,
+    Checkpoint,
+    EncodeSettings,
+    ForwardPass,
+    Prompt,
+    View,
+    ViewProvider,
+)
 from harness.core.errors import UserError
-from harness.core.hashing import npy_bytes
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
+from harness.core.progress import progress_bar
+from harness.core.scoring import score_split, spearman
+from harness.core.vector_store import VectorStore
 from methods.pooling import BASE_VIEWS, PostProcessor, ViewMethod, base_view
 
 __all__ = [
@@ -160,21 +172,33 @@ __all__ = [
     "ArtifactDir",
     "ArtifactStore",
     "BackboneRef",
+    "Checkpoint",
+    "CostSubjects",
     "EmbeddingMethod",
     "EncodeSettings",
     "FitSet",
+    "ForwardPass",
     "Method",
     "MethodContext",
     "MethodSpec",
+    "ModelShape",
     "Option",
     "PairScoringMethod",
     "PostProcessor",
+    "Prompt",
     "SpecRequest",
     "SplitData",
     "UserError",
+    "VectorStore",
     "View",
     "ViewMethod",
     "ViewProvider",
+    "atomic_write_bytes",
+    "atomic_write_text",
     "base_view",
+    "fingerprint_pairs",
     "npy_bytes",
+    "progress_bar",
+    "score_split",
+    "spearman",
 ]

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
-from harness.core.encoding.backbone import PACKAGED_ALIASES
+from harness.core.encoding import BackboneRef
 from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
     from harness.core.data.fitsets import FitSet
     from harness.core.data.splits import SplitData
-    from harness.core.encoding.cache import VectorStore
+    from harness.core.vector_store import VectorStore
 
 PUBLISHED = "cross-encoder/stsb-roberta-base"
 TRAIN = "train"
@@ -86,7 +86,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         spec = super().make_spec(request, ctx)
         model = spec.params["model"]
         if model == "auto":
-            model = TRAIN if request.backbone in PACKAGED_ALIASES else PUBLISHED
+            model = TRAIN if BackboneRef.is_packaged(request.backbone) else PUBLISHED
         trains = model == TRAIN
         base = spec.params["base"] or request.backbone
         backbone = base if trains else model
@@ -145,7 +145,6 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
     def train(
         self, folder: ArtifactDir, fit_set: FitSet | None
     ) -> tuple[dict[str, bytes], dict[str, Any]]:
-        from harness.core.encoding.devices import resolve_device
         from methods.training.pair_training import CrossEncoderConfig, train_cross_encoder
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
@@ -167,7 +166,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
             [g / 5 for g in train.gold],
             config,
             int(p["seed"]),
-            resolve_device(self.ctx.encode.device),
+            self.ctx.encode.device_now(),
             self.ctx.encode.progress,
         )
         info = {
@@ -204,14 +203,13 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         store = self._scores_store()
         missing = store.missing(keys)
         if missing:
-            from harness.core.encoding.devices import resolve_device
             from methods.training.pair_training import PairScorer
 
             position = {key: i for i, key in enumerate(keys)}
             rows = [position[key] for key in missing]
             scorer = PairScorer(
                 self.checkpoint(),
-                resolve_device(self.ctx.encode.device),
+                self.ctx.encode.device_now(),
                 self.ctx.encode.dtype,
                 self.spec.params["max_length"],
                 self.activation(),

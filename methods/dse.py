@@ -211,7 +211,6 @@ class DSE(TrainedMethod, EmbeddingMethod):
         folder: ArtifactDir,
         fit_set: FitSet,  # type: ignore[override]  # needs one: uses_fit_set
     ) -> tuple[dict[str, bytes], dict[str, Any]]:
-        from harness.core.encoding.devices import resolve_device
         from methods.training.pair_training import StudentConfig, train_student
 
         s1, s2, gold = self.training_pairs(fit_set)
@@ -245,7 +244,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             gold,
             config,
             int(p["seed"]),
-            resolve_device(self.ctx.encode.device),
+            self.ctx.encode.device_now(),
             self.ctx.encode.progress,
             dev,
         )
@@ -266,7 +265,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         return {}, info
 
     def _provider_views(self):
-        from harness.core.encoding.pooling import View
+        from harness.core.encoding import View
 
         if self._trained is None:
             raise RuntimeError("dse: fit() must run before encode()")
@@ -277,7 +276,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
 
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         """The student's vectors: each view of the student's layers, concatenated (the pooling the
-        student trained with: :func:`harness.core.encoding.pooling.pool_layers`)."""
+        student trained with: :meth:`harness.core.encoding.Checkpoint.pool`)."""
         provider, views = self._provider_views()
         return np.concatenate([provider.get(sentences, view) for view in views], axis=1)
 
@@ -320,8 +319,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         import json
 
         from harness.core.cost_model import CostSubjects, ModelShape
-        from harness.core.encoding.devices import resolve_device
-        from harness.core.encoding.forward import ForwardPass
+        from harness.core.encoding import ForwardPass
         from methods.training.pair_training import PairScorer
 
         if self._trained is None:
@@ -338,7 +336,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             impl="transformers",
             batch_size=provider.settings.fixed_batch_size(),
         )
-        device = resolve_device(settings.device)
+        device = settings.device_now()
         scorer = PairScorer(
             teacher.checkpoint(),
             device,

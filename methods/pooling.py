@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
-from harness.core.encoding.prompts import NO_PROMPT, PROMPTEOL, Prompt
+from harness.core.encoding import Prompt
 
 if TYPE_CHECKING:
-    from harness.core.encoding.pooling import View
+    from harness.core.encoding import View
 
 # The pooled views a post-processor may start from (``--set whitening.view=...`` and the like).
 BASE_VIEWS = ("first-last", "avg", "cls", "last", "prompteol")
@@ -76,7 +76,7 @@ class ViewMethod(EmbeddingMethod):
 
     def base_prompt(self) -> Prompt:
         """The prompt the method reads when its ``prompt`` option is empty."""
-        return NO_PROMPT
+        return Prompt.NONE
 
     def side_prompt(self, side: int) -> Prompt:
         """The prompt of the first (``side`` 1) or second (2) sentence of each pair."""
@@ -90,7 +90,7 @@ class ViewMethod(EmbeddingMethod):
         return Prompt("" if given.lower() == "none" else given.replace("\\n", "\n"), base.rule)
 
     def side_views(self, side: int) -> list[View]:
-        from harness.core.encoding.pooling import View, check_view_on
+        from harness.core.encoding import View
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
@@ -98,7 +98,7 @@ class ViewMethod(EmbeddingMethod):
             View(self.spec.pooling, ref.layer_index(layer), prompt) for layer in self.spec.layers
         ]
         for view in views:  # at planning, before anything is encoded
-            check_view_on(ref.name, ref.causal, view)
+            view.check_on(ref.name, ref.causal)
         return views
 
     def backbone_views(self) -> list[View]:
@@ -158,7 +158,7 @@ class PostProcessor(ViewMethod):
         return replace(spec, pooling=pooling, layers=layers)
 
     def base_prompt(self) -> Prompt:
-        return PROMPTEOL if self.spec.params.get("view") == "prompteol" else NO_PROMPT
+        return Prompt.PROMPTEOL if self.spec.params.get("view") == "prompteol" else Prompt.NONE
 
 
 class Cls(ViewMethod):

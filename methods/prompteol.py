@@ -11,7 +11,7 @@ a final ``.`` when it does not end in ``.?"'``, ``"`` made ``'``, a final ``?`` 
 from __future__ import annotations
 
 from harness.core.api import Option
-from harness.core.encoding.prompts import PROMPTEOL_TEMPLATE, RULES, Prompt, demonstration
+from harness.core.encoding import Prompt
 from harness.core.errors import UserError
 from methods.pooling import SAME, ViewMethod
 
@@ -59,14 +59,14 @@ class PromptEOL(ViewMethod):
             "rule",
             "prompteol",
             "sentence preparation before the template: prompteol (its code's) or none",
-            choices=tuple(RULES),
+            choices=tuple(Prompt.RULES),
         ),
-        Option("prompt", "", f"the template; empty: PromptEOL's {PROMPTEOL_TEMPLATE!r}"),
+        Option("prompt", "", f"the template; empty: PromptEOL's {Prompt.PROMPTEOL.template!r}"),
         Option("prompt2", SAME, "the second sentence's template of each pair; same: prompt's"),
     )
 
     def base_prompt(self) -> Prompt:
-        return Prompt(self._prefix() + PROMPTEOL_TEMPLATE, self.spec.params["rule"])
+        return Prompt(self._prefix() + Prompt.PROMPTEOL.template, self.spec.params["rule"])
 
     def side_prompt(self, side: int) -> Prompt:
         prompt = super().side_prompt(side)
@@ -79,7 +79,7 @@ class PromptEOL(ViewMethod):
         if not demo:
             return ""
         sentence, word = (part.strip() for part in demo.split(DEMO_SEPARATOR))
-        return demonstration(sentence, word)
+        return Prompt.demonstration(sentence, word)
 
     def selected_on(self) -> str | None:
         where = str(self.spec.params.get("demo_selected_on") or "").strip()

@@ -16,8 +16,8 @@ from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option,
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
-    from harness.core.encoding.backbone import BackboneRef
-    from harness.core.encoding.cache import VectorStore
+    from harness.core.encoding import BackboneRef
+    from harness.core.vector_store import VectorStore
 
 PUBLISHED_DEFAULT = "sentence-transformers/bert-base-nli-mean-tokens"
 
@@ -107,12 +107,11 @@ class SBert(EmbeddingMethod):
             return
         import torch
 
-        from harness.core.encoding.batching import equal_length_batches, topped_up
-        from harness.core.encoding.devices import resolve_device, torch_dtype
+        from harness.core.encoding import Checkpoint
         from harness.core.progress import progress_bar
 
-        model = self._load(resolve_device(self.ctx.encode.device))
-        autocast_dtype = torch_dtype(self.ctx.encode.dtype)
+        model = self._load(self.ctx.encode.device_now())
+        autocast_dtype = self.ctx.encode.autocast_dtype()
         chunk = 2048
         with progress_bar(
             len(todo),
@@ -124,15 +123,14 @@ class SBert(EmbeddingMethod):
                 texts = todo[start : start + chunk]
                 vectors: np.ndarray | None = None
                 # One token length per batch, tiny batches topped up: a sentence's vector does not
-                # depend on its batch-mates (harness.core.encoding.batching).
+                # depend on its batch-mates (harness.core.encoding.Checkpoint.batches).
                 lengths = [
                     len(ids)
                     for ids in model.tokenizer(
                         texts, truncation=True, max_length=model.max_seq_length
                     )["input_ids"]
                 ]
-                for ids in equal_length_batches(lengths, self.ctx.encode.fixed_batch_size(), 0):
-                    rows = topped_up(ids, lengths)
+                for ids, rows in Checkpoint.batches(lengths, self.ctx.encode.fixed_batch_size()):
                     with torch.autocast(
                         model.device.type,
                         dtype=autocast_dtype or torch.float32,
@@ -155,9 +153,9 @@ class SBert(EmbeddingMethod):
     def _load(self, device: str):
         from sentence_transformers import SentenceTransformer
 
-        from harness.core.encoding.engines import quiet_transformers
+        from harness.core.encoding import Checkpoint
 
-        quiet_transformers()
+        Checkpoint.quiet()
         ref = self._ref()
         try:
             return SentenceTransformer(

@@ -123,7 +123,6 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
     ) -> tuple[dict[str, bytes], dict[str, Any]]:
         from pathlib import Path
 
-        from harness.core.encoding.devices import resolve_device
         from methods.training.simcse_loop import SimCSETrainer
 
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
@@ -132,7 +131,7 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
             folder.dir,
             self._config(),
             int(self.spec.params["seed"]),
-            device=resolve_device(self.ctx.encode.device),
+            device=self.ctx.encode.device_now(),
             progress=self.ctx.encode.progress,
         )
         dev = None
@@ -159,7 +158,7 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         if self._trained is None:
             raise RuntimeError("simcse-train: fit() must run before encode()")
-        from harness.core.encoding.pooling import View
+        from harness.core.encoding import View
 
         provider = self.ctx.views(self._trained)
         last = provider.ref.layer_index(-1)

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from harness.core.encoding.cache import VectorStore
 from harness.core.encoding.pooling import View
 from harness.core.encoding.provider import ViewProvider
 from harness.core.hashing import fingerprint_dir, key_hash, text_digest
+from harness.core.vector_store import VectorStore
 
 BASE_KEY = {"kind": "view", "backbone": "m", "origin": "local", "fingerprint": "abc", "pooling": "mean",
             "layer": 6, "max_length": 128, "dtype": "fp32"}

@@ -226,9 +226,9 @@ def test_a_decoder_under_bf16_loads_its_weights_in_bf16_and_says_so(bench, tiny_
 
 def test_a_model_too_large_for_memory_fails_in_one_line_before_loading(bench, tiny_decoders, pairs_file,
                                                                          monkeypatch):
-    from harness.core.encoding import memory
+    from harness.core import machine
 
-    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
+    monkeypatch.setattr(machine, "available_bytes", lambda device: 1000)
     code, _out, err = bench("--backbone", str(tiny_decoders["llama"]), "--tasks", f"file:{pairs_file}",
                            "--methods", "last")
     assert code == 3, err

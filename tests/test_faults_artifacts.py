@@ -207,7 +207,7 @@ def test_a_sentences_vector_does_not_depend_on_the_caches_history(impl, window, 
 
 def store_with(root: Path, rows: list[tuple[str, float]]):
     """A store whose parts each hold one (sentence, constant vector) row, written in this order."""
-    from harness.core.encoding.cache import VectorStore
+    from harness.core.vector_store import VectorStore
 
     writers = [VectorStore(root, {"model": "m"}) for _ in rows]
     for writer in writers:

@@ -172,3 +172,90 @@ def test_methods_never_see_the_run_config():
     offenders = [name for name, path in project_modules().items()
                  if floor(name) < FLOORS["runner"] and "BenchConfig" in path.read_text(encoding="utf-8")]
     assert not offenders, f"BenchConfig named below the runner: {offenders}"
+
+
+# -- the engine's front door ------------------------------------------------------------------------
+
+ENGINE = "harness.core.encoding"
+# Registry machinery of the methods floor: how classes come in, not methods (they may use the core's
+# error types that method_api does not re-export).
+METHOD_REGISTRY = {"methods", "methods.plugins", "methods.guests"}
+
+
+def engine_imports(path: Path, source: str) -> list[str]:
+    """``source`` imports of engine submodules (``harness.core.encoding.X``), each as written."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                 else [])
+        found += [f"{source} imports {name}" for name in names if name.startswith(ENGINE + ".")]
+        if isinstance(node, ast.ImportFrom) and node.module == ENGINE:
+            from harness.core import encoding
+
+            found += [f"{source} imports {ENGINE}.{alias.name}, a submodule or a private name"
+                      for alias in node.names if alias.name not in encoding.__all__]
+    return found
+
+
+def outside_the_engine() -> dict[str, Path]:
+    """Every module outside the engine: harness/, methods/, run_bench.py and benchmarks/."""
+    modules = {name: path for name, path in project_modules().items()
+               if name != ENGINE and not name.startswith(ENGINE + ".")}
+    modules.update({f"benchmarks.{path.stem}": path for path in (ROOT / "benchmarks").glob("*.py")})
+    return modules
+
+
+def test_outside_the_engine_only_its_front_door_is_imported():
+    """Methods, the runner, the method API, the rest of the core and the benchmarks use the engine
+    through ``harness.core.encoding``'s names alone, so everything behind them may move."""
+    reaching_in = [line for name, path in sorted(outside_the_engine().items()) for line in engine_imports(path, name)]
+    assert not reaching_in, "imports past the engine's front door:\n" + "\n".join(reaching_in)
+
+
+def test_the_layering_check_catches_a_module_reaching_into_the_engine(tmp_path):
+    """The check above on a module written to break it, and on one that keeps it."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from harness.core.encoding.forward import ForwardPass\n"
+                   "import harness.core.encoding.kernels\n"
+                   "from harness.core.encoding import make_windows\n")
+    good = tmp_path / "good.py"
+    good.write_text("from harness.core.encoding import ForwardPass, View\nimport harness.core.encoding\n")
+    assert engine_imports(bad, "bad") == [
+        "bad imports harness.core.encoding.forward", "bad imports harness.core.encoding.kernels",
+        "bad imports harness.core.encoding.make_windows, a submodule or a private name"]
+    assert engine_imports(good, "good") == []
+
+
+def test_the_front_door_is_small_and_holds_what_it_names():
+    from harness.core import encoding
+
+    assert len(encoding.__all__) <= 10, encoding.__all__
+    assert all(getattr(encoding, name, None) is not None for name in encoding.__all__)
+    documented = ast.get_docstring(ast.parse((ROOT / "harness/core/encoding/__init__.py").read_text()))
+    assert all(f"``{name}``" in documented for name in encoding.__all__)
+
+
+def test_built_in_methods_use_nothing_the_method_api_does_not_expose():
+    """method_api's promise: a plugin can do whatever a built-in does. Every name a built-in method
+    module imports from ``harness`` is one of ``harness.method_api``'s, and the same object."""
+    import importlib
+
+    import harness.method_api as api
+
+    beyond = []
+    for name, path in sorted(project_modules().items()):
+        if floor(name) != FLOORS["methods"] or name in METHOD_REGISTRY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                beyond += [f"{name}: import {alias.name}" for alias in node.names
+                           if alias.name.split(".")[0] == "harness"]
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "harness"):
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                exposed = alias.name in api.__all__ and getattr(api, alias.name) is getattr(module, alias.name)
+                if not exposed:
+                    beyond.append(f"{name}: {alias.name} from {node.module}")
+    assert not beyond, "built-in methods use names harness.method_api does not expose:\n" + "\n".join(beyond)

@@ -238,20 +238,19 @@ def test_memory_is_estimated_from_the_pairs_and_the_chunk():
 
 
 def test_a_chunk_fitted_to_little_memory_gives_the_same_values(monkeypatch):
-    from harness.core.encoding import memory
+    from harness.core import machine
 
     cos, gold, labels = case(23, (500, 300))
     full = resampled_scores(cos, gold, labels, "wmean", 100, 2)  # no memo: every call computes
-    monkeypatch.setattr(memory, "available_bytes", lambda device: bootstrap.scoring_bytes(800, 100, step=4))
+    monkeypatch.setattr(machine, "available_bytes", lambda device: bootstrap.scoring_bytes(800, 100, step=4))
     assert bootstrap.check_fits(800, 100) == 4
     np.testing.assert_array_equal(resampled_scores(cos, gold, labels, "wmean", 100, 2), full)
 
 
 def test_a_task_too_large_for_memory_fails_before_scoring_with_one_line(monkeypatch):
-    from harness.core import scoring, significance
-    from harness.core.encoding import memory
+    from harness.core import machine, scoring, significance
 
-    monkeypatch.setattr(memory, "available_bytes", lambda device: 2**20)  # 1 MiB
+    monkeypatch.setattr(machine, "available_bytes", lambda device: 2**20)  # 1 MiB
 
     def no_scoring(*args, **kwargs):
         raise AssertionError("scored before the memory check")
@@ -267,7 +266,7 @@ def test_a_task_too_large_for_memory_fails_before_scoring_with_one_line(monkeypa
         message = str(caught.value)
         assert "\n" not in message and message.startswith("scoring 20,000 pairs needs about ")
         assert "GiB" in message and "1 MiB" not in message and "available" in message
-    monkeypatch.setattr(memory, "available_bytes", lambda device: None)  # unknown: no refusal
+    monkeypatch.setattr(machine, "available_bytes", lambda device: None)  # unknown: no refusal
     assert bootstrap.check_fits(20_000, 1000) == bootstrap.chunk_rounds(20_000, 1000)
 
 

@@ -25,10 +25,7 @@ if TYPE_CHECKING:
     from harness.core.cost_model import CostSubjects
     from harness.core.data.fitsets import FitSet
     from harness.core.data.splits import SplitData
-    from harness.core.encoding.backbone import BackboneRef
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.provider import ViewProvider
-    from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding import BackboneRef, EncodeSettings, View, ViewProvider
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from typing import Any
 from harness.core import authenticity
 from harness.core.authenticity import secret_from_env
 from harness.core.codekeys import CodeDigests
-from harness.core.encoding.cache import CACHE_SCHEMA, VectorStore
 from harness.core.hashing import (
     atomic_write_bytes,
     atomic_write_text,
@@ -33,6 +32,7 @@ from harness.core.hashing import (
     key_hash,
     strict_json,
 )
+from harness.core.vector_store import CACHE_SCHEMA, VectorStore
 
 log = logging.getLogger("sts_bench.artifacts")
 UNAUTHENTICATED = "is not authenticated"

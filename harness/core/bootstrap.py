@@ -109,9 +109,9 @@ def check_fits(n: int, rounds: int, available: int | None = None) -> int:
     2 GiB available, scored with 8, whatever the rounds.
     """
     if available is None:
-        from harness.core.encoding.memory import available_bytes
+        from harness.core import machine
 
-        available = available_bytes("cpu")
+        available = machine.available_bytes("cpu")
     if available is None:
         return chunk_rounds(n, rounds)
     step = chunk_rounds(n, rounds, available)

@@ -23,9 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.core.encoding.backbone import max_positions
-from harness.core.encoding.pooling import pool_layers
-from harness.core.encoding.settings import usable_length
+from harness.core.encoding import Checkpoint, EncodeSettings
 from methods.training.loop import LoopResult, resolve_precision, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
@@ -56,19 +54,12 @@ def train_cross_encoder(
 ) -> LoopResult:
     """Fine-tune ``base`` as a 1-output regressor on (s1, s2) → gold/5; saves to
     ``workdir/model``."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from harness.core.encoding.engines import quiet_transformers
-
-    quiet_transformers()
     torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        base, num_labels=1, local_files_only=True
-    ).to(device)
+    checkpoint = Checkpoint.open(base, head="sequence-classification", num_labels=1)
+    tokenizer, model = checkpoint.tokenizer, checkpoint.model.to(device)
     model.train()
     target = torch.tensor(list(gold01), dtype=torch.float32)
-    length = usable_length(config.max_length, max_positions(model.config.to_dict()))
+    length = checkpoint.usable_length(config.max_length)
     precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
@@ -114,24 +105,17 @@ class PairScorer:
     def __init__(
         self, folder: Path, device: str, dtype: str, max_length: int, activation: str
     ) -> None:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from harness.core.encoding.devices import torch_dtype
-        from harness.core.encoding.engines import quiet_transformers
-
-        quiet_transformers()
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True)
-        self.model = model.to(device).eval()
-        self.device, self.autocast_dtype = device, torch_dtype(dtype)
-        self.max_length = usable_length(max_length, max_positions(model.config.to_dict()))
+        checkpoint = Checkpoint.open(folder, head="sequence-classification")
+        self.tokenizer = checkpoint.tokenizer
+        self.model = checkpoint.model.to(device).eval()
+        self.device = device
+        self.autocast_dtype = EncodeSettings(dtype=dtype).autocast_dtype()
+        self.max_length = checkpoint.usable_length(max_length)
         self.activation = activation
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """One score per pair. Batches hold pairs of one token length, tiny ones topped up with
         repeats, so a pair's score does not depend on its batch-mates (the scores are cached)."""
-        from harness.core.encoding.batching import equal_length_batches, topped_up
-
         if not len(s1):
             return np.empty(0, dtype=np.float32)
         lengths = [
@@ -142,8 +126,7 @@ class PairScorer:
         ]
         out = np.empty(len(s1), dtype=np.float32)
         device_type = self.device.split(":")[0]
-        for ids in equal_length_batches(lengths, batch_size, 0):
-            rows = topped_up(ids, lengths)
+        for ids, rows in Checkpoint.batches(lengths, batch_size):
             inputs = self.tokenizer(
                 [s1[i] for i in rows],
                 [s2[i] for i in rows],
@@ -195,8 +178,8 @@ def student_pool(
     with position 0 ([CLS]) excluded, concatenated (k·H dims). Both through the one pooling table,
     as :meth:`methods.dse.DSE.encode` reads the trained student."""
     if pooling == "mean":
-        return pool_layers(hidden_states, mask, "mean", [-1])
-    return pool_layers(hidden_states, mask, "mean_nocls", range(-top_k, 0))
+        return Checkpoint.pool(hidden_states, mask, "mean", [-1])
+    return Checkpoint.pool(hidden_states, mask, "mean_nocls", range(-top_k, 0))
 
 
 class PairHead(nn.Module):
@@ -231,21 +214,14 @@ def train_student(
     """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``. With
     ``config.select_every`` and ``dev`` pairs, the saved student (and head) is the best on
     ``dev``."""
-    from transformers import AutoModel, AutoTokenizer
-
-    from harness.core.encoding.engines import quiet_transformers
-
-    quiet_transformers()
     torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModel.from_pretrained(base, local_files_only=True, add_pooling_layer=False).to(
-        device
-    )
+    checkpoint = Checkpoint.open(base)
+    tokenizer, model = checkpoint.tokenizer, checkpoint.model.to(device)
     model.train()
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
     head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
     teacher_t = torch.tensor(list(teacher), dtype=torch.float32)
-    length = usable_length(config.max_length, max_positions(model.config.to_dict()))
+    length = checkpoint.usable_length(config.max_length)
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)
 

@@ -24,9 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.core.encoding.backbone import max_positions
-from harness.core.encoding.pooling import POOLINGS
-from harness.core.encoding.settings import usable_length
+from harness.core.encoding import Checkpoint
 from methods.training.loop import DevSelection, LoopResult, resolve_precision, run_loop
 
 
@@ -90,20 +88,12 @@ class SimCSETrainer:
     ) -> LoopResult:
         """Run the recipe; the fine-tuned encoder (no MLP) is saved to ``workdir/model``. With
         ``config.select_every`` and ``dev`` pairs, the saved encoder is the best on ``dev``."""
-        from transformers import AutoModel, AutoTokenizer
-
-        from harness.core.encoding.engines import quiet_transformers
-
-        quiet_transformers()
         config = self.config
         torch.manual_seed(self.seed)
-        tokenizer = AutoTokenizer.from_pretrained(self.base, local_files_only=True)
-        model = AutoModel.from_pretrained(
-            self.base, local_files_only=True, add_pooling_layer=False
-        ).to(self.device)
+        checkpoint = Checkpoint.open(self.base)
+        tokenizer, model = checkpoint.tokenizer, checkpoint.model.to(self.device)
         model.train()
         std = getattr(model.config, "initializer_range", 0.02)
-        positions = max_positions(model.config.to_dict())
         mlp = _Mlp(model.config.hidden_size, std, torch.Generator().manual_seed(self.seed)).to(
             self.device
         )
@@ -116,13 +106,11 @@ class SimCSETrainer:
                 doubled,
                 padding=True,
                 truncation=True,
-                max_length=usable_length(config.max_length, positions),
+                max_length=checkpoint.usable_length(config.max_length),
                 return_tensors="pt",
             ).to(self.device)
             # [CLS] through the pooling table: what cls_before_pooler reads at evaluation
-            z = mlp(
-                POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])
-            ).float()
+            z = mlp(cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 
         selection = None
@@ -134,10 +122,10 @@ class SimCSETrainer:
                     texts,
                     padding=True,
                     truncation=True,
-                    max_length=usable_length(config.eval_max_length, positions),
+                    max_length=checkpoint.usable_length(config.eval_max_length),
                     return_tensors="pt",
                 ).to(self.device)
-                return POOLINGS["cls"](model(**inputs).last_hidden_state, inputs["attention_mask"])
+                return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
 
             selection = DevSelection(
                 config.select_every, lambda: dev_spearman(embed, *dev), dev_name
@@ -166,3 +154,9 @@ class SimCSETrainer:
         model.save_pretrained(self.workdir / "model", safe_serialization=True)
         tokenizer.save_pretrained(self.workdir / "model")
         return result
+
+
+def cls_of(last_hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[CLS] of the last layer through the engine's pooling table: what ``cls_before_pooler``
+    reads at evaluation."""
+    return Checkpoint.pool([last_hidden], mask, "cls", [-1])

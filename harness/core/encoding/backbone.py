@@ -67,6 +67,37 @@ class BackboneRef:
             )
         return layer % count
 
+    @staticmethod
+    def is_packaged(name: str) -> bool:
+        """Whether ``name`` is a model this project ships (``minilm``), usable offline."""
+        return name in PACKAGED_ALIASES
+
+    def weight_dtype(self, dtype: str) -> str:
+        """The dtype its weights load in under ``--dtype``: a decoder's in ``dtype`` (an LLM in fp32
+        takes twice the memory for no better vectors at bf16), an encoder's in fp32 with ``dtype``
+        as autocast (the setting its vectors have always had). The native encoder keeps fp32
+        master weights and does its own mixed precision; the native decoder holds its weights in
+        ``--dtype`` as transformers does.
+
+        >>> from dataclasses import replace
+        >>> ref = BackboneRef("x", "/x", "local", None, "f", 2, 32, False)
+        >>> ref.weight_dtype("bf16"), replace(ref, causal=True).weight_dtype("bf16")
+        ('fp32', 'bf16')
+        """
+        return dtype if self.causal else "fp32"
+
+    def hub_id(self) -> str | None:
+        """The hub repository its weights are (a packaged copy's original), None for a folder."""
+        return hub_id(self)
+
+    def parameter_count(self) -> int | None:
+        """Parameters in its safetensors headers (no tensor loaded); None for .bin weights."""
+        return parameter_count(self.path)
+
+    def special_tokens(self) -> int:
+        """Special tokens its tokenizer adds to one sentence ([CLS] and [SEP]: 2)."""
+        return special_tokens(self)
+
 
 NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 

@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.settings import usable_length
+from harness.core.encoding.settings import IMPLS, torch_dtype, usable_length
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
     import torch
 
     from harness.core.encoding.settings import EncodeSettings
-
-IMPLS = ("auto", "native", "transformers")
 
 
 def resolve_impl(ref: BackboneRef, requested: str) -> str:
@@ -58,21 +56,6 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def weight_dtype(ref: BackboneRef, dtype: str, impl: str = "transformers") -> str:
-    """The dtype a backbone's weights are loaded in on the transformers path: a decoder's in the
-    run's ``--dtype`` (an LLM in fp32 takes twice the memory for no better vectors at bf16), an
-    encoder's in fp32 with ``--dtype`` as autocast (the setting its vectors have always had). The
-    native encoder (``impl`` native) keeps fp32 master weights and does its own mixed precision;
-    the native decoder holds its weights in ``--dtype`` as transformers does.
-
-    >>> from dataclasses import replace
-    >>> ref = BackboneRef("x", "/x", "local", None, "f", 2, 32, False)
-    >>> weight_dtype(ref, "bf16"), weight_dtype(replace(ref, causal=True), "bf16")
-    ('fp32', 'bf16')
-    """
-    return dtype if ref.causal else "fp32"
-
-
 def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
     import importlib.metadata
     import re
@@ -87,8 +70,6 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
     returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
-
-    from harness.core.encoding.devices import torch_dtype
 
     quiet_transformers()
     # transformers 4.56 renamed torch_dtype to dtype (the old name warns from 5.0 on)
@@ -131,7 +112,7 @@ class TransformersEngine:
     packs_rows = False  # padded batches: the forward pass gives it batches of one token length
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        weights = weight_dtype(ref, settings.dtype)
+        weights = ref.weight_dtype(settings.dtype)
         self.tokenizer, model, missing = load_hf(ref, settings.trust_remote_code, weights)
         self.model = model.to(device)
         self.max_length = usable_length(settings.max_length, ref.max_positions)
@@ -179,7 +160,6 @@ class NativeEngine:
     packs_rows = True
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        from harness.core.encoding.devices import torch_dtype
         from harness.core.encoding.native import NativeTokenizer, load_native
 
         folder = Path(ref.path)
@@ -221,7 +201,6 @@ class NativeDecoderEngine:
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         import torch
 
-        from harness.core.encoding.devices import torch_dtype
         from harness.core.encoding.native import load_native
         from harness.core.encoding.native_llama import DecoderTokenizer
 

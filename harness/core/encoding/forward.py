@@ -21,13 +21,11 @@ import numpy as np
 
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.batching import equal_length_batches, packed_batches, topped_up
-from harness.core.encoding.devices import available_cpus, resolve_device, torch_dtype
 from harness.core.encoding.engines import (
     NativeDecoderEngine,
     NativeEngine,
     TransformersEngine,
     resolve_impl,
-    weight_dtype,
 )
 from harness.core.encoding.pooling import (
     ATTENTION_MASK,
@@ -37,8 +35,9 @@ from harness.core.encoding.pooling import (
     pool_view,
 )
 from harness.core.encoding.prompts import Prompt
-from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings
+from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings, torch_dtype
 from harness.core.errors import ResourceError, UserError
+from harness.core.machine import available_cpus, half_native_on_cpu, resolve_device
 
 if TYPE_CHECKING:
     pass
@@ -118,9 +117,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 def warn_emulated_half(dtype: str) -> None:
     """One warning when this CPU has no instructions for ``dtype`` and torch emulates it: the run
     is then slower than fp32 (4x measured on an AVX2 Zen 4), and the fix is ``--dtype fp32``."""
-    from harness.core.encoding.kernels import bf16_native_on_cpu, fp16_native_on_cpu
-
-    native = bf16_native_on_cpu() if dtype == "bf16" else fp16_native_on_cpu()
+    native = half_native_on_cpu(dtype)
     if not native and dtype not in _WARNED:
         _WARNED.add(dtype)
         log.warning(
@@ -180,7 +177,7 @@ class ForwardPass:
                     warn_emulated_half(self.settings.dtype)
             from harness.core.encoding.memory import check_weights_fit
 
-            weights = weight_dtype(self.ref, self.settings.dtype, self.impl)
+            weights = self.ref.weight_dtype(self.settings.dtype)
             check_weights_fit(
                 self.ref, weights, self.device
             )  # before loading: one line, not an OOM kill

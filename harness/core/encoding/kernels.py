@@ -41,6 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.machine import half_native_on_cpu, mkldnn_supports
+
 log = logging.getLogger("sts_bench.kernels")
 
 # Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
@@ -73,27 +75,12 @@ def fused_linear_available(device: torch.device, dtype: torch.dtype) -> bool:
 
 def fp16_native_on_cpu() -> bool:
     """Whether this CPU computes fp16 products in hardware (oneDNN's own test)."""
-    return _cpu_supports(torch.ops.mkldnn, "_is_mkldnn_fp16_supported")
+    return half_native_on_cpu("fp16")
 
 
 def bf16_native_on_cpu() -> bool:
-    """Whether this CPU computes bf16 products in hardware (oneDNN's own test). Without it torch
-    emulates bf16, which is slower than fp32 (measured 4x on an AVX2 Zen 4 at 2 threads)."""
-    return _cpu_supports(torch.ops.mkldnn, "_is_mkldnn_bf16_supported")
-
-
-def _cpu_supports(namespace: Any, test: str) -> bool:
-    """oneDNN's private test ``namespace.<test>()``; False when this torch lacks it or it fails."""
-    try:
-        return bool(getattr(namespace, test)())
-    except Exception as error:  # a renamed or changed private op: the answer is "no", not a crash
-        log.debug(
-            "torch.ops.mkldnn.%s unusable (%s: %s): taken as unsupported",
-            test,
-            type(error).__name__,
-            error,
-        )
-        return False
+    """Whether this CPU computes bf16 products in hardware (oneDNN's own test)."""
+    return half_native_on_cpu("bf16")
 
 
 @dataclass(frozen=True)
@@ -147,7 +134,7 @@ def probe_fused_ops(namespace: Any) -> FusedOps | None:
     ops exist, take today's arguments and, on a tiny bf16 product, give what :func:`plain_linear`
     gives for every epilogue the encoder uses, within bf16 rounding; otherwise None. A torch that
     renames or changes them then loses speed, never vectors."""
-    if not _cpu_supports(namespace, "_is_mkldnn_bf16_supported"):
+    if not mkldnn_supports(namespace, "_is_mkldnn_bf16_supported"):
         log.debug("oneDNN fused linear off: no bf16 instructions on this CPU, by oneDNN's test")
         return None
     try:

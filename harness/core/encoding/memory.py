@@ -8,8 +8,7 @@ memory. The check keeps a margin for activations and the runtime (:data:`HEADROO
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from harness.core import machine
 from harness.core.encoding.backbone import BackboneRef, parameter_count
 from harness.core.errors import ResourceError
 
@@ -24,38 +23,6 @@ def weights_bytes(ref: BackboneRef, weights: str) -> int | None:
     return None if count is None else count * BYTES_PER_WEIGHT[weights]
 
 
-def _meminfo_available(path: Path = Path("/proc/meminfo")) -> int | None:
-    try:
-        for line in path.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _cgroup_available(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """memory.max − memory.current of this process's cgroup (v2); None when unlimited or unknown."""
-    try:
-        limit = (root / "memory.max").read_text(encoding="ascii").strip()
-        if limit == "max":
-            return None
-        return int(limit) - int((root / "memory.current").read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None
-
-
-def available_bytes(device: str) -> int | None:
-    """Memory a model may still take on ``device`` (None: unknown)."""
-    if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
-        return int(free)
-    known = [value for value in (_meminfo_available(), _cgroup_available()) if value is not None]
-    return min(known) if known else None
-
-
 def check_weights_fit(
     ref: BackboneRef, weights: str, device: str, available: int | None = None
 ) -> None:
@@ -66,7 +33,7 @@ def check_weights_fit(
     machine with 16 GB available, loaded on one with 24.
     """
     need = weights_bytes(ref, weights)
-    have = available_bytes(device) if available is None else available
+    have = machine.available_bytes(device) if available is None else available
     if need is None or have is None or need * HEADROOM <= have:
         return
     half = " (--dtype bf16 halves it)" if weights == "fp32" else ""

@@ -95,6 +95,10 @@ class View:
         """The batch mask this view's pooling reads."""
         return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
 
+    def check_on(self, backbone: str, causal: bool) -> None:
+        """Refuse this view on a causal model where it means nothing: :func:`check_view_on`."""
+        check_view_on(backbone, causal, self)
+
     def __str__(self) -> str:
         return f"{self.pooling}@{self.layer}" + (
             f" under prompt {self.prompt}" if self.prompt else ""

@@ -24,8 +24,9 @@ tokenizer may merge characters across the boundary. The sentence's own character
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 SLOT = "{sentence}"
 
@@ -56,7 +57,13 @@ RULES: dict[str, Callable[[str], str]] = {
 @dataclass(frozen=True, order=True)
 class Prompt:
     """A template (``{sentence}`` once, or a prefix without it) and a sentence rule (:data:`RULES`).
-    The empty prompt reads the sentence as it is."""
+    The empty prompt reads the sentence as it is (``Prompt.NONE``); ``Prompt.PROMPTEOL`` is
+    PromptEOL's template with its sentence rule."""
+
+    SLOT: ClassVar[str] = SLOT
+    RULES: ClassVar[Mapping[str, Callable[[str], str]]] = RULES
+    NONE: ClassVar[Prompt]
+    PROMPTEOL: ClassVar[Prompt]
 
     template: str = ""
     rule: str = "none"
@@ -90,6 +97,11 @@ class Prompt:
         """The prompt in cache keys and records."""
         return {"template": self.template, "rule": self.rule}
 
+    @staticmethod
+    def demonstration(sentence: str, word: str) -> str:
+        """PromptEOL's in-context demonstration: :func:`demonstration`."""
+        return demonstration(sentence, word)
+
     def __str__(self) -> str:
         if not self:
             return "none"
@@ -119,6 +131,7 @@ def sentence_token_mask(offsets: list[tuple[int, int]], span: tuple[int, int]) -
 # standing for spaces) with the sentence preparation its code applies.
 PROMPTEOL_TEMPLATE = 'This sentence : "{sentence}" means in one word:"'
 PROMPTEOL = Prompt(PROMPTEOL_TEMPLATE, "prompteol")
+Prompt.NONE, Prompt.PROMPTEOL = NO_PROMPT, PROMPTEOL
 
 
 def demonstration(sentence: str, word: str) -> str:

@@ -17,13 +17,14 @@ import numpy as np
 
 from harness.core.artifacts import ArtifactStore
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.cache import VectorStore
 from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View, check_view_on
 from harness.core.encoding.windows import ENCODER_CODE, WindowTask, make_windows, view_cache_key
+from harness.core.vector_store import VectorStore
 
 if TYPE_CHECKING:
     from harness.core.encoding.forward import ForwardPass
+    from harness.core.encoding.prompts import Prompt
     from harness.core.encoding.settings import EncodeSettings
 
 log = logging.getLogger("sts_bench.views")
@@ -87,6 +88,13 @@ class ViewProvider:
 
             self._forward = ForwardPass(self.ref, self.settings)
         return self._forward
+
+    def prefix_note(self, prompt: Prompt) -> str:
+        """How ``prompt``'s prefix is computed on this backbone, for the encode line ('' when it
+        has none): :func:`harness.core.encoding.shared_prefix.prefix_note`."""
+        from harness.core.encoding.shared_prefix import prefix_note
+
+        return prefix_note(self.ref, self.impl, prompt, self.settings.max_length)
 
     def shared_prefixes(self) -> dict[str, tuple[int, int, int]]:
         """Per prompt prefix the native decoder computed once in this process: how many texts

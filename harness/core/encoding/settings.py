@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+# What --dtype takes: the precision of the forward pass (autocast, or a decoder's weights).
+DTYPES = ("fp32", "bf16", "fp16")
+# What --encoder-impl takes: transformers' Auto classes, the native engine, or native when it can.
+IMPLS = ("auto", "native", "transformers")
 
 # Token budget of an automatic batch: CPUs peak at a few thousand tokens per batch, GPUs far higher.
 AUTO_TOKENS = {"cpu": 4096, "cuda": 65536}
@@ -19,8 +30,10 @@ class EncodeSettings:
     """``max_length`` and ``dtype`` change the vectors (they are in the cache key); the rest only
     changes speed. ``window`` is the unit of work: sentences are cut into windows, each encoded (and
     cached) as a whole, on one device or worker. ``device`` is as requested (``auto``,
-    ``cuda:0,1``); :func:`harness.core.encoding.devices.resolve_device` turns it into one torch
-    device."""
+    ``cuda:0,1``); :meth:`device_now` turns it into one torch device."""
+
+    DTYPES: ClassVar[tuple[str, ...]] = DTYPES
+    IMPLS: ClassVar[tuple[str, ...]] = IMPLS
 
     device: str = "auto"
     dtype: str = "fp32"
@@ -40,3 +53,23 @@ class EncodeSettings:
         """A sentence count for code that batches by count only (sentence-transformers, pair
         scoring): ``batch_size``, or ``default`` when it is ``auto``."""
         return self.batch_size or default
+
+    def device_now(self) -> str:
+        """The one torch device this process runs on (``auto`` → ``cuda`` or ``cpu``; a list
+        ``cuda:0,1`` → its first): :func:`harness.core.machine.resolve_device`."""
+        from harness.core.machine import resolve_device
+
+        return resolve_device(self.device)
+
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The torch dtype of ``dtype`` for autocast; ``None`` means plain fp32."""
+        return torch_dtype(self.dtype)
+
+
+def torch_dtype(name: str) -> torch.dtype | None:
+    """The autocast dtype for ``--dtype``; ``None`` means plain fp32."""
+    import torch
+
+    if name not in DTYPES:
+        raise UserError(f"--dtype {name}: expected one of {', '.join(DTYPES)}")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.artifacts import ArtifactStore
 from harness.core.codekeys import package_versions
 from harness.core.encoding.backbone import BackboneRef
-from harness.core.encoding.engines import resolve_impl, weight_dtype
+from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View
 from harness.core.encoding.settings import EncodeSettings
 
@@ -48,6 +48,20 @@ class WindowTask:
     def on_device(self, device: str) -> WindowTask:
         return replace(self, settings=replace(self.settings, device=device))
 
+    def run(self) -> int:
+        """Encode its windows into the cache here: :func:`run_window_task`."""
+        return run_window_task(self)
+
+    @staticmethod
+    def cut(sentences: Iterable[str], size: int) -> list[list[str]]:
+        """The windows of ``sentences``: :func:`make_windows`."""
+        return make_windows(sentences, size)
+
+    @staticmethod
+    def deal(windows: Sequence[Sequence[str]], parts: int) -> list[list[Sequence[str]]]:
+        """Windows dealt round-robin to ``parts`` devices: :func:`split_across`."""
+        return split_across(windows, parts)
+
 
 # The code that computes a view's vectors (the forward pass, both encoders, pooling); the vector
 # store's key holds the digest of it and of everything it imports (harness.core.codekeys).
@@ -75,7 +89,7 @@ def view_cache_key(
         "max_length": settings.max_length,
         "dtype": settings.dtype,
         "impl": impl,
-        "weights": weight_dtype(ref, settings.dtype, impl),
+        "weights": ref.weight_dtype(settings.dtype),
         "libraries": package_versions(*ENCODER_LIBRARIES.get(impl, ("torch",))),
     }
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from harness.core.encoding.devices import device_list
-from harness.core.encoding.windows import WindowTask, run_window_task, split_across
+from harness.core.encoding import WindowTask
 from harness.core.errors import UserError
+from harness.core.machine import device_list
 from harness.runner.settings.config import BACKENDS
 
 Executor = Callable[[WindowTask], tuple[int, set[str]]]
@@ -44,13 +44,13 @@ class Backend:
         """One worker process per device, each taking every n-th window."""
         from joblib import Parallel, delayed
 
-        groups = split_across(task.windows, len(self.devices))
+        groups = WindowTask.deal(task.windows, len(self.devices))
         tasks = [
             replace(task, windows=tuple(tuple(window) for window in group)).on_device(device)
             for group, device in zip(groups, self.devices)
         ]
         counts = Parallel(n_jobs=len(tasks), backend="loky")(
-            delayed(run_window_task)(t) for t in tasks
+            delayed(WindowTask.run)(t) for t in tasks
         )
         return sum(counts), set(self.devices[: len(tasks)])
 
@@ -61,7 +61,7 @@ class Backend:
         device = task.settings.device if len(self.devices) == 1 else "auto"
         tasks = [replace(task, windows=(window,)).on_device(device) for window in task.windows]
         with parallel_config(backend=self.backend):
-            counts = Parallel(n_jobs=-1)(delayed(run_window_task)(t) for t in tasks)
+            counts = Parallel(n_jobs=-1)(delayed(WindowTask.run)(t) for t in tasks)
         return sum(counts), {f"{self.backend} workers ({device})"}
 
     def _start_dask(self) -> None:

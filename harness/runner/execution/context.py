@@ -18,21 +18,20 @@ from typing import TYPE_CHECKING
 
 from harness.core.artifacts import ArtifactStore
 from harness.core.bootstrap import ResampleMemo
-from harness.core.encoding.backbone import BackboneRef, resolve_backbone
-from harness.core.encoding.settings import EncodeSettings
+from harness.core.encoding import BackboneRef, EncodeSettings, resolve_backbone
 from harness.core.hub import HubFailures, current_failures
 from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.core.api import Method, MethodSpec
     from harness.core.data.splits import SplitData
-    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding import ViewProvider
     from methods import Registry
 
 
 def encode_settings(cfg: BenchConfig) -> EncodeSettings:
     """The run's encode settings, resolved once (threads: the cores this process may use)."""
-    from harness.core.encoding.devices import available_cpus
+    from harness.core.machine import available_cpus
 
     return EncodeSettings(
         device=cfg.device,
@@ -89,7 +88,7 @@ class RunContext:
         return self._backbones[key]
 
     def views(self, spec: MethodSpec) -> ViewProvider:
-        from harness.core.encoding.provider import ViewProvider
+        from harness.core.encoding import ViewProvider
 
         key = (spec.backbone, spec.revision, spec.max_length)
         if key not in self._providers:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.core.encoding.windows import make_windows
+from harness.core.encoding import WindowTask
 from harness.runner.execution.why import why_line
 from methods.trained import TrainedMethod
 
@@ -32,7 +32,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
     ]
     for job in plan.encode_jobs:
         views = sorted(job.views)
-        windows = make_windows(job.sentences, job.provider.settings.window)
+        windows = WindowTask.cut(job.sentences, job.provider.settings.window)
         missing = {view: set(job.provider.store(view).missing(job.sentences)) for view in views}
         todo = [s for s in job.sentences if any(s in m for m in missing.values())]
         # a pass per prompt: each reads the prompted text of the sentences its views miss

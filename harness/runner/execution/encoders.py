@@ -33,7 +33,7 @@ from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, SpecReq
 from harness.core.errors import PluginError, UserError
 
 if TYPE_CHECKING:
-    from harness.core.encoding.cache import VectorStore
+    from harness.core.vector_store import VectorStore
 
 CHUNK = 4096  # sentences per encode() call: what a chunk computed is cached before the next one
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+-]*")  # a leaderboard row, a --set key and a folder name

@@ -44,14 +44,11 @@ if TYPE_CHECKING:
 def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     if method.spec.backbone == "none":
         return None
-    from harness.core.encoding.backbone import hub_id, parameter_count
-    from harness.core.encoding.engines import weight_dtype
-
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
     impl = method.encoder_impl()
     # read from the safetensors headers; metadata only, so an unreadable header is just unknown
     try:
-        n_parameters = parameter_count(ref.path)
+        n_parameters = ref.parameter_count()
     except (OSError, ValueError, KeyError, TypeError):
         n_parameters = None
     return {
@@ -63,11 +60,11 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
         "num_layers": ref.num_layers,
         "hidden_size": ref.hidden_size,
         "encoder_impl": impl,
-        "hub_id": hub_id(ref),
+        "hub_id": ref.hub_id(),
         "n_parameters": n_parameters,
         "causal": ref.causal,
         # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
-        "weights": weight_dtype(ref, ctx.encode.dtype, impl or ""),
+        "weights": ref.weight_dtype(ctx.encode.dtype),
     }
 
 

@@ -21,8 +21,7 @@ from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.core.api import Method
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.provider import ViewProvider
+    from harness.core.encoding import View, ViewProvider
 
 
 @dataclass

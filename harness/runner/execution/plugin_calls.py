@@ -59,7 +59,7 @@ def build_methods(cfg: BenchConfig, ctx: RunContext) -> None:
 
 def answers_as_read(call: str, got: Any) -> bool:
     """Whether a plugin's hook answered with the type the run reads it as."""
-    from harness.core.encoding.pooling import View
+    from harness.core.encoding import View
 
     if call == "backbone_views()":
         return isinstance(got, list | tuple) and all(isinstance(view, View) for view in got)

@@ -61,7 +61,7 @@ def applied_max_length(cfg: BenchConfig) -> int:
     import logging
 
     from harness.core.artifacts import ArtifactStore
-    from harness.core.encoding.backbone import resolve_backbone, special_tokens
+    from harness.core.encoding import resolve_backbone
 
     try:
         ref = resolve_backbone(
@@ -69,7 +69,7 @@ def applied_max_length(cfg: BenchConfig) -> int:
         )
     except UserError:
         return cfg.max_length  # not resolvable here: the method that needs it reports why
-    specials = special_tokens(ref)
+    specials = ref.special_tokens()
     if cfg.max_length <= specials:
         raise UserError(
             f"--max-length {cfg.max_length}: {ref.name} adds {specials} special tokens to every "

@@ -19,7 +19,7 @@ def start_ray(address: str | None) -> bool:
     """``ray.init`` for this run; True when it started a local ray that the run must stop."""
     import ray
 
-    from harness.core.encoding.devices import available_cpus
+    from harness.core.machine import available_cpus
 
     # joblib's ray pool warns on every call that it ignores a multiprocessing context it never uses.
     logging.getLogger("ray.util.multiprocessing.pool").setLevel(logging.ERROR)

@@ -83,16 +83,10 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
 def why_line(plan: Plan, job: EncodeJob) -> str:
     """``minilm — 15487 unique sentences: STS-B test 2758 (scored: avg whitening); STS-B train+dev
     12729 (fit set 'target' of whitening); views mean@1, mean@6``"""
-    from harness.core.encoding.shared_prefix import prefix_note
-
     parts = "; ".join(f"{need.what} {need.count} ({need.why})" for need in needs(plan, job))
     provider = job.provider
     prompts = dict.fromkeys(view.prompt for view in sorted(job.views) if view.prompt)
-    notes = [
-        note
-        for prompt in prompts
-        if (note := prefix_note(provider.ref, provider.impl, prompt, provider.settings.max_length))
-    ]
+    notes = [note for prompt in prompts if (note := provider.prefix_note(prompt))]
     return (
         f"{provider.ref.name} — {len(job.sentences)} unique sentences: {parts}; views "
         f"{', '.join(str(v) for v in sorted(job.views))}" + "".join(f"; {n}" for n in notes)

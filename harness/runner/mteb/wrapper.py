@@ -69,7 +69,6 @@ class MtebEncoder(AbsEncoder):
         counted: MTEB's ``n_parameters`` is the model's size)."""
         from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-        from harness.core.encoding.backbone import hub_id, parameter_count
         from harness.runner.records.mteb_files import model_identity
 
         spec = self.method.spec
@@ -79,7 +78,7 @@ class MtebEncoder(AbsEncoder):
             self.method.label(), spec.to_dict(), weights, self.protocol()
         )
         if ref is not None and self._n_parameters is None:
-            self._n_parameters = parameter_count(ref.path)
+            self._n_parameters = ref.parameter_count()
         return ModelMeta.create_empty(
             overwrites={
                 "name": name,
@@ -88,7 +87,7 @@ class MtebEncoder(AbsEncoder):
                 "framework": ["PyTorch"],
                 "max_tokens": spec.max_length,
                 "use_instructions": False,
-                "adapted_from": None if ref is None else hub_id(ref),
+                "adapted_from": None if ref is None else ref.hub_id(),
                 "embed_dim": self.embed_dim(),
                 "n_parameters": self._n_parameters,
                 "modalities": ["text"],

@@ -62,15 +62,15 @@ def _sources() -> Sequence[str]:
 
 
 def _dtypes() -> Sequence[str]:
-    from harness.core.encoding.devices import DTYPES
+    from harness.core.encoding import EncodeSettings
 
-    return DTYPES
+    return EncodeSettings.DTYPES
 
 
 def _impls() -> Sequence[str]:
-    from harness.core.encoding.engines import IMPLS
+    from harness.core.encoding import EncodeSettings
 
-    return IMPLS
+    return EncodeSettings.IMPLS
 
 
 def _aggregations() -> Sequence[str]:

@@ -1,0 +1,92 @@
+"""A checkpoint opened for code that drives the model itself: the training loops (SimCSE, the
+cross-encoder teacher, DSE's student), the pair scorer and sentence-transformers' pipeline.
+
+The engine's own pass (:class:`~harness.core.encoding.forward.ForwardPass`) owns batching, pooling
+and the cache; a trainer needs the transformers model and its tokenizer instead, and must still
+truncate, batch and pool as the engine does, or a trained student and the evaluated student would
+read different tokens or pool differently. This is that one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core.encoding.backbone import max_positions
+from harness.core.encoding.batching import equal_length_batches, topped_up
+from harness.core.encoding.engines import quiet_transformers
+from harness.core.encoding.pooling import pool_layers
+from harness.core.encoding.settings import usable_length
+
+if TYPE_CHECKING:
+    import torch
+
+# What ``Checkpoint.open`` builds on the weights: the bare encoder (no pooling layer: the trainers
+# pool through the pooling table) or a sequence-classification head (a cross-encoder's).
+HEADS = ("encoder", "sequence-classification")
+
+
+@dataclass
+class Checkpoint:
+    """transformers' model and tokenizer of one folder, and the longest input the model reads."""
+
+    model: Any
+    tokenizer: Any
+    positions: int | None  # position embeddings after the offset; None when the config says none
+
+    @classmethod
+    def open(
+        cls, folder: str | Path, head: str = "encoder", num_labels: int | None = None
+    ) -> Checkpoint:
+        """Load ``folder`` offline with transformers' loading reports off (the harness reports what
+        matters in one line). ``num_labels`` sets a new classification head's outputs."""
+        from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+        if head not in HEADS:
+            raise ValueError(f"head {head!r}: expected one of {', '.join(HEADS)}")
+        quiet_transformers()
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        if head == "encoder":
+            model = AutoModel.from_pretrained(
+                folder, local_files_only=True, add_pooling_layer=False
+            )
+        else:
+            labels = {} if num_labels is None else {"num_labels": num_labels}
+            model = AutoModelForSequenceClassification.from_pretrained(
+                folder, local_files_only=True, **labels
+            )
+        return cls(model, tokenizer, max_positions(model.config.to_dict()))
+
+    def usable_length(self, requested: int) -> int:
+        """``requested`` capped at the model's positions: ``max_length`` 512 on a 64-position
+        model truncates at 64."""
+        return usable_length(requested, self.positions)
+
+    @staticmethod
+    def quiet() -> None:
+        """transformers' loading bars and reports off, for code that loads a model itself
+        (sentence-transformers' ``SentenceTransformer``)."""
+        quiet_transformers()
+
+    @staticmethod
+    def batches(lengths: Sequence[int], batch_size: int) -> Iterator[tuple[list[int], list[int]]]:
+        """(ids, rows) per batch, as the engine batches: items of one token length, longest first,
+        ``batch_size`` at most; ``rows`` is ``ids`` topped up with repeats to the engine's minimum
+        batch, and only the first ``len(ids)`` results are kept. A sentence's result then does not
+        depend on its batch-mates.
+
+        >>> list(Checkpoint.batches([40, 10, 40], 8))
+        [([0, 2], [0, 2]), ([1], [1, 1, 1, 1, 1, 1, 1])]
+        """
+        for ids in equal_length_batches(lengths, batch_size, 0):
+            yield ids, topped_up(ids, lengths)
+
+    @staticmethod
+    def pool(
+        states: Sequence[torch.Tensor], mask: torch.Tensor, pooling: str, layers: Sequence[int]
+    ) -> torch.Tensor:
+        """``pooling`` (the engine's table: ``cls``, ``mean``, ``mean_nocls``, ``last`` …) of each
+        of ``layers`` of ``states`` (hidden states, negative ids from the end), concatenated."""
+        return pool_layers(states, mask, pooling, layers)
