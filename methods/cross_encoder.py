@@ -149,15 +149,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         train, p = self.ctx.task_split("stsb", "train"), self.spec.params
-        config = CrossEncoderConfig(
-            epochs=p["epochs"],
-            lr=p["lr"],
-            batch_size=p["batch_size"],
-            warmup=p["warmup"],
-            max_length=p["max_length"],
-            precision=p["precision"],
-            weight_decay=p["weight_decay"],
-        )
+        config = self.options_into(CrossEncoderConfig)
         result = train_cross_encoder(
             Path(ref.path),
             folder.dir,

@@ -217,20 +217,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher_scores = self.teacher().score_pairs(s1, s2)
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         p = self.spec.params
-        config = StudentConfig(
-            pooling=p["pooling"],
-            top_k=p["top_k"],
-            objective=p["objective"],
-            gold_weight=p["gold_weight"],
-            epochs=p["epochs"],
-            lr=p["lr"],
-            batch_size=p["batch_size"],
-            max_length=p["max_length"],
-            precision=p["precision"],
-            head_width=p["head_width"],
-            weight_decay=p["weight_decay"],
-            select_every=selection_steps(p["select_every"]),
-        )
+        config = self.options_into(StudentConfig, select_every=selection_steps(p["select_every"]))
         dev = None
         if p["select_every"] != "off":
             split = self.ctx.task_split("stsb", "dev")

@@ -101,17 +101,7 @@ class BertFlow(TrainedMethod, PostProcessor):
     def _config(self):
         from methods.training.flow_fit import FlowConfig
 
-        p = self.spec.params
-        return FlowConfig(
-            levels=p["levels"],
-            depth=p["depth"],
-            width=p["width"],
-            coupling=p["coupling"],
-            mixing=p["mixing"],
-            lr=p["lr"],
-            batch_size=p["batch_size"],
-            epochs=p["epochs"],
-        )
+        return self.options_into(FlowConfig)
 
     # needs one: uses_fit_set
     def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]

@@ -80,17 +80,7 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
     def _config(self):
         from methods.training.simcse_loop import SimCSEConfig
 
-        p = self.spec.params
-        return SimCSEConfig(
-            temperature=p["temperature"],
-            lr=p["lr"],
-            batch_size=p["batch_size"],
-            max_length=p["max_length"],
-            epochs=p["epochs"],
-            precision=p["precision"],
-            select_every=p["select_every"],
-            eval_max_length=self.spec.max_length,
-        )
+        return self.options_into(SimCSEConfig, eval_max_length=self.spec.max_length)
 
     # needs one: uses_fit_set
     def artifact_key(self, fit_set: FitSet) -> dict[str, Any]:  # type: ignore[override]

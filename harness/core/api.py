@@ -15,8 +15,8 @@ every method class to collect its options.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from harness.core.data.fitsets import FitSet
     from harness.core.data.splits import SplitData
     from harness.core.encoding import BackboneRef, EncodeSettings, View, ViewProvider
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,17 @@ class SpecRequest:
 
     def given(self, method: str) -> Mapping[str, Any]:
         return self.params.get(method, {})
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The run-wide values a :class:`MethodSpec` takes as they are (its fields of the same
+        name: backbone, revision, max_length), so neither class copies the other field by field.
+
+        >>> SpecRequest(backbone="bert-base-uncased", max_length=64).spec_fields()
+        {'backbone': 'bert-base-uncased', 'revision': None, 'max_length': 64}
+        """
+        # ``params`` differ: every method's options here, one method's (defaults filled) there
+        shared = {f.name for f in fields(MethodSpec)} - {"params"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in shared}
 
 
 class MethodContext(Protocol):
@@ -142,19 +156,40 @@ class Method:
         ``ctx`` resolves backbones for methods whose spec depends on what a checkpoint is."""
         return MethodSpec(
             name=cls.name,
-            backbone=request.backbone,
-            revision=request.revision,
             pooling=cls.pooling,
             layers=cls.layers,
-            max_length=request.max_length,
             post=cls.post,
             params=cls.params_from(request),
+            **request.spec_fields(),
         )
 
     @classmethod
     def params_from(cls, request: SpecRequest) -> dict[str, Any]:
         given = request.given(cls.name)
         return {opt.name: given.get(opt.name, opt.default) for opt in cls.options}
+
+    def options_into(self, config_type: Callable[..., T], **fixed: Any) -> T:
+        """``config_type`` (a dataclass: a training loop's config) with every field that is one of
+        this method's options taken from the spec, and ``fixed`` for the others (or an option
+        converted first); the rest keep the dataclass's defaults. A trained method's options are
+        its config: nothing is copied field by field, so an option cannot fail to arrive.
+
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Config:
+        ...     lr: float = 1e-3
+        ...     epochs: int = 1
+        ...     clip: float = 1.0
+        >>> class Fit(EmbeddingMethod):
+        ...     name, summary = "fit", "a method that trains"
+        ...     options = (Option("lr", 2e-5, "learning rate", type=float), Option("seed", 1, ""))
+        >>> Fit(MethodSpec("fit", "none", params={"lr": 0.5, "seed": 7}), None).options_into(
+        ...     Config, epochs=3)
+        Config(lr=0.5, epochs=3, clip=1.0)
+        """
+        names = {f.name for f in fields(config_type)}  # type: ignore[arg-type]
+        taken = {o.name: self.spec.params[o.name] for o in self.options if o.name in names}
+        return config_type(**{**taken, **fixed})
 
     @classmethod
     def create(cls, spec: MethodSpec, ctx: MethodContext) -> Method:

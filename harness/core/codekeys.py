@@ -49,15 +49,18 @@ KEEP = 2000  # memo entries kept beside those in use: older versions of edited f
 
 @functools.lru_cache(maxsize=64)
 def package_versions(*names: str) -> dict[str, str | None]:
-    """Installed versions of third-party packages whose code computes a cached result (read from
-    package metadata: importing torch to ask would cost seconds). ``None``: not installed."""
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    """Installed versions of third-party packages: those whose code computes a cached result, and
+    those a record names in its environment. Read from package metadata (importing torch to ask
+    would cost seconds), once per process. ``None``: not installed."""
+    return {name: _installed_version(name) for name in names}
+
+
+@functools.cache
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 class CodeDigests:

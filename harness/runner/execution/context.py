@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.artifacts import ArtifactStore
 from harness.core.bootstrap import ResampleMemo
-from harness.core.encoding import BackboneRef, EncodeSettings, resolve_backbone
+from harness.core.encoding import BackboneRef, resolve_backbone
 from harness.core.hub import HubFailures, current_failures
 from harness.runner.settings.config import BenchConfig
 
@@ -27,24 +27,6 @@ if TYPE_CHECKING:
     from harness.core.data.splits import SplitData
     from harness.core.encoding import ViewProvider
     from methods import Registry
-
-
-def encode_settings(cfg: BenchConfig) -> EncodeSettings:
-    """The run's encode settings, resolved once (threads: the cores this process may use)."""
-    from harness.core.machine import available_cpus
-
-    return EncodeSettings(
-        device=cfg.device,
-        dtype=cfg.dtype,
-        batch_size=cfg.batch_size,
-        max_tokens=cfg.max_tokens,
-        max_length=cfg.max_length,
-        threads=cfg.threads or available_cpus(),
-        trust_remote_code=cfg.trust_remote_code,
-        progress=cfg.progress,
-        impl=cfg.encoder_impl,
-        verify_cache=cfg.cache_checks(),
-    )
 
 
 class RunContext:
@@ -59,7 +41,7 @@ class RunContext:
         self.seed = cfg.seed
         self.fit_set = cfg.fit_set
         self.aggregation = cfg.aggregation
-        self.encode = encode_settings(cfg)
+        self.encode = cfg.encode_settings()
         self.registry = registry if registry is not None else PROCESS
         self.artifacts = ArtifactStore(cfg.cache_dir)
         # On disk only under the cache secret (harness.core.bootstrap); in memory for this run.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import importlib.metadata
 import json
 import logging
 import platform
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.authenticity import secret_from_env
+from harness.core.codekeys import package_versions
 from harness.core.hashing import atomic_write_text, key_hash
 from harness.runner.records.lock import read_inside
 from harness.runner.records.schema import (
@@ -39,18 +39,6 @@ from harness.runner.records.schema import (
 
 log = logging.getLogger("sts_bench.results")
 _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
-
-
-@functools.lru_cache(maxsize=1)
-def package_versions() -> dict[str, str | None]:
-    """Installed versions, read from package metadata (importing torch just to ask is too slow)."""
-    out: dict[str, str | None] = {}
-    for name in _PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,7 +70,7 @@ def environment(devices: list[str], dtype: str) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "packages": dict(package_versions()),
+        "packages": package_versions(*_PACKAGES),
         "devices": devices or ["none (all vectors from cache)"],
         "dtype": dtype,
     }

@@ -15,10 +15,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.api import SpecRequest
-from harness.runner.settings.declaration import Alias, declared, setting
+from harness.runner.settings.declaration import Alias, declared, reached, setting
+
+if TYPE_CHECKING:
+    from harness.core.encoding import EncodeSettings
 
 BACKENDS = ("local", "dask", "ray")  # where encode windows run (harness.runner.execution.backends)
 MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
@@ -65,6 +68,12 @@ def _dtypes() -> Sequence[str]:
     from harness.core.encoding import EncodeSettings
 
     return EncodeSettings.DTYPES
+
+
+def _available_cpus() -> int:
+    from harness.core.machine import available_cpus
+
+    return available_cpus()
 
 
 def _impls() -> Sequence[str]:
@@ -217,9 +226,13 @@ class BenchConfig:
         "minilm",
         group=ENCODING,
         help="HF id, local folder, or minilm (the packaged all-MiniLM-L6-v2)",
+        reaches=("spec",),
     )
     revision: str | None = setting(
-        None, group=ENCODING, help="hub revision (branch, tag or commit) of --backbone"
+        None,
+        group=ENCODING,
+        help="hub revision (branch, tag or commit) of --backbone",
+        reaches=("spec",),
     )
     max_length: int = setting(
         128,
@@ -228,6 +241,7 @@ class BenchConfig:
         minimum=1,
         protocol=True,
         help="tokens per sentence, capped at the model's positions",
+        reaches=("encode", "spec"),
     )
     first_last_layers: tuple[int, ...] = setting(
         (1, -1),
@@ -237,18 +251,29 @@ class BenchConfig:
         check=_two_layers,
         protocol=True,
         help="hidden_states ids of first-last (SimCSE's paper table used 0,-1)",
+        reaches=("spec",),
+        passed=lambda cfg: tuple(cfg.first_last_layers),
     )
     dtype: str = setting(
-        "fp32", group=ENCODING, choices=_dtypes, protocol=True, help="compute dtype (autocast)"
+        "fp32",
+        group=ENCODING,
+        choices=_dtypes,
+        protocol=True,
+        help="compute dtype (autocast)",
+        reaches=("encode",),
     )
     device: str = setting(
-        "auto", group=ENCODING, help="auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)"
+        "auto",
+        group=ENCODING,
+        help="auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)",
+        reaches=("encode",),
     )
     encoder_impl: str = setting(
         "auto",
         group=ENCODING,
         choices=_impls,
         help="auto runs BERT, RoBERTa, MPNet and DeBERTa-v2/v3 with the built-in encoder",
+        reaches=("encode.impl",),
     )
     # sentences per batch; 0 = "auto": batches by token budget (max_tokens)
     batch_size: int = setting(
@@ -259,6 +284,7 @@ class BenchConfig:
         minimum=0,
         shown="auto",
         help="sentences per batch, or auto: a token budget",
+        reaches=("encode",),
     )
     max_tokens: int = setting(
         0,
@@ -267,9 +293,10 @@ class BenchConfig:
         minimum=0,
         shown="4096 on CPU, 65536 on GPU",
         help="token budget of an auto batch",
+        reaches=("encode",),
     )
     trust_remote_code: bool = setting(
-        False, group=ENCODING, help="allow a checkpoint's own code (off)"
+        False, group=ENCODING, help="allow a checkpoint's own code (off)", reaches=("encode",)
     )
     # -- scheduling
     backend: str = setting(
@@ -285,6 +312,8 @@ class BenchConfig:
         minimum=0,
         shown="the cores this process may use",
         help="CPU threads for torch",
+        reaches=("encode",),
+        passed=lambda cfg: cfg.threads or _available_cpus(),
     )
     cache_dir: str = setting(
         factory=default_cache_dir,
@@ -302,6 +331,8 @@ class BenchConfig:
         minimum=0,
         shown=f"{VERIFY_UNDER_BASELINE} under --baseline, else 0",
         help="re-encode N cached sentences per backbone and compare; a mismatch fails (exit 3)",
+        reaches=("encode",),
+        passed=lambda cfg: cfg.cache_checks(),
     )
     # -- statistics
     aggregation: str = setting(
@@ -317,6 +348,7 @@ class BenchConfig:
         maximum=MAX_SEED,
         help="of every draw, fit and training",
         why_maximum="numpy and the training loops take 32-bit seeds, and add offsets to them",
+        reaches=("spec",),
     )
     # -- compressed vectors: axes over the vectors a method made, each combination a row
     dims: tuple[str, ...] = setting(
@@ -372,7 +404,7 @@ class BenchConfig:
         False, group=OUTPUTS, help="query × candidate cost of cross-encoder vs dse"
     )
     plots: bool = setting(True, group=OUTPUTS, help="no PNG plots")  # on: the flag is --no-plots
-    progress: bool = setting(True, group=OUTPUTS, help="no progress bars")
+    progress: bool = setting(True, group=OUTPUTS, help="no progress bars", reaches=("encode",))
     # -- set by a subcommand (run_bench.py: a mode flag), not a flag of a run
     dry_run: bool = setting(
         False, group=None, command="plan", help="print the plan and run nothing"
@@ -416,14 +448,14 @@ class BenchConfig:
 
     def spec_request(self) -> SpecRequest:
         """What methods build their specs from: the run-wide settings a method may read."""
-        return SpecRequest(
-            backbone=self.backbone,
-            revision=self.revision,
-            max_length=self.max_length,
-            seed=self.seed,
-            params=self.method_params,
-            first_last_layers=tuple(self.first_last_layers),
-        )
+        return SpecRequest(params=self.method_params, **reached(self, "spec"))
+
+    def encode_settings(self) -> EncodeSettings:
+        """How the run's forward passes run, resolved once (threads: the cores this process may
+        use; the cache checks under ``--baseline``): every setting declared ``reaches="encode"``."""
+        from harness.core.encoding import EncodeSettings
+
+        return EncodeSettings(**reached(self, "encode"))
 
     def protocol(self) -> dict[str, Any]:
         """The run-wide settings that change scores (declared ``protocol=True``), as JSON values;

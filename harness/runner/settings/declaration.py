@@ -12,7 +12,10 @@ or parses it where that is special. From the declarations come, with nothing typ
 * the checks of types, choices and ranges, with one ``error:`` line each
   (:meth:`BenchConfig.validate`, :func:`harness.runner.settings.validate.check_setting`);
 * the keyword arguments ``harness.evaluate`` accepts (:func:`evaluate_settings`);
-* ``BenchConfig.protocol()`` (the declarations with ``protocol=True``).
+* ``BenchConfig.protocol()`` (the declarations with ``protocol=True``);
+* the values the core receives (``reaches=``): the run's ``EncodeSettings`` and the
+  ``SpecRequest`` methods build their specs from are filled by :func:`reached`, not copied field
+  by field, so a setting that reaches the engine is one declaration too.
 
 Choices that come from a registry are zero-argument callables, called when needed: importing
 ``BenchConfig`` must not import torch or the registries.
@@ -67,6 +70,10 @@ class Setting:
     check: Callable[[Any], None] | None = None  # a check of its own; raises UserError
     command: str | None = None  # the sts-bench subcommand that sets it (plan: dry_run), not a flag
     alias: Alias | None = None
+    # the core values it fills: "encode" (a field of EncodeSettings of the same name), "encode.impl"
+    # (of another name), "spec" (SpecRequest); ``passed`` computes what is passed from the config
+    reaches: tuple[str, ...] = ()
+    passed: Callable[[Any], Any] | None = None
     name: str = ""
     hint: Any = None
     default: Any = None
@@ -130,6 +137,28 @@ def declared(owner: type) -> tuple[Setting, ...]:
             default = f.default_factory()
         out.append(dataclasses.replace(spec, name=f.name, hint=hints[f.name], default=default))
     return tuple(out)
+
+
+def reached(config: Any, target: str) -> dict[str, Any]:
+    """What the settings of ``config`` (a ``BenchConfig``) declared ``reaches=target`` pass on, by
+    the receiving field's name: the keyword arguments of the core value ``target`` names.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Config:
+    ...     encoder_impl: str = setting("auto", group="e", help="", reaches=("encode.impl",))
+    ...     threads: int = setting(0, group="e", help="", reaches=("encode",),
+    ...                            passed=lambda config: config.threads or 8)
+    >>> reached(Config(), "encode")
+    {'impl': 'auto', 'threads': 8}
+    """
+    out = {}
+    owner: type = type(config)
+    for s in declared(owner):
+        for reach in s.reaches:
+            name, _, field = reach.partition(".")
+            if name == target:
+                out[field or s.name] = s.passed(config) if s.passed else getattr(config, s.name)
+    return out
 
 
 def by_name(owner: type) -> dict[str, Setting]:
