@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.encoding.tokenizer import tokenizer_reason
 from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir
 
@@ -186,11 +187,16 @@ def native_supported(folder: Path, config: dict) -> bool:
 def native_reason(folder: Path, config: dict) -> str:
     """'' when a native implementation reproduces the checkpoint in ``folder`` exactly: a plain
     BERT, RoBERTa, MPNet or DeBERTa-v2/v3, or a Llama, Mistral, Qwen2 or Qwen3 decoder, with
-    ``model.safetensors`` and ``tokenizer.json``; otherwise why not, in a few words.
+    ``model.safetensors`` and a ``tokenizer.json`` that gives its token ids
+    (:func:`harness.core.encoding.tokenizer.tokenizer_reason`); otherwise why not, in a few words.
 
     >>> native_reason(Path("/nowhere"), {"model_type": "gpt2"})
     'no native gpt2'
     """
+    return _model_reason(folder, config) or tokenizer_reason(folder)
+
+
+def _model_reason(folder: Path, config: dict) -> str:
     model_type = config.get("model_type")
     if model_type in NATIVE_DECODER_TYPES:
         files = _native_files(folder)
@@ -234,8 +240,7 @@ NATIVE_DECODER_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 def _native_decoder_reason(folder: Path, config: dict) -> str:
     """Why :mod:`harness.core.encoding.native_llama` would not reproduce this Llama / Mistral /
     Qwen2 / Qwen3 checkpoint ('' when it does): another activation, rope scaling, biases or
-    sliding-window layers it does not implement, odd head sizes, or a tokenizer whose
-    ``tokenizer_config.json`` adds special tokens its ``tokenizer.json`` does not."""
+    sliding-window layers it does not implement, odd head sizes."""
     model_type = config["model_type"]
     heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
     kv_heads = config.get("num_key_value_heads") or heads
@@ -269,39 +274,7 @@ def _native_decoder_reason(folder: Path, config: dict) -> str:
         (not config.get("is_encoder_decoder", False), "encoder-decoder"),
     ]
     failed = [why for ok, why in checks if not ok]
-    return failed[0] if failed else _tokenizer_flags_reason(folder)
-
-
-def _tokenizer_flags_reason(folder: Path) -> str:
-    """'' unless ``tokenizer_config.json`` asks transformers to add a BOS/EOS token that
-    ``tokenizer.json``'s post-processor does not add (or not to add one it does): the native
-    tokenizer reads ``tokenizer.json`` alone, so it would give other ids."""
-    try:
-        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""  # no tokenizer_config.json: transformers reads tokenizer.json as it is too
-    added = _template_tokens(tokenizer.get("post_processor"))
-    for flag_name, token_name in (("add_bos_token", "bos_token"), ("add_eos_token", "eos_token")):
-        wanted, token = settings.get(flag_name), settings.get(token_name)
-        if isinstance(token, dict):
-            token = token.get("content")
-        if isinstance(wanted, bool) and isinstance(token, str) and wanted != (token in added):
-            return f"tokenizer_config.json's {flag_name} disagrees with tokenizer.json"
-    return ""
-
-
-def _template_tokens(processor: object) -> set[str]:
-    """The special tokens a post-processor's single-text template adds."""
-    if not isinstance(processor, dict):
-        return set()
-    if processor.get("type") == "Sequence":
-        return set().union(*[_template_tokens(p) for p in processor.get("processors", [])])
-    return {
-        piece["SpecialToken"]["id"]
-        for piece in processor.get("single", []) or []
-        if isinstance(piece, dict) and isinstance(piece.get("SpecialToken"), dict)
-    }
+    return failed[0] if failed else ""
 
 
 def _native_deberta(config: dict, head_dim: int) -> bool:

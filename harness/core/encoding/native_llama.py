@@ -52,8 +52,8 @@ from harness.core.encoding.kernels import (
     bucket_rows,
     fused_linear_available,
 )
-from harness.core.encoding.native_encoder import NativeTokenizer, read_config, read_weights
-from harness.core.encoding.shared_prefix import leading_ids
+from harness.core.encoding.native_encoder import read_config, read_weights
+from harness.core.encoding.tokenizer import BackboneTokenizer
 
 __all__ = ["DecoderPacking", "DecoderShape", "DecoderTokenizer", "NativeDecoder", "load_decoder"]
 
@@ -504,12 +504,8 @@ class NativeDecoder(nn.Module):
         return DecoderStates(packing, states, prefix), None
 
 
-class DecoderTokenizer(NativeTokenizer):
-    """:class:`NativeTokenizer`, plus the ids a prompt's prefix contributes to every text."""
-
-    def prefix_ids(self, prefix: str) -> tuple[int, ...]:
-        """The ids the tokenizer gives ``prefix`` at the start of a text (:func:`leading_ids`)."""
-        return leading_ids(self._tok.encode(prefix))
+# The decoders' tokenizer is every engine's (prefix ids included).
+DecoderTokenizer = BackboneTokenizer
 
 
 # ours (under ``layers.{i}.``) → the checkpoint's (under ``layers.{i}.``, ``model.`` removed)
