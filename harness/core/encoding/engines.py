@@ -1,8 +1,8 @@
 """The two encoder implementations behind the forward pass: transformers' Auto classes (any
-BERT-like checkpoint) and :mod:`harness.core.encoding.native` (BERT, RoBERTa, MPNet, DeBERTa-v2/v3
-and the Llama-style decoders, without importing transformers). Both expose tokenize / length /
-batch / forward, so the forward pass does not care which runs, and both tokenize with the one
-tokenizer of :mod:`harness.core.encoding.tokenizer`, so they see the same ids."""
+BERT-like checkpoint) and :mod:`harness.core.encoding.native` (the families with a native loader,
+:mod:`harness.core.encoding.families`, without importing transformers). Both expose tokenize /
+length / batch / forward, so the forward pass does not care which runs, and both tokenize with the
+one tokenizer of :mod:`harness.core.encoding.tokenizer`, so they see the same ids."""
 
 from __future__ import annotations
 
@@ -27,10 +27,13 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
     if requested not in IMPLS:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
+        from harness.core.encoding.families import FAMILIES
+
+        labels = [family.label for _, family in FAMILIES.items() if family.load is not None]
         raise UserError(
-            f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet, "
-            "DeBERTa-v2/v3, Llama, Mistral, Qwen2 or Qwen3 with model.safetensors and "
-            f"tokenizer.json ({not_native_because(ref)}); use --encoder-impl transformers"
+            f"--encoder-impl native: {ref.name} is not a plain {', '.join(labels[:-1])} or "
+            f"{labels[-1]} with model.safetensors and tokenizer.json "
+            f"({not_native_because(ref)}); use --encoder-impl transformers"
         )
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"
