@@ -92,14 +92,15 @@ def toy_family():
 def test_a_family_registered_from_outside_runs_end_to_end(toy_family, tiny_bert, tmp_path):
     """A tiny BERT saved under the model type ``toy-bert``: with the toy family registered it
     resolves as native and the ViewProvider encodes it; each vector equals transformers' BertModel
-    on the same weights, masked mean of its last layer, to 1e-5. Unregistered, nothing takes it
-    natively any more."""
+    on the same weights, masked mean of its last layer, to 1e-5. Its module is in the vectors' code
+    digest. Unregistered, nothing takes it natively any more."""
     torch = pytest.importorskip("torch")
     from transformers import AutoTokenizer, BertModel
 
     from harness.core.encoding.pooling import View
     from harness.core.encoding.provider import ViewProvider
     from harness.core.encoding.settings import EncodeSettings
+    from harness.core.encoding.windows import ENCODER_CODE, encoder_code
 
     folder = tmp_path / "toy"
     shutil.copytree(tiny_bert, folder)
@@ -107,6 +108,7 @@ def test_a_family_registered_from_outside_runs_end_to_end(toy_family, tiny_bert,
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "toy-bert"}))
     ref = resolve_backbone(str(folder))
     assert ref.native_ok and not ref.causal and family_of({"model_type": "toy-bert"}) is TOY
+    assert {*ENCODER_CODE, __name__} <= set(encoder_code(ref))
     provider = ViewProvider(ref, EncodeSettings(progress=False), tmp_path / "cache")
     assert provider.impl == "native"
     texts = TEXTS
@@ -144,6 +146,11 @@ def test_the_vector_digest_covers_every_family_and_its_loader():
         *(f"harness.core.encoding.native_{name}" for name in ("bert", "mpnet", "deberta", "llama")),
     }
     assert expected <= covered, expected - covered
+    # A built-in family adds nothing the digest did not cover: its vectors keep ENCODER_CODE's key.
+    from harness.core.codekeys import code_digest
+
+    for _, family in FAMILIES.items():
+        assert code_digest(*sorted({*ENCODER_CODE, *family.code})) == code_digest(*ENCODER_CODE)
 
 
 def test_asking_the_registry_imports_no_torch_nor_tokenizers():

@@ -20,7 +20,7 @@ from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.cache import VectorStore
 from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View, check_view_on
-from harness.core.encoding.windows import ENCODER_CODE, WindowTask, make_windows, view_cache_key
+from harness.core.encoding.windows import WindowTask, encoder_code, make_windows, view_cache_key
 
 if TYPE_CHECKING:
     from harness.core.encoding.forward import ForwardPass
@@ -77,7 +77,7 @@ class ViewProvider:
                 self.ref.name, self.ref.causal, view
             )  # before any encoding: one error line
             key = view_cache_key(self.ref, self.settings, self.impl, view)
-            self._stores[view] = self.artifacts.vectors(key, code=ENCODER_CODE)
+            self._stores[view] = self.artifacts.vectors(key, code=encoder_code(self.ref))
         return self._stores[view]
 
     @property
@@ -118,7 +118,12 @@ class ViewProvider:
                 self.stats.devices.add(self.forward.device)
         else:
             task = WindowTask(
-                self.ref, self.settings, tuple(views), tuple(tuple(w) for w in todo), self.artifacts
+                self.ref,
+                self.settings,
+                tuple(views),
+                tuple(tuple(w) for w in todo),
+                self.artifacts,
+                encoder_code(self.ref),
             )
             forwarded, devices = self.executor(task)
             self.stats.remote_forwarded += forwarded

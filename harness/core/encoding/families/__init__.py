@@ -16,6 +16,8 @@ with :func:`register_family`.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from harness.core.encoding.families import bert, causal, deberta, fallback, llama, mpnet, roberta
@@ -23,7 +25,7 @@ from harness.core.encoding.families.family import Family
 from harness.core.errors import UserError
 from harness.core.registry import Registry
 
-__all__ = ["FAMILIES", "Family", "family_of", "is_causal", "register_family"]
+__all__ = ["FAMILIES", "Family", "family_of", "family_of_folder", "is_causal", "register_family"]
 
 FAMILIES: Registry[Family] = Registry("backbone family")
 FALLBACK = fallback.FAMILY.name
@@ -90,3 +92,13 @@ def is_causal(config: dict[str, Any]) -> bool:
     return family_of(config).causal or any(
         family.causal and family.takes_architecture(config) for _, family in FAMILIES.items()
     )
+
+
+def family_of_folder(folder: str | Path) -> Family:
+    """:func:`family_of` the checkpoint in ``folder`` (its ``config.json``; the fallback when it
+    cannot be read)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return FAMILIES.get(FALLBACK)
+    return family_of(config if isinstance(config, dict) else {})

@@ -79,6 +79,12 @@ class Family:
                 return _MISSING.get(name, f"no {name}")
         return self.check(folder, config) or tokenizer_reason(folder)
 
+    @property
+    def code(self) -> tuple[str, ...]:
+        """The modules declaring its functions: what vectors key on besides the engine."""
+        functions = (self.offset, self.load, self.check)
+        return tuple(sorted({f.__module__ for f in functions if f is not None}))
+
 
 # The activations the native encoders implement (harness.core.encoding.kernels.ACTIVATIONS).
 NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
