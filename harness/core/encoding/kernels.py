@@ -43,7 +43,7 @@ from torch import nn
 
 log = logging.getLogger("sts_bench.kernels")
 
-# Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
+# Keys must match harness.core.encoding.families.family.NATIVE_ACTIVATIONS.
 ACTIVATIONS = {
     "gelu": F.gelu,
     "relu": F.relu,
