@@ -251,9 +251,10 @@ def _write_word_level(folder: Path, family: str) -> int:
     return len(vocab)
 
 
-def _write_byte_level_bpe(folder: Path) -> int:
+def _write_byte_level_bpe(folder: Path, numbers: bool = False) -> int:
     """A byte-level BPE trained here on the fixture words (Qwen2's tokenizer class rebuilds a
-    byte-level BPE from the files, so a word-level vocabulary would not survive loading)."""
+    byte-level BPE from the files, so a word-level vocabulary would not survive loading); with
+    ``numbers``, on NUMBERS too, declared as the generic fast class (see write_tiny_qwen2_numbers)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -261,14 +262,35 @@ def _write_byte_level_bpe(folder: Path) -> int:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     corpus = [" ".join(WORDS), " ".join(PROMPT_WORDS), 'This sentence : "a man is playing." means in one word:"'] * 3
+    corpus += [" ".join(NUMBERS)] * 3 if numbers else []
     tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+        vocab_size=460 if numbers else 400, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>").save_pretrained(str(folder))
+    if numbers:
+        config_path = folder / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        config_path.write_text(json.dumps(config), encoding="utf-8")
     return tokenizer.get_vocab_size()
 
 
-def write_tiny_decoder(folder: Path, family: str, seed: int = 0) -> Path:
+# Numbers that a GPT-2-style byte-level BPE merges (" 12", " 2023") and Qwen2's pre-tokenizer splits
+# digit by digit.
+NUMBERS = "1 2 3 7 8 9 10 12 20 23 45 50 100 123 500 1999 2000 2012 2023".split()
+
+
+def write_tiny_qwen2_numbers(folder: Path, seed: int = 0) -> Path:
+    """A tiny Qwen2 whose tokenizer.json is a GPT-2-style byte-level BPE that merges digits, and
+    whose tokenizer_config.json names the generic fast class (``PreTrainedTokenizerFast``:
+    tokenizer.json as it is). transformers 5 overrides that class for the ``qwen2`` model type
+    (``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``): its ``Qwen2Tokenizer`` rebuilds the
+    pre-tokenizer (each digit alone) and adds NFC, so ``AutoTokenizer`` gives other ids than the file
+    on text with numbers or combining accents."""
+    return write_tiny_decoder(folder, "qwen2", seed, numbers=True)
+
+
+def write_tiny_decoder(folder: Path, family: str, seed: int = 0, numbers: bool = False) -> Path:
     """A 2-layer, 32-dim causal LM (OPT, Qwen2, Qwen3, Llama, Mistral or GPT-2 config) with a
     word-level tokenizer (``tokenizers``' WordLevel, whitespace pre-split; Qwen's: a byte-level BPE
     trained here) saved with save_pretrained: a real decoder on transformers' loading path. The
@@ -279,7 +301,7 @@ def write_tiny_decoder(folder: Path, family: str, seed: int = 0) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     bpe = family in ("qwen2", "qwen3")
-    size = _write_byte_level_bpe(folder) if bpe else _write_word_level(folder, family)
+    size = _write_byte_level_bpe(folder, numbers) if bpe else _write_word_level(folder, family)
     torch.manual_seed(seed)
     shape = dict(vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                  max_position_embeddings=256)

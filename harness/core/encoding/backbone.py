@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.encoding import families
 from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir
 
@@ -40,7 +41,7 @@ class BackboneRef:
     num_layers: int
     hidden_size: int
     is_sentence_transformer: bool
-    # harness.core.encoding.native can run it (BERT/RoBERTa/MPNet/DeBERTa-v2, tokenizer.json)
+    # harness.core.encoding.native can run it (its family has a native loader that takes it)
     native_ok: bool = False
     pooler_weights: bool | None = (
         None  # trained pooler.dense.* present; None = unknown (.bin weights)
@@ -99,71 +100,24 @@ class BackboneRef:
         return special_tokens(self)
 
 
-NATIVE_ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
-
-
-# The families harness.core.encoding.native runs: BERT; RoBERTa / XLM-R (BERT's layers, positions
-# counted from ``pad_token_id + 1``); MPNet; DeBERTa-v2/v3 ("deberta-v2" in config.json).
-NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "mpnet", "deberta-v2")
-OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
-
-
-# Decoder families whose base model AutoModel loads from a causal-LM checkpoint (the hidden states
-# equal AutoModelForCausalLM's). Any config whose architectures end in ForCausalLM/LMHeadModel, or
-# that says is_decoder, is causal too.
-CAUSAL_MODEL_TYPES = (
-    "gpt2",
-    "gpt_neo",
-    "gptj",
-    "gpt_neox",
-    "opt",
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen3",
-    "qwen2_moe",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "phi",
-    "phi3",
-    "falcon",
-    "bloom",
-    "olmo",
-    "olmo2",
-    "stablelm",
-    "starcoder2",
-    "cohere",
-    "granite",
-)
-
-
 def is_causal(config: dict) -> bool:
     """Whether ``config.json`` describes a decoder whose token ``i`` attends only to tokens
-    ``<= i``.
+    ``<= i`` (its family says so: :func:`harness.core.encoding.families.is_causal`).
 
     >>> is_causal({"model_type": "qwen2"}), is_causal({"model_type": "bert"})
     (True, False)
     >>> is_causal({"model_type": "custom", "architectures": ["CustomForCausalLM"]})
     True
     """
-    architectures = config.get("architectures") or []
-    return (
-        config.get("model_type") in CAUSAL_MODEL_TYPES
-        or bool(config.get("is_decoder"))
-        or any(str(name).endswith(("ForCausalLM", "LMHeadModel")) for name in architectures)
-    )
+    return families.is_causal(config)
 
 
 def position_offset(config: dict) -> int:
-    """The first position id a real token gets: 0 for BERT; ``pad_token_id + 1`` for RoBERTa-style
-    models, whose position table keeps its first rows for padding (roberta-base: 514 rows, offset 2,
-    so 512 tokens at most); 2 for MPNet, whose embedding fixes its padding row at 1."""
-    if config.get("model_type") == "mpnet":
-        return 2
-    return config["pad_token_id"] + 1 if config.get("model_type") in OFFSET_POSITIONS else 0
+    """The first position id a real token gets, as its family says: 0 for BERT;
+    ``pad_token_id + 1`` for RoBERTa-style models, whose position table keeps its first rows for
+    padding (roberta-base: 514 rows, offset 2, so 512 tokens at most); 2 for MPNet, whose
+    embedding fixes its padding row at 1."""
+    return families.family_of(config).offset(config)
 
 
 def max_positions(config: dict) -> int | None:
@@ -215,138 +169,14 @@ def native_supported(folder: Path, config: dict) -> bool:
 
 
 def native_reason(folder: Path, config: dict) -> str:
-    """'' when a native implementation reproduces the checkpoint in ``folder`` exactly: a plain
-    BERT, RoBERTa, MPNet or DeBERTa-v2/v3, or a Llama, Mistral, Qwen2 or Qwen3 decoder, with
-    ``model.safetensors`` and ``tokenizer.json``; otherwise why not, in a few words.
+    """'' when a native implementation reproduces the checkpoint in ``folder`` exactly (its family
+    has one, and takes this checkpoint: :meth:`harness.core.encoding.families.Family.reason_not`);
+    otherwise why not, in a few words.
 
     >>> native_reason(Path("/nowhere"), {"model_type": "gpt2"})
     'no native gpt2'
     """
-    model_type = config.get("model_type")
-    if model_type in NATIVE_DECODER_TYPES:
-        files = _native_files(folder)
-        return files or _native_decoder_reason(folder, config)
-    if model_type not in NATIVE_MODEL_TYPES:
-        return f"no native {model_type}"
-    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
-    if not (
-        (folder / "tokenizer.json").is_file()
-        and (folder / "model.safetensors").is_file()
-        and config.get("hidden_act") in NATIVE_ACTIVATIONS
-        and not config.get("is_decoder", False)
-        and isinstance(heads, int)
-        and isinstance(hidden, int)
-        and heads > 0
-        and hidden % heads == 0
-    ):
-        return _native_files(folder) or f"an unusual {model_type} configuration"
-    if model_type == "mpnet":  # transformers buckets distances into 32 whatever the table's size
-        return "" if config.get("relative_attention_num_buckets", 32) == 32 else "bucket count"
-    if model_type == "deberta-v2":
-        return "" if _native_deberta(config, hidden // heads) else "a DeBERTa variant"
-    if model_type != "bert" and not isinstance(config.get("pad_token_id"), int):
-        return "no pad_token_id"  # RoBERTa's positions start after its padding id
-    absolute = config.get("position_embedding_type", "absolute") == "absolute"
-    return "" if absolute else "relative position embeddings"
-
-
-def _native_files(folder: Path) -> str:
-    if not (folder / "tokenizer.json").is_file():
-        return "no tokenizer.json"
-    if not (folder / "model.safetensors").is_file():
-        return "no single model.safetensors"
-    return ""
-
-
-# The decoder families harness.core.encoding.native_llama runs.
-NATIVE_DECODER_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-
-
-def _native_decoder_reason(folder: Path, config: dict) -> str:
-    """Why :mod:`harness.core.encoding.native_llama` would not reproduce this Llama / Mistral /
-    Qwen2 / Qwen3 checkpoint ('' when it does): another activation, rope scaling, biases or
-    sliding-window layers it does not implement, odd head sizes, or a tokenizer whose
-    ``tokenizer_config.json`` adds special tokens its ``tokenizer.json`` does not."""
-    model_type = config["model_type"]
-    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
-    kv_heads = config.get("num_key_value_heads") or heads
-    if not (isinstance(heads, int) and isinstance(hidden, int) and isinstance(kv_heads, int)):
-        return "no head counts in config.json"
-    head_dim = config.get("head_dim") or (hidden // heads if heads else 0)
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    rope_type = (
-        rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "?"
-    )
-    layer_types = config.get("layer_types") or []
-    llama3 = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-    checks = [
-        (config.get("hidden_act") == "silu", f"hidden_act {config.get('hidden_act')}"),
-        (rope_type in ("default", "llama3"), f"rope type {rope_type}"),
-        (
-            rope_type != "llama3"
-            or (
-                all(isinstance(rope.get(key), int | float) for key in llama3)
-                and rope.get("high_freq_factor") != rope.get("low_freq_factor")
-            ),
-            "rope type llama3 without its four parameters",
-        ),
-        (config.get("partial_rotary_factor", 1.0) == 1.0, "partial rotary"),
-        (heads > 0 and kv_heads > 0 and heads % kv_heads == 0, "head counts"),
-        (isinstance(head_dim, int) and head_dim > 0 and head_dim % 2 == 0, "head size"),
-        (model_type == "qwen2" or not config.get("attention_bias", False), "attention bias"),
-        (not config.get("mlp_bias", False), "MLP bias"),
-        (not config.get("use_sliding_window", False), "sliding-window layers"),
-        (all(kind == "full_attention" for kind in layer_types), "non-full attention layers"),
-        (not config.get("is_encoder_decoder", False), "encoder-decoder"),
-    ]
-    failed = [why for ok, why in checks if not ok]
-    return failed[0] if failed else _tokenizer_flags_reason(folder)
-
-
-def _tokenizer_flags_reason(folder: Path) -> str:
-    """'' unless ``tokenizer_config.json`` asks transformers to add a BOS/EOS token that
-    ``tokenizer.json``'s post-processor does not add (or not to add one it does): the native
-    tokenizer reads ``tokenizer.json`` alone, so it would give other ids."""
-    try:
-        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""  # no tokenizer_config.json: transformers reads tokenizer.json as it is too
-    added = _template_tokens(tokenizer.get("post_processor"))
-    for flag_name, token_name in (("add_bos_token", "bos_token"), ("add_eos_token", "eos_token")):
-        wanted, token = settings.get(flag_name), settings.get(token_name)
-        if isinstance(token, dict):
-            token = token.get("content")
-        if isinstance(wanted, bool) and isinstance(token, str) and wanted != (token in added):
-            return f"tokenizer_config.json's {flag_name} disagrees with tokenizer.json"
-    return ""
-
-
-def _template_tokens(processor: object) -> set[str]:
-    """The special tokens a post-processor's single-text template adds."""
-    if not isinstance(processor, dict):
-        return set()
-    if processor.get("type") == "Sequence":
-        return set().union(*[_template_tokens(p) for p in processor.get("processors", [])])
-    return {
-        piece["SpecialToken"]["id"]
-        for piece in processor.get("single", []) or []
-        if isinstance(piece, dict) and isinstance(piece.get("SpecialToken"), dict)
-    }
-
-
-def _native_deberta(config: dict, head_dim: int) -> bool:
-    """DeBERTa-v2/v3 without the xlarge models' convolution, with c2p/p2c terms only and the usual
-    head size; the relative table LayerNorm-ed or not."""
-    kinds = config.get("pos_att_type") or []
-    kinds = kinds.lower().split("|") if isinstance(kinds, str) else kinds
-    norms = str(config.get("norm_rel_ebd", "none")).lower().split("|")
-    return (
-        config.get("conv_kernel_size", 0) <= 0
-        and config.get("attention_head_size", head_dim) == head_dim
-        and all(str(k).strip() in ("c2p", "p2c") for k in kinds)
-        and all(n.strip() in ("none", "layer_norm") for n in norms)
-    )
+    return families.family_of(config).reason_not(folder, config)
 
 
 def safetensors_keys(path: Path) -> list[str]:

@@ -19,6 +19,7 @@ from harness.core.encoding.batching import equal_length_batches, topped_up
 from harness.core.encoding.engines import quiet_transformers
 from harness.core.encoding.pooling import pool_layers
 from harness.core.encoding.settings import usable_length
+from harness.core.encoding.tokenizer import load_hf_tokenizer
 
 if TYPE_CHECKING:
     import torch
@@ -42,12 +43,12 @@ class Checkpoint:
     ) -> Checkpoint:
         """Load ``folder`` offline with transformers' loading reports off (the harness reports what
         matters in one line). ``num_labels`` sets a new classification head's outputs."""
-        from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModel, AutoModelForSequenceClassification
 
         if head not in HEADS:
             raise ValueError(f"head {head!r}: expected one of {', '.join(HEADS)}")
         quiet_transformers()
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tokenizer = load_hf_tokenizer(folder)  # the ids every engine reads for this checkpoint
         if head == "encoder":
             model = AutoModel.from_pretrained(
                 folder, local_files_only=True, add_pooling_layer=False

@@ -1,7 +1,8 @@
 """The two encoder implementations behind the forward pass: transformers' Auto classes (any
-BERT-like checkpoint) and :mod:`harness.core.encoding.native` (BERT, RoBERTa, MPNet and
-DeBERTa-v2/v3, without importing transformers). Both expose tokenize / length / batch / forward, so
-the forward pass does not care which runs."""
+BERT-like checkpoint) and :mod:`harness.core.encoding.native` (the families with a native loader,
+:mod:`harness.core.encoding.families`, without importing transformers). Both expose tokenize /
+length / batch / forward, so the forward pass does not care which runs, and both tokenize with the
+one tokenizer of :mod:`harness.core.encoding.tokenizer`, so they see the same ids."""
 
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
     if requested not in IMPLS:
         raise UserError(f"--encoder-impl {requested}: expected one of {', '.join(IMPLS)}")
     if requested == "native" and not ref.native_ok:
+        from harness.core.encoding.families import FAMILIES
+
+        labels = [family.label for _, family in FAMILIES.items() if family.load is not None]
         raise UserError(
-            f"--encoder-impl native: {ref.name} is not a plain BERT, RoBERTa, MPNet, "
-            "DeBERTa-v2/v3, Llama, Mistral, Qwen2 or Qwen3 with model.safetensors and "
-            f"tokenizer.json ({not_native_because(ref)}); use --encoder-impl transformers"
+            f"--encoder-impl native: {ref.name} is not a plain {', '.join(labels[:-1])} or "
+            f"{labels[-1]} with model.safetensors and tokenizer.json "
+            f"({not_native_because(ref)}); use --encoder-impl transformers"
         )
     if requested == "auto":
         return "native" if ref.native_ok else "transformers"
@@ -67,17 +71,19 @@ def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
 def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "fp32"):
     """Load tokenizer and encoder from the resolved local folder (never from the network), the
     weights in ``weights`` with ``low_cpu_mem_usage`` (no second fp32 copy while loading); also
-    returns the weight names the checkpoint lacked (transformers initialised them randomly)."""
+    returns the weight names the checkpoint lacked (transformers initialised them randomly). The
+    tokenizer gives the native engines' ids
+    (:func:`harness.core.encoding.tokenizer.load_hf_tokenizer`)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
+
+    from harness.core.encoding.tokenizer import load_hf_tokenizer
 
     quiet_transformers()
     # transformers 4.56 renamed torch_dtype to dtype (the old name warns from 5.0 on)
     dtype_arg = "dtype" if _version_at_least("transformers", (4, 56)) else "torch_dtype"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            ref.path, local_files_only=True, trust_remote_code=trust_remote_code
-        )
+        tokenizer = load_hf_tokenizer(ref.path, trust_remote_code)
         model, info = AutoModel.from_pretrained(
             ref.path,
             local_files_only=True,
@@ -160,11 +166,12 @@ class NativeEngine:
     packs_rows = True
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
-        from harness.core.encoding.native import NativeTokenizer, load_native
+        from harness.core.encoding.native import load_native
+        from harness.core.encoding.tokenizer import load_tokenizer
 
         folder = Path(ref.path)
         self.max_length = usable_length(settings.max_length, ref.max_positions)
-        self.tokenizer = NativeTokenizer(folder, self.max_length)
+        self.tokenizer = load_tokenizer(folder, self.max_length)
         self.model = load_native(folder).to(device)
         compute = torch_dtype(settings.dtype)
         if compute is not None:
@@ -202,11 +209,11 @@ class NativeDecoderEngine:
         import torch
 
         from harness.core.encoding.native import load_native
-        from harness.core.encoding.native_llama import DecoderTokenizer
+        from harness.core.encoding.tokenizer import load_tokenizer
 
         folder = Path(ref.path)
         self.max_length = usable_length(settings.max_length, ref.max_positions)
-        self.tokenizer = DecoderTokenizer(folder, self.max_length)
+        self.tokenizer = load_tokenizer(folder, self.max_length)
         model = load_native(folder, torch_dtype(settings.dtype) or torch.float32)
         self.model = model.to(device)
         self.handles_dtype = True

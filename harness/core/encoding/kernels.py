@@ -45,7 +45,7 @@ from harness.core.machine import half_native_on_cpu, mkldnn_supports
 
 log = logging.getLogger("sts_bench.kernels")
 
-# Keys must match harness.core.encoding.backbone.NATIVE_ACTIVATIONS.
+# Keys must match harness.core.encoding.families.family.NATIVE_ACTIVATIONS.
 ACTIVATIONS = {
     "gelu": F.gelu,
     "relu": F.relu,

@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.core.encoding.backbone import position_offset
 from harness.core.encoding.kernels import ACTIVATIONS, Packing
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
@@ -46,14 +45,14 @@ BERT_LAYER = {
 class NativeBert(NativeEncoder):
     """BERT / RoBERTa: word + absolute position + token type embeddings, LayerNorm."""
 
-    def __init__(self, config: dict[str, Any], with_pooler: bool) -> None:
+    def __init__(self, config: dict[str, Any], with_pooler: bool, position_offset: int = 0) -> None:
         super().__init__(config, with_pooler)
         hidden = config["hidden_size"]
         self.word = nn.Embedding(config["vocab_size"], hidden)
         self.position = nn.Embedding(config["max_position_embeddings"], hidden)
         self.token_type = nn.Embedding(config.get("type_vocab_size", 2), hidden)
         self.norm = nn.LayerNorm(hidden, eps=config.get("layer_norm_eps", 1e-12))
-        self.position_offset = position_offset(config)
+        self.position_offset = position_offset
 
     def embed(
         self, packing: Packing, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
@@ -69,14 +68,16 @@ class NativeBert(NativeEncoder):
         )
 
 
-def load_native_bert(folder: Path) -> NativeBert:
+def load_native_bert(folder: Path, position_offset: int = 0) -> NativeBert:
     """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing
-    tensor."""
+    tensor. ``position_offset``: the position id of a sentence's first token (0 for BERT; a
+    RoBERTa's ``pad_token_id + 1``, as its family says:
+    :mod:`harness.core.encoding.families.roberta`)."""
     config = read_config(folder)
     hf = read_weights(
         folder, ("bert.", "roberta.")
     )  # checkpoints saved from BertFor* / RobertaFor* heads
-    model = NativeBert(config, with_pooler="pooler.dense.weight" in hf)
+    model = NativeBert(config, "pooler.dense.weight" in hf, position_offset)
     mapping = {
         "word.weight": "embeddings.word_embeddings.weight",
         "position.weight": "embeddings.position_embeddings.weight",

@@ -1,5 +1,6 @@
 """What every native encoder family shares: packed post-LayerNorm transformer layers, mixed
-precision, checkpoint reading, and the tokenizer.
+precision and checkpoint reading. (Their tokenizer, :class:`NativeTokenizer`, is
+:class:`harness.core.encoding.tokenizer.BackboneTokenizer`, the one every engine uses.)
 
 BERT, RoBERTa, MPNet and DeBERTa-v2/v3 run the same layer on a batch's real tokens packed into
 rows (:class:`harness.core.encoding.kernels.Packing`)::
@@ -39,6 +40,7 @@ from harness.core.encoding.kernels import (
     fused_linear_available,
     packed_attention,
 )
+from harness.core.encoding.tokenizer import BackboneTokenizer as NativeTokenizer
 
 __all__ = ["NativeEncoder", "NativeLayer", "NativeTokenizer", "layer_state", "read_weights"]
 
@@ -202,45 +204,3 @@ def layer_state(
             for ours in ("out", "norm1", "up", "down", "norm2"):
                 state[f"layers.{i}.{ours}.{kind}"] = hf[f"{p}{names[ours]}.{kind}"]
     return state
-
-
-class NativeTokenizer:
-    """``tokenizer.json`` through the ``tokenizers`` library: truncation only, padding per batch."""
-
-    def __init__(self, folder: Path, max_length: int) -> None:
-        from tokenizers import Tokenizer
-
-        self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self._tok.no_padding()  # checkpoints often ship a fixed-length padding setting
-        self._tok.enable_truncation(max_length)
-        self.pad_id = self._tok.padding["pad_id"] if self._tok.padding else 0
-        config = folder / "tokenizer_config.json"
-        if config.is_file():
-            pad_token = json.loads(config.read_text(encoding="utf-8")).get("pad_token")
-            if isinstance(pad_token, str) and self._tok.token_to_id(pad_token) is not None:
-                self.pad_id = self._tok.token_to_id(pad_token)
-
-    def encode(self, texts: list[str]) -> list[tuple[list[int], list[int]]]:
-        """(ids, type_ids) per text, special tokens included."""
-        return [(e.ids, e.type_ids) for e in self._tok.encode_batch(texts)]
-
-    def offsets(self, texts: list[str]) -> list[list[tuple[int, int]]]:
-        """Each token's character span in its text (special tokens: (0, 0))."""
-        return [e.offsets for e in self._tok.encode_batch(texts)]
-
-    def pad(self, items: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
-        import numpy as np
-
-        length = max(len(ids) for ids, _ in items)
-        ids = np.full((len(items), length), self.pad_id, dtype=np.int64)
-        types = np.zeros((len(items), length), dtype=np.int64)
-        mask = np.zeros((len(items), length), dtype=np.int64)
-        for row, (token_ids, type_ids) in enumerate(items):  # numpy rows: no tensor per sentence
-            ids[row, : len(token_ids)] = token_ids
-            types[row, : len(type_ids)] = type_ids
-            mask[row, : len(token_ids)] = 1
-        return {
-            "input_ids": torch.from_numpy(ids),
-            "attention_mask": torch.from_numpy(mask),
-            "token_type_ids": torch.from_numpy(types),
-        }

@@ -52,8 +52,8 @@ from harness.core.encoding.kernels import (
     bucket_rows,
     fused_linear_available,
 )
-from harness.core.encoding.native_encoder import NativeTokenizer, read_config, read_weights
-from harness.core.encoding.shared_prefix import leading_ids
+from harness.core.encoding.native_encoder import read_config, read_weights
+from harness.core.encoding.tokenizer import BackboneTokenizer
 
 __all__ = ["DecoderPacking", "DecoderShape", "DecoderTokenizer", "NativeDecoder", "load_decoder"]
 
@@ -78,7 +78,16 @@ class DecoderShape:
     llama3: tuple[float, float, float, float] | None = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> DecoderShape:
+    def from_config(
+        cls,
+        config: dict[str, Any],
+        qkv_bias: bool = False,
+        qk_norm: bool = False,
+        sliding_window: bool = False,
+    ) -> DecoderShape:
+        """The shape ``config`` gives, with the variant's parts (as its family,
+        :mod:`harness.core.encoding.families.llama`, says): a query/key/value bias (Qwen2), a
+        per-head query/key norm (Qwen3), the config's sliding window (Mistral)."""
         heads = config["num_attention_heads"]
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
         theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
@@ -93,7 +102,7 @@ class DecoderShape:
                     "original_max_position_embeddings",
                 )
             )
-        window = config.get("sliding_window") if config.get("model_type") == "mistral" else None
+        window = config.get("sliding_window") if sliding_window else None
         return cls(
             hidden=config["hidden_size"],
             heads=heads,
@@ -104,8 +113,8 @@ class DecoderShape:
             vocab=config["vocab_size"],
             eps=config.get("rms_norm_eps", 1e-6),
             theta=float(theta),
-            qkv_bias=config.get("model_type") == "qwen2",
-            qk_norm=config.get("model_type") == "qwen3",
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
             window=window if isinstance(window, int) else None,
             llama3=llama3,  # type: ignore[arg-type]
         )
@@ -504,12 +513,8 @@ class NativeDecoder(nn.Module):
         return DecoderStates(packing, states, prefix), None
 
 
-class DecoderTokenizer(NativeTokenizer):
-    """:class:`NativeTokenizer`, plus the ids a prompt's prefix contributes to every text."""
-
-    def prefix_ids(self, prefix: str) -> tuple[int, ...]:
-        """The ids the tokenizer gives ``prefix`` at the start of a text (:func:`leading_ids`)."""
-        return leading_ids(self._tok.encode(prefix))
+# The decoders' tokenizer is every engine's (prefix ids included).
+DecoderTokenizer = BackboneTokenizer
 
 
 # ours (under ``layers.{i}.``) → the checkpoint's (under ``layers.{i}.``, ``model.`` removed)
@@ -539,10 +544,13 @@ def layer_tensors(hf: dict[str, torch.Tensor], i: int, shape: DecoderShape) -> d
     return state
 
 
-def load_decoder(folder: Path, dtype: torch.dtype = torch.float32) -> NativeDecoder:
+def load_decoder(
+    folder: Path, dtype: torch.dtype = torch.float32, **variant: bool
+) -> NativeDecoder:
     """The checkpoint's decoder with every weight in ``dtype`` (no fp32 copy of a bf16 checkpoint
-    is made on the way), in eval mode; a missing tensor raises KeyError."""
-    shape = DecoderShape.from_config(read_config(folder))
+    is made on the way), in eval mode; a missing tensor raises KeyError. ``variant``: the parts
+    :meth:`DecoderShape.from_config` takes (the family's, for the checkpoint's model type)."""
+    shape = DecoderShape.from_config(read_config(folder), **variant)
     hf = read_weights(folder, ("model.",))  # a *ForCausalLM checkpoint; its lm_head is dropped
     state: dict[str, torch.Tensor] = {"embed.weight": hf["embed_tokens.weight"]}
     state["norm"] = hf["norm.weight"]

@@ -19,7 +19,7 @@ from harness.core.artifacts import ArtifactStore
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.engines import resolve_impl
 from harness.core.encoding.pooling import View, check_view_on
-from harness.core.encoding.windows import ENCODER_CODE, WindowTask, make_windows, view_cache_key
+from harness.core.encoding.windows import WindowTask, encoder_code, make_windows, view_cache_key
 from harness.core.vector_store import VectorStore
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class ViewProvider:
                 self.ref.name, self.ref.causal, view
             )  # before any encoding: one error line
             key = view_cache_key(self.ref, self.settings, self.impl, view)
-            self._stores[view] = self.artifacts.vectors(key, code=ENCODER_CODE)
+            self._stores[view] = self.artifacts.vectors(key, code=encoder_code(self.ref))
         return self._stores[view]
 
     @property
@@ -126,7 +126,12 @@ class ViewProvider:
                 self.stats.devices.add(self.forward.device)
         else:
             task = WindowTask(
-                self.ref, self.settings, tuple(views), tuple(tuple(w) for w in todo), self.artifacts
+                self.ref,
+                self.settings,
+                tuple(views),
+                tuple(tuple(w) for w in todo),
+                self.artifacts,
+                encoder_code(self.ref),
             )
             forwarded, devices = self.executor(task)
             self.stats.remote_forwarded += forwarded

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from pathlib import Path
 
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.prompts import Prompt
+from harness.core.encoding.tokenizer import leading_ids, load_tokenizer
+
+__all__ = ["leading_ids", "prefix_note", "reuses_prefix", "shared_length"]
 
 
 def shared_length(ids: Sequence[int], prefix: Sequence[int]) -> int:
@@ -70,19 +72,4 @@ def prefix_note(ref: BackboneRef, impl: str, prompt: Prompt, max_length: int) ->
 
 @functools.lru_cache(maxsize=64)
 def _prefix_ids(folder: str, prefix: str, max_length: int) -> tuple[int, ...]:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length)
-    return leading_ids(tokenizer.encode(prefix))
-
-
-def leading_ids(encoding) -> tuple[int, ...]:
-    """A prefix's ids as they start a text: with the leading special tokens (Llama's ``<s>``),
-    without trailing ones (an end-of-text the template appends to every text)."""
-    ids, special = list(encoding.ids), list(encoding.special_tokens_mask)
-    while special and special[-1]:
-        ids.pop()
-        special.pop()
-    return tuple(ids)
+    return load_tokenizer(folder, max_length).prefix_ids(prefix)

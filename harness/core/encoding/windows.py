@@ -35,6 +35,22 @@ def make_windows(sentences: Iterable[str], size: int) -> list[list[str]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
+# The code that computes a view's vectors (the forward pass, both encoders, pooling, the built-in
+# backbone families and their native loaders); the vector store's key holds the digest of it and of
+# everything it imports (harness.core.codekeys).
+ENCODER_CODE = ("harness.core.encoding.forward",)
+
+
+def encoder_code(ref: BackboneRef) -> tuple[str, ...]:
+    """:data:`ENCODER_CODE` and the modules of the family that runs ``ref``: a family registered
+    from outside the harness (:func:`harness.core.encoding.families.register_family`) is not
+    among what the forward pass imports, yet its code computes the vectors. For a built-in family
+    the digest is :data:`ENCODER_CODE`'s (its modules are in that closure already)."""
+    from harness.core.encoding.families import family_of_folder
+
+    return tuple(sorted({*ENCODER_CODE, *family_of_folder(ref.path).code}))
+
+
 @dataclass(frozen=True)
 class WindowTask:
     """Everything a worker needs to encode windows into the shared cache (plain, picklable data)."""
@@ -44,6 +60,9 @@ class WindowTask:
     views: tuple[View, ...]
     windows: tuple[tuple[str, ...], ...]
     artifacts: ArtifactStore
+    # The modules the vectors' key digests (encoder_code(ref), asked where the task is made: a
+    # worker may not have the family of a plugin registered).
+    code: tuple[str, ...] = ENCODER_CODE
 
     def on_device(self, device: str) -> WindowTask:
         return replace(self, settings=replace(self.settings, device=device))
@@ -63,9 +82,6 @@ class WindowTask:
         return split_across(windows, parts)
 
 
-# The code that computes a view's vectors (the forward pass, both encoders, pooling); the vector
-# store's key holds the digest of it and of everything it imports (harness.core.codekeys).
-ENCODER_CODE = ("harness.core.encoding.forward",)
 # Libraries whose code computes vectors too: torch's kernels, the tokenizer; transformers' models.
 ENCODER_LIBRARIES = {
     "native": ("torch", "tokenizers"),
@@ -112,7 +128,7 @@ def run_window_task(task: WindowTask) -> int:
     impl = resolve_impl(task.ref, task.settings.impl)
     stores = {
         view: task.artifacts.vectors(
-            view_cache_key(task.ref, task.settings, impl, view), code=ENCODER_CODE
+            view_cache_key(task.ref, task.settings, impl, view), code=task.code
         )
         for view in task.views
     }
