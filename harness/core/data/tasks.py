@@ -20,7 +20,8 @@ from harness.core.errors import UserError, did_you_mean
 from harness.core.registry import Registry
 
 log = logging.getLogger("sts_bench.tasks")
-KINDS = {"sts": ("spearman",)}  # the kinds of task scored today, and the scores each is ranked by
+# The kinds of task scored today, and the score each is ranked by.
+SCORED_KINDS = {"sts": ("spearman",)}
 
 
 def _check_task(name: str, spec: object) -> str | None:
@@ -28,9 +29,9 @@ def _check_task(name: str, spec: object) -> str | None:
         return f"expected a TaskSpec, got {type(spec).__name__}"
     if spec.name != name:
         return f"its TaskSpec is named '{spec.name}'; register it under that name"
-    if spec.kind not in KINDS:
+    if spec.kind not in SCORED_KINDS:
         return f"kind '{spec.kind}': only graded sentence pairs (kind 'sts') are scored today"
-    if spec.main_score not in KINDS[spec.kind]:
+    if spec.main_score not in SCORED_KINDS[spec.kind]:
         return f"main score '{spec.main_score}': an {spec.kind} task is ranked by spearman"
     if spec.eval_split not in spec.splits:
         return f"its eval split '{spec.eval_split}' is not among its splits {spec.splits}"
