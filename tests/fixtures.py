@@ -152,10 +152,14 @@ def write_senteval(root: Path, seed: int = 0, per_subset: int = 6) -> Path:
     """
     rng = np.random.default_rng(seed)
     for spec in TASKS.values():
-        folder = root / spec.senteval_dir
+        place = spec.place("senteval")
+        if place is None:
+            continue
+        folder = root / place["folder"]
         folder.mkdir(parents=True, exist_ok=True)
-        if spec.senteval_subsets:
-            for subset in spec.senteval_subsets:
+        layout = place.get("layout", "sts")
+        if layout == "sts":
+            for subset in place["subsets"]:
                 rows = pairs(rng, per_subset)
                 inputs = [f"{a}\t{b}" for a, b, _ in rows]
                 golds = [f"{g:.2f}" for _, _, g in rows]
@@ -164,12 +168,12 @@ def write_senteval(root: Path, seed: int = 0, per_subset: int = 6) -> Path:
                     golds.append("")
                 (folder / f"STS.input.{subset}.txt").write_text("\n".join(inputs) + "\n", encoding="utf-8")
                 (folder / f"STS.gs.{subset}.txt").write_text("\n".join(golds) + "\n", encoding="utf-8")
-        elif spec.name == "stsb":
+        elif layout == "stsb":
             for split in ("train", "dev", "test"):
                 lines = [f"main-captions\tMSRvid\t{split}\t{i:04d}\t{g:.3f}\t{a}\t{b}"
                          for i, (a, b, g) in enumerate(pairs(rng, per_subset * 2))]
                 (folder / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        elif spec.name == "sickr":
+        elif layout == "sick":
             for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
                 lines = ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"]
                 lines += [f"{i}\t{a}\t{b}\t{1 + g * 0.8:.1f}\tNEUTRAL"
@@ -182,9 +186,12 @@ def write_hub(root: Path, seed: int = 1, n: int = 10) -> Path:
     """Local stand-ins for MTEB's datasets: ``<root>/<name>/<split>.jsonl`` with MTEB's columns."""
     rng = np.random.default_rng(seed)
     for spec in TASKS.values():
-        folder = root / spec.hub_path.split("/")[-1]
+        place = spec.place("hub")
+        if place is None:
+            continue
+        folder = root / place["path"].split("/")[-1]
         folder.mkdir(parents=True, exist_ok=True)
-        for split in spec.hub_splits:
+        for split in place.get("splits", ("test",)):
             hub_split = {"dev": "validation"}.get(split, split)
             scale = (lambda g: 1 + g * 0.8) if spec.name == "sickr" else (lambda g: g)  # SICK is rated 1-5
             rows = [{"sentence1": a, "sentence2": b, "score": scale(g)} for a, b, g in pairs(rng, n)]

@@ -66,8 +66,9 @@ def test_methods_sharing_a_backbone_share_one_forward_pass_and_a_warm_rerun_enco
     from harness.core.data.tasks import TASKS, load_task
 
     cold = harness.run(cfg)
+    where = {"senteval": str(senteval_root)}
     unique = {s for name in ("sts13", "sts14")
-              for s in load_task(TASKS[name], "senteval", ["test"], senteval_dir=str(senteval_root)).eval.sentences()}
+              for s in load_task(TASKS[name], "senteval", ["test"], locations=where).eval.sentences()}
     assert cold.sentences_forwarded == len(unique)  # each sentence once, for 4 methods and 3 views
     warm = harness.run(cfg)
     assert warm.sentences_forwarded == 0

@@ -27,10 +27,10 @@ def test_registry_registers_lists_and_refuses_with_a_reason():
     assert things.register("one", 1) == 1 and things.register("two", 2) == 2
     assert things.names() == ["one", "two"] and things.items() == [("one", 1), ("two", 2)]
     assert "one" in things and len(things) == 2
-    with pytest.raises(UserError, match="thing 'one' is registered already"):
+    with pytest.raises(UserError, match="cannot register thing 'one': the name is taken"):
         things.register("one", 3)
-    with pytest.raises(UserError, match=r"unknown thing 'onee' \(did you mean 'one'\?\); known: one, two"):
-        things.get("onee")
+    with pytest.raises(UserError, match=r"unknown thing 'onee' \(did you mean 'one'\?\); things: one, two"):
+        things["onee"]
     assert things.unregister("one") == 1 and things.names() == ["two"]
 
 
@@ -126,7 +126,7 @@ def test_a_family_registered_from_outside_runs_end_to_end(toy_family, tiny_bert,
     try:
         assert not resolve_backbone(str(folder)).native_ok
         with pytest.raises(UserError, match=r"unknown backbone family 'toy'"):
-            FAMILIES.get("toy")
+            FAMILIES["toy"]
     finally:
         register_family(TOY)  # for the fixture to unregister
 

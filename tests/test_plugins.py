@@ -92,7 +92,7 @@ def test_the_example_runs_with_its_option_and_lands_in_every_table(installed, be
     assert record["method"]["spec"]["params"] == {"dim": 8, "layer": -1}
     # The score, recomputed from the avg vectors and the projection drawn independently here.
     ctx = fake(tmp_path, tiny_bert)
-    split = load_task(TASKS["sts12"], "senteval", ["test"], senteval_dir=str(senteval_root)).eval
+    split = load_task(TASKS["sts12"], "senteval", ["test"], locations={"senteval": str(senteval_root)}).eval
     avg = get_method("avg").build(ctx.request, ctx)
     r = np.random.default_rng(1234).standard_normal((32, 8)) / np.sqrt(8)
     sims = cosine(avg.encode(split.s1) @ r, avg.encode(split.s2) @ r)
@@ -111,7 +111,7 @@ def test_a_plugin_file_runs_with_its_option_from_set_or_a_config_table(bench, se
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*centered*.json")]
     assert record["protocol"]["fit_set"] == "target" and record["fit"]["fit_set"]["n_sentences"] > 0
     # Independently: [CLS] vectors minus their mean over the task's sentences (the target fit set).
-    loaded = load_task(TASKS["sts12"], "senteval", ["test"], senteval_dir=str(senteval_root))
+    loaded = load_task(TASKS["sts12"], "senteval", ["test"], locations={"senteval": str(senteval_root)})
     ctx = fake(tmp_path, tiny_bert)
     cls = get_method("cls").build(ctx.request, ctx)
     mean = cls.encode(build_fit_set("target", loaded).sentences).astype(np.float64).mean(0)

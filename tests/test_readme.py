@@ -144,6 +144,8 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
     argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
+    argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes else a
+            for a in argv]  # --data-dir senteval=~/SentEval/data/downstream
     if any("my_pairs.tsv" in a or "my_tasks.toml" in a for a in argv):  # Tasks from files: fixture pairs
         argv = [a.replace("my_pairs.tsv", str(write_my_pairs(tmp_path))).replace(
             "my_tasks.toml", str(write_my_tasks(tmp_path))) for a in argv]

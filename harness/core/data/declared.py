@@ -158,7 +158,6 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         title=name,
         description=f"{kind}: {location}",
         splits=SPLITS,
-        senteval_dir="",
         eval_split=eval_split,
         gold_range=_range(options.get("range", "0,5"), entry, where),
         own=own,

@@ -15,14 +15,15 @@ in every score:
 * ``corpus:FILE`` — one sentence per line (blank lines skipped); ``wiki1m:FILE`` is the same reader,
                     named for SimCSE's 1M Wikipedia sentences (wiki1m_for_simcse.txt)
 * ``nli``         — premises and hypotheses of SNLI + MultiNLI train (BERT-flow's "NLI" setting),
-                    from the hub through ``datasets``, or from ``--hub-root``/{snli,multi_nli}/
+                    from the hub through ``datasets``, or from the hub source's location
+                    (``--data-dir hub=DIR``, ``--hub-root DIR``): ``DIR/{snli,multi_nli}/``
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,13 +168,18 @@ def heldout(task: LoadedTask) -> FitSet:
     )
 
 
-def build_fit_set(name: str, task: LoadedTask, hub_root: str | None = None) -> FitSet:
-    """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task)."""
+def build_fit_set(
+    name: str, task: LoadedTask, locations: Mapping[str, str] | None = None
+) -> FitSet:
+    """The fit set ``name`` for ``task`` (corpus files and NLI do not depend on the task);
+    ``locations``: the run's mapping source → location, of which ``nli`` reads the hub's."""
     for prefix in FILE_KINDS:
         if name.startswith(prefix):
             return read_corpus(name.removeprefix(prefix), prefix.rstrip(":"))
     if name == "nli":
-        return read_nli(hub_root)
+        from harness.core.data.sources import SOURCES
+
+        return read_nli(SOURCES["hub"].location_in(locations or {}))
     if name == "test":
         return make_fit_set(
             "test",

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,29 +35,30 @@ class OwnSource:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """Everything needed to find a task in each source; no data. A task from the registry is read
-    from the run's ``--source``; a declared task carries its own (``own``)."""
+    """A task as data, declared once whatever source its rows come from (MTEB's ``TaskMetadata``
+    is the model): its name, title and description, its splits and the one it is scored on, its
+    ``kind`` (``sts``: graded sentence pairs, the only kind today) and ``main_score`` (Spearman),
+    its citation and the gold scale its annotators used (``gold_range``).
+
+    ``where`` says, per source, where that source finds the task's rows: plain data each source
+    reads and checks itself (``{"senteval": {"folder": "STS/STS12-en-test", "subsets": [...]},
+    "hub": {"path": "mteb/sts12-sts", "revision": "..."}, "mteb": {"name": "STS12"}}``); a task is
+    read from the run's ``--source`` when it has that source's entry. A task that brings its own
+    data (``file:``, ``hf:``, :mod:`harness.core.data.declared`) carries its source in ``own``.
+    """
 
     name: str
     title: str
     description: str
-    splits: tuple[str, ...]
-    senteval_dir: str
-    senteval_subsets: tuple[str, ...] = ()
-    hub_path: str = ""
-    hub_revision: str = ""
-    hub_splits: tuple[str, ...] = ("test",)
+    splits: tuple[str, ...] = ("test",)
     eval_split: str = "test"
-    in_stsb: bool = (
-        False  # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
-    )
-    mteb_name: str = (
-        ""  # the task's name in MTEB (``STSBenchmark`` for stsb); MTEB result files use it
-    )
-    gold_range: tuple[float, float] = (
-        0.0,
-        5.0,
-    )  # what the annotators could give; SICK's scale is 1-5
+    kind: str = "sts"
+    main_score: str = "spearman"
+    citation: str = ""
+    gold_range: tuple[float, float] = (0.0, 5.0)  # what the annotators could give; SICK's is 1-5
+    # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
+    in_stsb: bool = False
+    where: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     own: OwnSource | None = None  # a declared task's own source; None = the run's --source
 
     @property
@@ -64,6 +66,16 @@ class TaskSpec:
         """The task's own source (``file``, ``hf``); "" for a registry task (the run's
         ``--source``)."""
         return self.own.kind if self.own else ""
+
+    @property
+    def mteb_name(self) -> str:
+        """The task's name in MTEB (``STSBenchmark`` for stsb; MTEB result files use it), "" when
+        MTEB does not have it."""
+        return str(self.where.get("mteb", {}).get("name", ""))
+
+    def place(self, source: str) -> Mapping[str, Any] | None:
+        """What ``where`` says for ``source``; None when that source does not have the task."""
+        return self.where.get(source)
 
 
 @dataclass(frozen=True)

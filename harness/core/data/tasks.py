@@ -1,158 +1,260 @@
-"""The STS task registry and loading a task from a source.
+"""The STS tasks, declared as data, and loading a task from a source.
 
-A task is named once (``TaskSpec``) and can be read from the run's source (``packaged``,
-``senteval``, ``hub``, ``mteb``), or brings its own (``--tasks file:PATH``, ``hf:DIR_OR_ID``:
-:mod:`.declared`); what comes back is the same shape whatever the source
-(:mod:`harness.core.data.splits`).
+A task is declared once (a :class:`TaskSpec` in :data:`TASKS`: name, splits, kind, main score,
+citation, gold range, and per source where that source finds its rows) and read from the run's
+source (:data:`harness.core.data.sources.SOURCES`: ``packaged``, ``senteval``, ``hub``, ``mteb``,
+or one registered), or brings its own (``--tasks file:PATH``, ``hf:DIR_OR_ID``: :mod:`.declared`);
+what comes back is the same shape whatever the source (:mod:`harness.core.data.splits`). A task of
+an existing source is one declaration, here or from Python (:func:`declare_task`).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from harness.core.data.declared import is_declared, parse_entry
+from harness.core.data.sources import SOURCES, run_sources
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
+from harness.core.registry import Registry
 
-# Each source is a module with ``load(spec, splits, *, senteval_dir=None, hub_root=None)`` returning
-# {split: SplitData}; adding a source is one module and one line here. A source that knows tasks
-# beyond TASKS (mteb: any MTEB STS task) also has ``task_spec(name, exact) -> TaskSpec | None``.
-SOURCE_MODULES = {
-    "packaged": "harness.core.data.sources.packaged",
-    "senteval": "harness.core.data.sources.senteval",
-    "hub": "harness.core.data.sources.hub",
-    "mteb": "harness.core.data.sources.mteb_tasks",
-}
-SOURCES = tuple(SOURCE_MODULES)
-# Sources a task names for itself (``file:PATH``, ``hf:DIR_OR_ID``), never a run's --source.
-OWN_SOURCE_MODULES = {
-    "file": "harness.core.data.sources.files",
-    "hf": "harness.core.data.sources.hf_dataset",
-}
 log = logging.getLogger("sts_bench.tasks")
+# The kinds of task scored today, and the score each is ranked by.
+SCORED_KINDS = {"sts": ("spearman",)}
+
+
+def _check_task(name: str, spec: object) -> str | None:
+    if not isinstance(spec, TaskSpec):
+        return f"expected a TaskSpec, got {type(spec).__name__}"
+    if spec.name != name:
+        return f"its TaskSpec is named '{spec.name}'; register it under that name"
+    if spec.kind not in SCORED_KINDS:
+        return f"kind '{spec.kind}': only graded sentence pairs (kind 'sts') are scored today"
+    if spec.main_score not in SCORED_KINDS[spec.kind]:
+        return f"main score '{spec.main_score}': an {spec.kind} task is ranked by spearman"
+    if spec.eval_split not in spec.splits:
+        return f"its eval split '{spec.eval_split}' is not among its splits {spec.splits}"
+    if not spec.gold_range[0] < spec.gold_range[1]:
+        return f"its gold range {spec.gold_range} is not LOW < HIGH"
+    return None
+
+
+TASKS: Registry[TaskSpec] = Registry("task", check=_check_task)
+
+
+def declare_task(spec: TaskSpec) -> TaskSpec:
+    """Declare ``spec`` as a task every run of this process can name (``--tasks NAME``), read
+    from whichever source its ``where`` has an entry for; refused with one line that says why."""
+    return TASKS.register(spec.name, spec)
 
 
 # Dataset revisions are the ones MTEB pins, so our `hub` numbers are comparable with MTEB's.
-TASKS: dict[str, TaskSpec] = {
-    "sts12": TaskSpec(
-        "sts12",
-        "STS12",
-        "SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
-        ("test",),
-        "STS/STS12-en-test",
-        ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-        "mteb/sts12-sts",
-        "a0d554a64d88156834ff5ae9920b964011b16384",
+declare_task(
+    TaskSpec(
+        name="sts12",
+        title="STS12",
+        description="SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
+        citation="Agirre et al. 2012, SemEval-2012 Task 6: A Pilot on Semantic Textual Similarity",
         in_stsb=True,
-        mteb_name="STS12",
-    ),
-    "sts13": TaskSpec(
-        "sts13",
-        "STS13",
-        "SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN (1500)",
-        ("test",),
-        "STS/STS13-en-test",
-        ("FNWN", "headlines", "OnWN"),
-        "mteb/sts13-sts",
-        "7e90230a92c190f1bf69ae9002b8cea547a64cca",
+        where={
+            "senteval": {
+                "folder": "STS/STS12-en-test",
+                "subsets": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+            },
+            "hub": {
+                "path": "mteb/sts12-sts",
+                "revision": "a0d554a64d88156834ff5ae9920b964011b16384",
+            },
+            "mteb": {"name": "STS12"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="sts13",
+        title="STS13",
+        description="SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN "
+        "(1500)",
+        citation="Agirre et al. 2013, *SEM 2013 shared task: Semantic Textual Similarity",
         in_stsb=True,
-        mteb_name="STS13",
-    ),
-    "sts14": TaskSpec(
-        "sts14",
-        "STS14",
-        "SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
-        ("test",),
-        "STS/STS14-en-test",
-        ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-        "mteb/sts14-sts",
-        "6031580fec1f6af667f0bd2da0a551cf4f0b2375",
+        where={
+            "senteval": {"folder": "STS/STS13-en-test", "subsets": ("FNWN", "headlines", "OnWN")},
+            "hub": {
+                "path": "mteb/sts13-sts",
+                "revision": "7e90230a92c190f1bf69ae9002b8cea547a64cca",
+            },
+            "mteb": {"name": "STS13"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="sts14",
+        title="STS14",
+        description="SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
+        citation="Agirre et al. 2014, SemEval-2014 Task 10: Multilingual Semantic Textual "
+        "Similarity",
         in_stsb=True,
-        mteb_name="STS14",
-    ),
-    "sts15": TaskSpec(
-        "sts15",
-        "STS15",
-        "SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
-        ("test",),
-        "STS/STS15-en-test",
-        ("answers-forums", "answers-students", "belief", "headlines", "images"),
-        "mteb/sts15-sts",
-        "ae752c7c21bf194d8b67fd573edf7ae58183cbe3",
+        where={
+            "senteval": {
+                "folder": "STS/STS14-en-test",
+                "subsets": (
+                    "deft-forum",
+                    "deft-news",
+                    "headlines",
+                    "images",
+                    "OnWN",
+                    "tweet-news",
+                ),
+            },
+            "hub": {
+                "path": "mteb/sts14-sts",
+                "revision": "6031580fec1f6af667f0bd2da0a551cf4f0b2375",
+            },
+            "mteb": {"name": "STS14"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="sts15",
+        title="STS15",
+        description="SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
+        citation="Agirre et al. 2015, SemEval-2015 Task 2: Semantic Textual Similarity, English, "
+        "Spanish and Pilot on Interpretability",
         in_stsb=True,
-        mteb_name="STS15",
-    ),
-    "sts16": TaskSpec(
-        "sts16",
-        "STS16",
-        "SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q (1186)",
-        ("test",),
-        "STS/STS16-en-test",
-        ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-        "mteb/sts16-sts",
-        "4d8694f8f0e0100860b497b999b3dbed754a0513",
+        where={
+            "senteval": {
+                "folder": "STS/STS15-en-test",
+                "subsets": (
+                    "answers-forums",
+                    "answers-students",
+                    "belief",
+                    "headlines",
+                    "images",
+                ),
+            },
+            "hub": {
+                "path": "mteb/sts15-sts",
+                "revision": "ae752c7c21bf194d8b67fd573edf7ae58183cbe3",
+            },
+            "mteb": {"name": "STS15"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="sts16",
+        title="STS16",
+        description="SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q "
+        "(1186)",
+        citation="Agirre et al. 2016, SemEval-2016 Task 1: Semantic Textual Similarity, "
+        "Monolingual and Cross-Lingual Evaluation",
         in_stsb=True,
-        mteb_name="STS16",
-    ),
-    "stsb": TaskSpec(
-        "stsb",
-        "STS-B",
-        "STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
-        ("train", "dev", "test"),
-        "STS/STSBenchmark",
-        (),
-        "mteb/stsbenchmark-sts",
-        "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-        ("train", "dev", "test"),
-        mteb_name="STSBenchmark",
-    ),
-    "sickr": TaskSpec(
-        "sickr",
-        "SICK-R",
-        "SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
-        ("train", "dev", "test"),
-        "SICK",
-        (),
-        "mteb/sickr-sts",
-        "20a6d6f312dd54037fe07a32d58e5e168867909d",
-        mteb_name="SICK-R",
+        where={
+            "senteval": {
+                "folder": "STS/STS16-en-test",
+                "subsets": (
+                    "answer-answer",
+                    "headlines",
+                    "plagiarism",
+                    "postediting",
+                    "question-question",
+                ),
+            },
+            "hub": {
+                "path": "mteb/sts16-sts",
+                "revision": "4d8694f8f0e0100860b497b999b3dbed754a0513",
+            },
+            "mteb": {"name": "STS16"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="stsb",
+        title="STS-B",
+        description="STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
+        splits=("train", "dev", "test"),
+        citation="Cer et al. 2017, SemEval-2017 Task 1: Semantic Textual Similarity Multilingual "
+        "and Crosslingual Focused Evaluation",
+        where={
+            "packaged": {"folder": "sts_b"},
+            "senteval": {"folder": "STS/STSBenchmark", "layout": "stsb"},
+            "hub": {
+                "path": "mteb/stsbenchmark-sts",
+                "revision": "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
+                "splits": ("train", "dev", "test"),
+            },
+            "mteb": {"name": "STSBenchmark"},
+        },
+    )
+)
+declare_task(
+    TaskSpec(
+        name="sickr",
+        title="SICK-R",
+        description="SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
+        splits=("train", "dev", "test"),
+        citation="Marelli et al. 2014, A SICK cure for the evaluation of compositional "
+        "distributional semantic models",
         gold_range=(1.0, 5.0),
-    ),
-}
+        where={
+            "senteval": {"folder": "SICK", "layout": "sick"},
+            "hub": {
+                "path": "mteb/sickr-sts",
+                "revision": "20a6d6f312dd54037fe07a32d58e5e168867909d",
+            },
+            "mteb": {"name": "SICK-R"},
+        },
+    )
+)
 
 _ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
+
+
+def _fold(name: str) -> str:
+    key = name.lower().replace("-", "").replace("_", "")
+    return _ALIASES.get(key, key)
+
+
+def _registered(name: str) -> TaskSpec | None:
+    """The declared task ``name`` names, forgiving case, '-' and '_' (``STS-B`` → ``stsb``), or
+    the one whose MTEB name it is (``STSBenchmark``)."""
+    if name in TASKS:
+        return TASKS[name]
+    for spec in TASKS.values():
+        if name == spec.mteb_name:
+            return spec
+    key = _fold(name)
+    return next((spec for spec in TASKS.values() if _fold(spec.name) == key), None)
 
 
 def get_task(name: str, source: str | None = None) -> TaskSpec:
     """Look a task up by name, forgiving case, '-' and '_': ``STS-B`` → ``stsb``, ``SICK-R`` →
     ``sickr``.
 
-    MTEB's names of the registered tasks (``STSBenchmark``) name them too. A source with a
-    ``task_spec`` hook (``mteb``) is asked for names the registry does not hold: first for the exact
-    name (MTEB's ``STSB`` is C-MTEB's Chinese STS-B, not ``stsb``), then case-insensitively. An
-    entry with its own source (``file:pairs.tsv?range=0,1``) is parsed
-    (:func:`.declared.parse_entry`) and must not take a registered task's name.
+    MTEB's names of the declared tasks (``STSBenchmark``) name them too. A source with a ``find``
+    hook (``mteb``) is asked for names the registry does not hold: first for the exact name
+    (MTEB's ``STSB`` is C-MTEB's Chinese STS-B, not ``stsb``), then case-insensitively. An entry
+    with its own source (``file:pairs.tsv?range=0,1``) is parsed (:func:`.declared.parse_entry`)
+    and must not take a declared task's name.
     """
     if is_declared(name):
         return _declared(name)
-    for spec in TASKS.values():
-        if name == spec.mteb_name:
-            return spec
-    hook = (
-        getattr(importlib.import_module(SOURCE_MODULES[source]), "task_spec", None)
-        if source in SOURCE_MODULES
-        else None
-    )
-    if hook is not None and (found := hook(name, exact=True)) is not None:
+    if name in TASKS:
+        return TASKS[name]
+    if any(name == spec.mteb_name for spec in TASKS.values()):
+        return next(spec for spec in TASKS.values() if name == spec.mteb_name)
+    hook = SOURCES[source].find if source is not None and source in SOURCES else None
+    if hook is not None and (found := hook(name, True)) is not None:
         return found
-    key = name.lower().replace("-", "").replace("_", "")
-    key = _ALIASES.get(key, key)
-    if key in TASKS:
-        return TASKS[key]
-    if hook is not None and (found := hook(name, exact=False)) is not None:
+    if (spec := _registered(name)) is not None:
+        return spec
+    if hook is not None and (found := hook(name, False)) is not None:
         return found
+    key = _fold(name)
     raise UserError(
         f"unknown task '{name}'{did_you_mean(key, list(TASKS))}; known tasks: {', '.join(TASKS)} "
         "(see --list)"
@@ -161,8 +263,7 @@ def get_task(name: str, source: str | None = None) -> TaskSpec:
 
 def _declared(entry: str) -> TaskSpec:
     spec = parse_entry(entry)
-    key = spec.name.lower().replace("-", "").replace("_", "")
-    if _ALIASES.get(key, key) in TASKS or any(spec.name == t.mteb_name for t in TASKS.values()):
+    if _registered(spec.name) is not None:
         raise UserError(
             f"--tasks {entry}: its name '{spec.name}' is a registered task's; its scores would mix "
             "with "
@@ -201,24 +302,34 @@ def load_task(
     source: str,
     splits: Sequence[str],
     *,
-    senteval_dir: str | None = None,
-    hub_root: str | None = None,
+    locations: Mapping[str, str] | None = None,
     lenient_gold: bool = False,
 ) -> LoadedTask:
     """Read ``splits`` of ``spec`` from ``source``; splits the source lacks are skipped silently
     (e.g. MTEB's hub has only the test split of STS12-16), but the eval split must exist. Gold
     scores are checked against the task's range (:func:`check_gold`). A task with its own source
-    (``spec.own``) is read from it, whatever ``source`` says."""
+    (``spec.own``) is read from it, whatever ``source`` says.
+
+    ``locations`` is the run's mapping source → location (``--data-dir SOURCE=DIR``, and the
+    older ``--senteval-dir``, ``--hub-root``); the source is given its own entry
+    (:meth:`~harness.core.data.sources.Source.location_in`), nothing else."""
     source = spec.source or source
-    if source not in SOURCE_MODULES and source not in OWN_SOURCE_MODULES:
+    if source not in SOURCES:
+        names = run_sources()
         raise UserError(
-            f"unknown source '{source}'{did_you_mean(source, SOURCES)}; use one of: "
-            f"{', '.join(SOURCES)}"
+            f"unknown source '{source}'{did_you_mean(source, names)}; use one of: "
+            f"{', '.join(names)}"
         )
-    module = SOURCE_MODULES.get(source) or OWN_SOURCE_MODULES[source]
-    data = importlib.import_module(module).load(
-        spec, splits, senteval_dir=senteval_dir, hub_root=hub_root
-    )
+    reader = SOURCES[source]
+    location = reader.location_in(locations or {})
+    if reader.needs_location and not location:
+        raise UserError(f"--source {source} needs {reader.spelled()} ({reader.location})")
+    data = reader.load(spec, splits, location)
+    if not isinstance(data, dict) or not all(isinstance(v, SplitData) for v in data.values()):
+        raise UserError(
+            f"source '{source}' returned {type(data).__name__} for {spec.title}; its load must "
+            "return a dict of split name -> SplitData"
+        )
     if spec.eval_split not in data:
         raise UserError(f"{spec.title}: the {source} source has no '{spec.eval_split}' split")
     if not len(data[spec.eval_split]):

@@ -140,7 +140,8 @@ def listing(method: str | None = None) -> str:
     """What can be run, from the registries; with ``method``, that method's options and defaults."""
     from harness.core.data.declared import KEYS
     from harness.core.data.fitsets import FIT_SET_KINDS
-    from harness.core.data.tasks import SOURCES, TASKS
+    from harness.core.data.sources import run_sources
+    from harness.core.data.tasks import TASKS
     from harness.runner.papers.data import PAPERS, load_paper
     from methods import all_methods, get_method, plugin_origin
 
@@ -154,9 +155,8 @@ def listing(method: str | None = None) -> str:
         lines.append(f"  {m.name:<14} {m.summary}" + (f" [plugin: {origin}]" if origin else ""))
     lines += [
         "",
-        f"Tasks (--tasks; from --source {', '.join(SOURCES)}: packaged holds STS-B only, mteb also "
-        "any "
-        "MTEB STS task by its name):",
+        f"Tasks (--tasks; from --source {', '.join(run_sources())}: packaged holds STS-B only, "
+        "mteb also any MTEB STS task by its name):",
     ]
     lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]
     lines += [

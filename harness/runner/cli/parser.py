@@ -86,6 +86,8 @@ def add_setting_flag(group: Any, s: Setting, text: str | None = None) -> None:
         )
     elif s.many is not None:
         group.add_argument(s.flag, dest=s.name, nargs="+", metavar=s.metavar, help=text)
+    elif s.table:  # --data-dir senteval=DIR --data-dir hub=DIR
+        group.add_argument(s.flag, dest=s.name, action="append", metavar=s.metavar, help=text)
     else:
         metavar = s.metavar or ("{" + ",".join(s.choices()) + "}" if s.choices else None)
         group.add_argument(
@@ -180,6 +182,13 @@ def read_setting(s: Setting, value: Any, where: str) -> Any:
         listed = [value] if isinstance(value, str) else value
         check_field(BenchConfig, s.name, listed, where)
         return s.many(listed)
+    if s.table:  # the command line's KEY=VALUE words, or a config file's table
+        from harness.core.typecheck import problem
+
+        entries = parse_entries(s, value) if isinstance(value, list) else value
+        if (why := problem(entries, s.hint, s.name)) is not None:
+            raise UserError(f"{where}: {why}")
+        return entries
     if s.text is not None and isinstance(value, str):
         try:
             value = s.text(value)
@@ -189,16 +198,52 @@ def read_setting(s: Setting, value: Any, where: str) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+def parse_entries(s: Setting, words: Sequence[Any]) -> dict[str, Any]:
+    """A table setting's ``KEY=VALUE`` words (``--data-dir senteval=DIR``, repeatable) as a dict;
+    one line for a word without ``=`` or a key given twice."""
+    out: dict[str, Any] = {}
+    for word in words:
+        key, eq, value = str(word).partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"{s.flag} {word}: expected {s.metavar or 'KEY=VALUE'}")
+        key = key.strip()
+        if key in out and out[key] != value:
+            raise UserError(f"{s.flag}: {key} is given twice ({out[key]}, {value}); give it once")
+        out[key] = value
+    return out
+
+
+def _fill(out: dict[str, Any], fills: list[tuple[Setting, Any]]) -> None:
+    """Older spellings of table entries (``--senteval-dir DIR``) into their table (``data_dir``);
+    one line when the table names another value for the same key."""
+    for s, value in fills:
+        if value is None:
+            continue
+        table, key = s.fills  # type: ignore[misc]
+        entries = out.setdefault(table, {})
+        if entries.setdefault(key, value) != value:
+            flag = by_name(BenchConfig)[table].flag
+            raise UserError(
+                f"{s.flag} {value} and {flag} {key}={entries[key]} name two values of {key}; "
+                "give one"
+            )
+
+
 def from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
     """Flat settings (a CLI namespace or a TOML table) → BenchConfig field values, each read and
     checked by :func:`read_setting`; ``method.option`` keys and ``[method]`` tables →
-    ``method_params``."""
+    ``method_params``; an older spelling of a table's entry (``senteval_dir``) into its table."""
     known = by_name(BenchConfig)
     aliases = {s.alias.name: s for s in known.values() if s.alias is not None}
     out: dict[str, Any] = {}
     params: dict[str, dict[str, Any]] = {}
+    fills: list[tuple[Setting, Any]] = []
     for key, value in values.items():
-        if "." in key:
+        if key in known and known[key].table:
+            out[key] = read_setting(known[key], value, where)
+        elif key in known and known[key].fills is not None:
+            fills.append((known[key], read_setting(known[key], value, where)))
+        elif "." in key:
             method, _, option = key.partition(".")
             params.setdefault(method, {})[option] = value
         elif isinstance(value, dict):
@@ -212,6 +257,7 @@ def from_mapping(values: dict[str, Any], where: str) -> dict[str, Any]:
         else:
             names = sorted([*known, *aliases])
             raise UserError(f"{where}: unknown setting '{key}'{did_you_mean(key, names)}")
+    _fill(out, fills)
     if params:
         out["method_params"] = params
     return out
@@ -282,8 +328,15 @@ def config_from_args(namespace: dict[str, Any]) -> BenchConfig:
         for method, values in params.items():
             merged_params[method] = {**merged_params.get(method, {}), **values}
     explicit = frozenset([*settings, *cli])
+    tables = {  # a table of the config file and the command line's entries merge key by key
+        s.name: {**settings[s.name], **cli[s.name]}
+        for s in by_name(BenchConfig).values()
+        if s.table and s.name in settings and s.name in cli
+    }
     cfg = replace(
-        BenchConfig(), **{**settings, **cli, "method_params": merged_params}, explicit=explicit
+        BenchConfig(),
+        **{**settings, **cli, **tables, "method_params": merged_params},
+        explicit=explicit,
     )
     if cfg.paper is not None:
         from harness.runner.papers.data import load_paper

@@ -91,8 +91,7 @@ class RunContext:
             spec,
             cfg.source,
             [split, spec.eval_split],
-            senteval_dir=cfg.senteval_dir,
-            hub_root=cfg.hub_root,
+            locations=cfg.locations(),
             lenient_gold=cfg.allow_gold_out_of_range,
         )
         if split not in loaded.splits:

@@ -122,6 +122,7 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     for name in fit_names:
         check_fit_set_name(name)
     tasks = []
+    locations = cfg.locations()
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
         splits = unique([spec.eval_split, *extra])
@@ -130,13 +131,12 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
                 spec,
                 cfg.source,
                 splits,
-                senteval_dir=cfg.senteval_dir,
-                hub_root=cfg.hub_root,
+                locations=locations,
                 lenient_gold=cfg.allow_gold_out_of_range,
             )
         )
     fit_sets = {
-        (task.spec.name, name): build_fit_set(name, task, cfg.hub_root)
+        (task.spec.name, name): build_fit_set(name, task, locations)
         for task in tasks
         for name in fit_names
     }

@@ -156,7 +156,8 @@ class MtebEncoder(AbsEncoder):
         """``mteb.evaluate(self, tasks, **kwargs)`` with MTEB's result cache and the datasets cache
         under this model's ``cache_dir`` (one line says where; ``cache=`` passed here wins). A task
         may be named: it is MTEB's task of that name, read from ``settings["hub_root"]``'s local
-        files when set (as ``--source mteb --hub-root`` reads it), else loaded by MTEB."""
+        files when set (or ``settings["data_dir"]``'s ``mteb`` or ``hub`` entry, as ``--source
+        mteb --hub-root`` reads it), else loaded by MTEB."""
         import mteb
 
         from harness.core.data.sources.mteb_tasks import loaded_mteb_task
@@ -167,7 +168,7 @@ class MtebEncoder(AbsEncoder):
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts) as places:
             say(describe(places))
             objects = [
-                loaded_mteb_task(t, self.cfg.hub_root) if isinstance(t, str) else t for t in listed
+                loaded_mteb_task(t, self._location()) if isinstance(t, str) else t for t in listed
             ]
             self._tasks.update({task.metadata.name: task for task in objects})
             if "cache" not in kwargs:
@@ -185,7 +186,7 @@ class MtebEncoder(AbsEncoder):
             return
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts):
             fit_set = self._custom or build_fit_set(
-                name, self._task_data(task_name), self.cfg.hub_root
+                name, self._task_data(task_name), self.cfg.locations()
             )
         self.method.fit(fit_set)
         self._fitted_on = key
@@ -203,4 +204,11 @@ class MtebEncoder(AbsEncoder):
         spec = get_task(task_name, "mteb")
         splits = unique([spec.eval_split, *splits_needed(self.fit_set_name(), spec)])
         with spelled(PYTHON_NAMES), caches_under(self.ctx.artifacts):
-            return load_task(spec, "mteb", splits, hub_root=self.cfg.hub_root)
+            return load_task(spec, "mteb", splits, locations=self.cfg.locations())
+
+    def _location(self) -> str | None:
+        """Where the mteb source reads tasks: ``settings["data_dir"]["mteb"]``, else the hub's
+        (``settings["hub_root"]``); None: MTEB loads them."""
+        from harness.core.data.sources import SOURCES
+
+        return SOURCES["mteb"].location_in(self.cfg.locations())

@@ -59,9 +59,38 @@ def _fit_set_help() -> str:
 
 
 def _sources() -> Sequence[str]:
-    from harness.core.data.tasks import SOURCES
+    from harness.core.data.sources import run_sources
 
-    return SOURCES
+    return run_sources()
+
+
+def _data_dir_help() -> str:
+    from harness.core.data.sources import SOURCES, located
+
+    places = "; ".join(f"{name}: {SOURCES[name].location}" for name in located())
+    return f"where a source reads its data, repeatable ({places})"
+
+
+def _data_dirs(locations: dict[str, str]) -> None:
+    """Each key of --data-dir a source that reads a location; each value a non-empty path."""
+    from harness.core.data.sources import SOURCES, located
+    from harness.core.errors import UserError, did_you_mean
+
+    for name, place in locations.items():
+        given = f"--data-dir {name}={place}"
+        if name not in SOURCES:
+            names = located()
+            raise UserError(
+                f"{given}: unknown source '{name}'{did_you_mean(name, names)}; sources with a "
+                f"location: {', '.join(names)}"
+            )
+        if not SOURCES[name].location:
+            raise UserError(
+                f"{given}: the {name} source reads no location ({SOURCES[name].summary}); "
+                "leave it out"
+            )
+        if not place.strip():
+            raise UserError(f"{given}: no location after '='; expected {name}=DIR")
 
 
 def _dtypes() -> Sequence[str]:
@@ -191,17 +220,25 @@ class BenchConfig:
     source: str = setting(
         "packaged", group=DATA, choices=_sources, protocol=True, help="where tasks are read from"
     )
+    # Where each source reads its data: read it through locations(), which adds the two older
+    # spellings below (set from Python; the command line and config files fold them in here).
+    data_dir: dict[str, str] = setting(  # noqa: RUF009 (a factory: each config its own dict)
+        factory=dict, group=DATA, metavar="SOURCE=DIR", help=_data_dir_help, check=_data_dirs
+    )
     senteval_dir: str | None = setting(
         None,
         group=DATA,
         metavar="DIR",
-        help="SentEval's data/downstream folder (--source senteval)",
+        fills=("data_dir", "senteval"),
+        help="= --data-dir senteval=DIR: SentEval's data/downstream folder (--source senteval)",
     )
     hub_root: str | None = setting(
         None,
         group=DATA,
         metavar="DIR",
-        help="a local folder standing in for the hub (--source hub, --fit-set nli)",
+        fills=("data_dir", "hub"),
+        help="= --data-dir hub=DIR: a local folder standing in for the hub (--source hub and "
+        "mteb, --fit-set nli)",
     )
     fit_set: str = setting(
         "target",
@@ -446,6 +483,25 @@ class BenchConfig:
             return self.verify_cache
         return VERIFY_UNDER_BASELINE if self.baseline else 0
 
+    def locations(self) -> dict[str, str]:
+        """Where each source reads its data (source → location): ``--data-dir`` and the older
+        spellings that fill it (``senteval_dir``, ``hub_root``); one line when two of them name
+        different locations for one source."""
+        out = dict(self.data_dir)
+        for s in declared(BenchConfig):
+            value = getattr(self, s.name)
+            if s.fills is None or value is None:
+                continue
+            key = s.fills[1]
+            if out.setdefault(key, value) != value:
+                from harness.core.errors import UserError
+
+                raise UserError(
+                    f"{s.flag} {value} and --data-dir {key}={out[key]} name two locations of the "
+                    f"{key} source; give one"
+                )
+        return out
+
     def spec_request(self) -> SpecRequest:
         """What methods build their specs from: the run-wide settings a method may read."""
         return SpecRequest(params=self.method_params, **reached(self, "spec"))
@@ -487,5 +543,6 @@ class BenchConfig:
         check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
         for s in declared(BenchConfig):
             check_setting(s, getattr(self, s.name))
+        self.locations()  # an older spelling and --data-dir naming two locations of a source
         methods = method_names(self.methods)
         return self if methods == self.methods else replace(self, methods=methods)

@@ -17,6 +17,12 @@ or parses it where that is special. From the declarations come, with nothing typ
   ``SpecRequest`` methods build their specs from are filled by :func:`reached`, not copied field
   by field, so a setting that reaches the engine is one declaration too.
 
+A setting typed ``dict[str, str]`` is a table: ``--NAME KEY=VALUE``, repeatable, a ``[NAME]`` table
+of a config file, a dict in Python (``--data-dir senteval=DIR``); a config file's table and the
+command line's entries merge key by key. A setting declared with ``fills=(TABLE, KEY)`` is an older
+spelling of one entry of a table (``--senteval-dir DIR`` is ``--data-dir senteval=DIR``): the
+command line and a config file read it into the table.
+
 Choices that come from a registry are zero-argument callables, called when needed: importing
 ``BenchConfig`` must not import torch or the registries.
 
@@ -70,6 +76,7 @@ class Setting:
     check: Callable[[Any], None] | None = None  # a check of its own; raises UserError
     command: str | None = None  # the sts-bench subcommand that sets it (plan: dry_run), not a flag
     alias: Alias | None = None
+    fills: tuple[str, str] | None = None  # (table setting, key): an older spelling of one entry
     # the core values it fills: "encode" (a field of EncodeSettings of the same name), "encode.impl"
     # (of another name), "spec" (SpecRequest); ``passed`` computes what is passed from the config
     reaches: tuple[str, ...] = ()
@@ -77,6 +84,16 @@ class Setting:
     name: str = ""
     hint: Any = None
     default: Any = None
+
+    @property
+    def table(self) -> bool:
+        """A ``dict[str, str]`` setting: ``--NAME KEY=VALUE`` (repeatable), a ``[NAME]`` table."""
+        import typing
+
+        members = [a for a in typing.get_args(self.hint) if a is not type(None)]
+        return typing.get_origin(self.hint) is dict or any(
+            typing.get_origin(a) is dict for a in members
+        )
 
     @property
     def flag(self) -> str:
@@ -95,8 +112,10 @@ class Setting:
 def shown_default(value: Any) -> str:
     """A default as --help shows it: ``(1, -1)`` → ``1,-1``, ``("avg", "cls")`` → ``avg cls``;
     nothing for None and on/off switches."""
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, bool) or value == {}:
         return ""
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, tuple | list):
         joint = "," if all(isinstance(v, int) for v in value) else " "
         return joint.join(map(str, value))

@@ -26,12 +26,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core.data.sources import Source
 from harness.core.data.sources.columns import PairSplits, find_columns
 from harness.core.data.splits import OwnSource, SplitData, TaskSpec
 from harness.core.errors import UserError
 
 
-def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitData]:
+def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
+    """The pairs of a task that names this source itself; ``location`` is unused (the task
+    carries its own, ``spec.own``)."""
     own = spec.own
     assert own is not None and own.kind == "file"
     path = Path(own.location).expanduser()
@@ -179,3 +182,8 @@ def _csv_lines(text: str, path: Path) -> Iterator[tuple[int, list[str]]]:
             start = reader.line_num + 1
     except csv.Error as err:
         raise UserError(f"{path}:{start}: not valid CSV ({err}); check its quotes") from None
+
+
+SOURCE = Source(
+    "file", "a task's own file of pairs: --tasks file:PATH (CSV, TSV, JSONL)", load, run_wide=False
+)

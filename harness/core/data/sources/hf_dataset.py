@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.data.declared import SPLIT_NAMES
+from harness.core.data.sources import Source
 from harness.core.data.sources.columns import PairSplits, find_columns
 from harness.core.data.splits import OwnSource, SplitData, TaskSpec
 from harness.core.errors import UserError
 
 
-def load(spec: TaskSpec, splits: Sequence[str], **_: object) -> dict[str, SplitData]:
+def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
+    """The pairs of a task that names this source itself; ``location`` is unused (the task
+    carries its own, ``spec.own``)."""
     own = spec.own
     assert own is not None and own.kind == "hf"
     data, origin = _open(own)
@@ -83,3 +86,8 @@ def _open(own: OwnSource) -> tuple[Any, str]:
         ),
     )
     return data, f"{own.location}@{revision}" if revision else own.location
+
+
+SOURCE = Source(
+    "hf", "a task's own HuggingFace dataset: --tasks hf:DIR_OR_ID", load, run_wide=False
+)

@@ -2,11 +2,13 @@
 BIOSSES, STSBenchmarkMultilingualSTS, ...), read through MTEB's own task objects.
 
 The task object decides everything MTEB decides: the dataset and its pinned revision, the column
-names, the ``dataset_transform`` and the language subsets (``hf_subsets``). Without ``hub_root``
-the data comes from ``task.load_data()`` (the hub, or offline the HuggingFace datasets cache that
-an earlier MTEB run filled). With ``hub_root`` it comes from local files laid out as the hub
-source's: ``<hub_root>/<dataset name>/<split>.jsonl``, and for multilingual tasks
-``<hub_root>/<dataset name>/<hf_subset>/<split>.jsonl``; MTEB's ``dataset_transform`` still runs.
+names, the ``dataset_transform`` and the language subsets (``hf_subsets``); a declared task's
+``mteb`` entry names it (``{"name": "STSBenchmark"}``). Without a location the data comes from
+``task.load_data()`` (the hub, or offline the HuggingFace datasets cache that an earlier MTEB run
+filled). With one (``--data-dir mteb=DIR``, else the hub's: ``--data-dir hub=DIR``, ``--hub-root
+DIR``) it comes from local files laid out as the hub source's:
+``<DIR>/<dataset name>/<split>.jsonl``, and for multilingual tasks
+``<DIR>/<dataset name>/<hf_subset>/<split>.jsonl``; MTEB's ``dataset_transform`` still runs.
 
 A task of several language subsets keeps them as subset labels (``en-en``, ``de-en``...): MTEB
 scores each subset on its own and averages them, which is ``--aggregation mean`` here.
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core.data.sources import Source
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec, unique
 from harness.core.errors import UserError, did_you_mean, flag
@@ -98,13 +101,9 @@ def spec_from_task(task: Any) -> TaskSpec:
         title=meta.name,
         description=f"MTEB {meta.type}: {description[:90]}{subsets}",
         splits=SPLITS,
-        senteval_dir="",
-        hub_path=str(meta.dataset["path"]),
-        hub_revision=str(meta.dataset.get("revision") or ""),
-        hub_splits=SPLITS,
         eval_split=_our_split(eval_split),
-        mteb_name=meta.name,
         gold_range=gold_range(task),
+        where={"mteb": {"name": meta.name}},
     )
 
 
@@ -116,24 +115,23 @@ def gold_range(task: Any) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def load(
-    spec: TaskSpec, splits: Sequence[str], *, hub_root: str | None = None, **_: object
-) -> dict[str, SplitData]:
-    task = loaded_mteb_task(spec.mteb_name or spec.name, hub_root)
+def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
+    task = loaded_mteb_task(spec.mteb_name or spec.name, location)
+    path = str(task.metadata.dataset["path"])
     origin = (
-        str(Path(hub_root).expanduser() / spec.hub_path.split("/")[-1])
-        if hub_root
-        else f"{spec.hub_path}@{spec.hub_revision}"
+        str(Path(location).expanduser() / path.split("/")[-1])
+        if location
+        else f"{path}@{task.metadata.dataset.get('revision') or ''}"
     )
     return split_data(task, splits, origin)
 
 
-def loaded_mteb_task(name: str, hub_root: str | None = None) -> Any:
-    """MTEB's task ``name`` with its data loaded: from ``hub_root``'s local files when given, else
+def loaded_mteb_task(name: str, location: str | None = None) -> Any:
+    """MTEB's task ``name`` with its data loaded: from ``location``'s local files when given, else
     through ``task.load_data()`` (the hub, or the datasets cache), tried once per process."""
     task = mteb_task(name)
-    if hub_root:
-        _load_local(task, Path(hub_root).expanduser())
+    if location:
+        _load_local(task, Path(location).expanduser())
     elif not task.data_loaded:
         from harness.core.hub import first_line, once
 
@@ -241,3 +239,14 @@ def loaded_task(task: Any) -> LoadedTask:
     return LoadedTask(
         spec=spec, source="mteb", splits=split_data(task, splits, f"mteb:{task.metadata.name}")
     )
+
+
+SOURCE = Source(
+    "mteb",
+    "any MTEB STS task by its name, read through MTEB's own task objects",
+    load,
+    location="a folder standing in for the hub, laid out as hub's (default: hub's)",
+    falls_back_to=("hub",),
+    flag="--hub-root",
+    find=task_spec,
+)

@@ -10,6 +10,11 @@ Layout (file names exactly as SentEval's ``get_transfer_data.bash`` leaves them)
     SICK/SICK_{train,trial,test_annotated}.txt header line, then pair_ID, A, B, relatedness,
                                                entailment
 
+A task's ``senteval`` entry says where it lies and in which of those layouts: ``{"folder":
+"STS/STS12-en-test", "subsets": ["MSRpar", ...]}`` (layout ``sts``, the default), ``{"folder":
+"STS/STSBenchmark", "layout": "stsb"}``, ``{"folder": "SICK", "layout": "sick"}``. A new task in
+one of these layouts is one declaration (:data:`harness.core.data.tasks.TASKS`), no code here.
+
 SentEval's data is Moses-tokenized and lowercased, and SentEval hands models the tokens re-joined
 with single spaces; we do the same (``" ".join(text.split())``). Pairs whose gold score is empty
 (STS15/16 raw files have such lines) are dropped, as SentEval does.
@@ -20,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.data.sources import Source
 from harness.core.data.sources.rows import check_sentence, parse_score, read_lines, read_stsb_csv
 from harness.core.data.splits import SplitData, TaskSpec
 from harness.core.errors import UserError
@@ -28,21 +34,22 @@ SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_
 GET_DATA_HINT = "fetch it with SentEval's data/downstream/get_transfer_data.bash"
 
 
-def downstream_root(senteval_dir: str | None) -> Path:
+LAYOUTS = ("sts", "stsb", "sick")
+
+
+def downstream_root(location: str | None) -> Path:
     """Accept either SentEval's ``data/downstream`` folder or the SentEval checkout above it."""
-    if not senteval_dir:
-        raise UserError(
-            "--source senteval needs --senteval-dir DIR (SentEval's data/downstream folder)"
-        )
-    root = Path(senteval_dir).expanduser()
+    if not location:
+        raise UserError(f"--source senteval needs {SOURCE.spelled()} ({SOURCE.location})")
+    root = Path(location).expanduser()
     if not root.is_dir():
-        raise UserError(f"--senteval-dir {root}: no such directory")
+        raise UserError(f"{SOURCE.spelled(str(root))}: no such directory")
     for candidate in (root, root / "data" / "downstream"):
         if (candidate / "STS").is_dir() or (candidate / "SICK").is_dir():
             return candidate
     raise UserError(
-        f"--senteval-dir {root}: found neither STS/ nor SICK/ in it (or in data/downstream/); "
-        f"point it at SentEval's data/downstream folder, or {GET_DATA_HINT}"
+        f"{SOURCE.spelled(str(root))}: found neither STS/ nor SICK/ in it (or in "
+        f"data/downstream/); point it at SentEval's data/downstream folder, or {GET_DATA_HINT}"
     )
 
 
@@ -52,25 +59,31 @@ def _require(path: Path, root: Path) -> Path:
     return path
 
 
-def load(
-    spec: TaskSpec, splits: Sequence[str], *, senteval_dir: str | None = None, **_: object
-) -> dict[str, SplitData]:
-    root = downstream_root(senteval_dir)
-    folder = root / spec.senteval_dir
+def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
+    place = spec.place(SOURCE.name)
+    if place is None:
+        raise UserError(f"{spec.title} has no SentEval layout defined")
+    subsets = tuple(place.get("subsets", ()))
+    layout = place.get("layout", "sts")
+    if layout not in LAYOUTS or (layout == "sts") != bool(subsets):
+        raise UserError(
+            f"{spec.title}: its senteval entry's layout {layout!r} is not one of "
+            f"{', '.join(LAYOUTS)} (sts with its subsets)"
+        )
+    root = downstream_root(location)
+    folder = root / str(place["folder"])
     out: dict[str, SplitData] = {}
     for split in splits:
         if split not in spec.splits:
             continue
-        if spec.senteval_subsets:
-            out[split] = _read_sts_year(folder, spec.senteval_subsets, root)
-        elif spec.name == "stsb":
+        if layout == "sts":
+            out[split] = _read_sts_year(folder, subsets, root)
+        elif layout == "stsb":
             out[split] = read_stsb_csv(
                 _require(folder / f"sts-{split}.csv", root), normalize_space=True
             )
-        elif spec.name == "sickr":
-            out[split] = _read_sick(_require(folder / SICK_FILES[split], root))
         else:
-            raise UserError(f"{spec.title} has no SentEval layout defined")
+            out[split] = _read_sick(_require(folder / SICK_FILES[split], root))
     return out
 
 
@@ -137,3 +150,13 @@ def _read_sick(path: Path) -> SplitData:
         gold.append(parse_score(fields[3], where))
         wheres.append(where)
     return SplitData(tuple(s1), tuple(s2), tuple(gold), None, origin=str(path), where=tuple(wheres))
+
+
+SOURCE = Source(
+    "senteval",
+    "a SentEval data directory (STS12-16, STS-B, SICK-R, tokenized as SentEval gives them)",
+    load,
+    location="SentEval's data/downstream folder",
+    needs_location=True,
+    flag="--senteval-dir",
+)

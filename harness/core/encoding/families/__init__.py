@@ -76,7 +76,7 @@ def family_of(config: dict[str, Any]) -> Family:
     for family in families:
         if family.takes_architecture(config):
             return family
-    return FAMILIES.get(FALLBACK)
+    return FAMILIES[FALLBACK]
 
 
 def is_causal(config: dict[str, Any]) -> bool:
@@ -100,5 +100,5 @@ def family_of_folder(folder: str | Path) -> Family:
     try:
         config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return FAMILIES.get(FALLBACK)
+        return FAMILIES[FALLBACK]
     return family_of(config if isinstance(config, dict) else {})
