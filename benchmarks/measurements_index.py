@@ -16,10 +16,14 @@ The index lists each report with its benchmark, its command, its first line (a h
 dropped) and the first line that says when or where it was measured (one with an ISO date, else
 the ``load average`` line that :func:`benchmarks.report.load_line` prints), if it has one.
 
+A report whose benchmark was retired from the suite stays as it was measured: ``[retired]`` in
+``benchmarks/history.toml`` names it with the command that wrote it, the last commit that has the
+script, and why it went; the index lists it with those.
+
 :func:`problems` says what keeps the folder honest (``tests/test_docs_layout.py`` asserts there are
-none): a file in docs/measurements that no usage line writes, a usage line or an ``--out`` default
-whose output lies outside docs/measurements, a report a usage line promises that is not there, and
-one report claimed by two commands.
+none): a file in docs/measurements that no usage line writes and that is not retired, a usage line
+or an ``--out`` default whose output lies outside docs/measurements, a report a usage line or
+``[retired]`` promises that is not there, and one report claimed by two commands.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import ast
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +44,29 @@ _OUT = re.compile(r"--out[ =](\S+)")
 _WRITES = re.compile(r"\bwrites\s+(.+)$")
 _PATH = re.compile(r"(?:^|\s)(docs/\S+?)[,;.]?(?=\s|$)")
 _DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A report whose benchmark left the suite: the script and command that wrote it, the last
+    commit that has the script (``git show COMMIT:SCRIPT``), and why it went."""
+
+    script: str
+    command: str
+    commit: str
+    why: str
+
+
+HISTORY = "benchmarks/history.toml"
+
+
+def retired_reports(root: Path = ROOT) -> dict[str, Retired]:
+    """Report path -> :class:`Retired`, from ``[retired."REPORT"]`` tables of :data:`HISTORY`."""
+    path = root / HISTORY
+    if not path.is_file():
+        return {}
+    tables = tomllib.loads(path.read_text(encoding="utf-8")).get("retired", {})
+    return {report: Retired(**fields) for report, fields in tables.items()}
 
 
 @dataclass(frozen=True)
@@ -129,6 +157,7 @@ def committed_reports(root: Path = ROOT) -> list[str]:
 def problems(root: Path = ROOT) -> list[str]:
     """What is wrong with docs/measurements and the benchmarks' outputs, one line each; [] if
     nothing."""
+    retired = retired_reports(root)
     found = []
     written: dict[str, list[Usage]] = {}
     for usage in usages(root):
@@ -152,10 +181,15 @@ def problems(root: Path = ROOT) -> list[str]:
     for script, default in out_defaults(root):
         if not default.startswith(FOLDER + "/"):
             found.append(f"{script}: --out defaults to {default}, outside {FOLDER}/")
+    for report, gone in sorted(retired.items()):
+        if not (root / report).is_file():
+            found.append(f"{report}: retired with {gone.script}, but not committed")
+        if report in written:
+            found.append(f"{report}: retired with {gone.script}, yet a usage line writes it")
     found += [
         f"{report}: no benchmark's docstring shows a command that writes it"
         for report in committed_reports(root)
-        if report not in written
+        if report not in written and report not in retired
     ]
     return found
 
@@ -187,7 +221,9 @@ def _cell(text: str) -> str:
 
 
 def render(root: Path = ROOT) -> str:
-    """The index's markdown: one row per report a usage line writes, by report name."""
+    """The index's markdown: one row per report a usage line writes, by report name, then the
+    reports of retired benchmarks."""
+    retired = retired_reports(root)
     rows = sorted(
         (
             (output, usage)
@@ -217,6 +253,23 @@ def render(root: Path = ROOT) -> str:
             f"| [{name}]({name}) | [{script}](../../{usage.script}) | `{usage.command}` | "
             f"{_cell(first_line(text))} | {_cell(measured_line(text))} |"
         )
+    gone = [(report, r) for report, r in sorted(retired.items()) if (root / report).is_file()]
+    if gone:
+        lines += [
+            "",
+            "## Retired benchmarks",
+            "",
+            "Their reports stay as measured; `git show COMMIT:SCRIPT` prints the script.",
+            "",
+            "| report | benchmark | command | last commit with it | why it was retired |",
+            "|---|---|---|---|---|",
+        ]
+        for report, r in gone:
+            name = report.removeprefix(FOLDER + "/")
+            lines.append(
+                f"| [{name}]({name}) | {r.script.removeprefix('benchmarks/')} | `{r.command}` "
+                f"| {r.commit} | {_cell(r.why)} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -56,7 +56,9 @@ def test_the_guides_stay_out_of_the_measurements_and_the_reports_out_of_the_guid
     assert "PERFORMANCE.md" in guides and "throughput.md" in reports
     assert not reports & guides
     written = {out for usage in measurements_index.usages() for out in usage.outputs}
-    assert {f"docs/measurements/{name}" for name in reports} <= written
+    retired = set(measurements_index.retired_reports())  # kept as measured, their script gone
+    assert {f"docs/measurements/{name}" for name in reports} <= written | retired
+    assert not written & retired
 
 
 def write_tree(root: Path) -> None:
@@ -99,6 +101,21 @@ def test_problems_names_every_kind_of_misplaced_or_orphaned_report(tmp_path):
         "| [x.md](x.md) | [a.py](../../benchmarks/a.py) | `python benchmarks/a.py --report` | X | "
         "2026-01-02, 2 cores |",
     ]
+
+
+def test_a_retired_benchmarks_report_is_listed_with_its_commit_and_a_missing_one_is_named(tmp_path):
+    write_tree(tmp_path)
+    (tmp_path / "benchmarks" / "history.toml").write_text(
+        '[retired."docs/measurements/orphan.md"]\nscript = "benchmarks/b.py"\n'
+        'command = "python benchmarks/b.py --out docs/measurements/orphan.md"\ncommit = "abc1234"\nwhy = "settled"\n'
+        '[retired."docs/measurements/lost.md"]\nscript = "benchmarks/c.py"\ncommand = "python benchmarks/c.py"\n'
+        'commit = "def5678"\nwhy = "settled"\n', encoding="utf-8")
+    found = measurements_index.problems(tmp_path)
+    assert "docs/measurements/orphan.md: no benchmark's docstring shows a command that writes it" not in found
+    assert "docs/measurements/lost.md: retired with benchmarks/c.py, but not committed" in found
+    rows = [line for line in measurements_index.render(tmp_path).splitlines() if line.startswith("| [orphan")]
+    assert rows == ["| [orphan.md](orphan.md) | b.py | `python benchmarks/b.py --out docs/measurements/orphan.md` "
+                    "| abc1234 | settled |"]
 
 
 def test_the_index_scripts_examples_run():
