@@ -5,12 +5,14 @@ length per batch (what padded encoders need), on the same sentences in one proce
     .venv/bin/python benchmarks/batching_ab.py --rounds 5 --out docs/measurements/batching_ab.md
 
 The native encoder packs a batch's real tokens into one matrix, so a batch may mix sentence
-lengths without padding anything (:mod:`harness.core.encoding.batching`). One length per batch
+lengths without padding anything (``harness/core/encoding/batching.py``). One length per batch
 cuts STS-B test's 2,552 sentences into many more, smaller batches. Both schemes run through the
-harness's own forward pass (windows, token budget, top-up), each in a fresh process of its own
-(as a run is; one process for both would share oneDNN's kernel cache), timed on a second encode
-after a warm-up one, alternating in ``--rounds`` rounds; medians are reported with the ratio, the
-batch counts, and whether every vector is byte-identical.
+engine's front door, ``ForwardPass.encode_batches`` on the windows a run cuts (``WindowTask.cut``)
+under the CPU's token budget (4,096): the batches the pass plans itself, against batches of one
+token length each planned here under the same budget (the top-up as in a run). Each scheme runs in
+a fresh process of its own (as a run is; one process for both would share oneDNN's kernel cache),
+timed on a second encode after a warm-up one, alternating in ``--rounds`` rounds; medians are
+reported with the ratio, the batch counts, and whether every vector is byte-identical.
 """
 
 from __future__ import annotations
@@ -30,49 +32,67 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SCHEMES = ("mixed lengths (now)", "one length per batch")
 
 
+TOKEN_BUDGET = 4096  # the CPU's automatic batch (EncodeSettings.max_tokens 0 on a CPU)
+
+
+def one_length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Index batches of one token length each, longest first, each as many as fit ``max_tokens``.
+
+    >>> one_length_batches([5, 3, 3, 2], 8)
+    [[0], [1, 2], [3]]
+    """
+    groups: dict[int, list[int]] = {}
+    for index, length in enumerate(lengths):
+        groups.setdefault(length, []).append(index)
+    batches = []
+    for length in sorted(groups, reverse=True):
+        size = max(1, max_tokens // max(1, length))
+        batches += [groups[length][i : i + size] for i in range(0, len(groups[length]), size)]
+    return batches
+
+
 def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None:
     """In a child process: encode STS-B test once to warm up (weights, oneDNN kernels), then time a
     second encode; print {"seconds", "batches"} and save the vectors."""
     import json
-    from unittest import mock
 
     import numpy as np
 
-    import harness.core.encoding.forward as forward
     from benchmarks.peers import load_stsb_test
-    from harness.core.encoding.backbone import resolve_backbone
-    from harness.core.encoding.batching import equal_length_batches
-    from harness.core.encoding.pooling import View
-    from harness.core.encoding.settings import EncodeSettings
-    from harness.core.encoding.windows import make_windows
+    from harness.core.encoding import (
+        EncodeSettings,
+        ForwardPass,
+        View,
+        WindowTask,
+        resolve_backbone,
+    )
 
     s1, s2, _ = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
     ref = resolve_backbone("minilm")
     views = [View("mean", ref.layer_index(-1)), View("cls", ref.layer_index(-1)), View("mean", 1)]
-    windows = make_windows(texts, EncodeSettings().window)
-    plan = (
-        forward.plan_batches
-        if scheme == SCHEMES[0]
-        else (
-            lambda lengths, size, tokens, packs_rows=False: equal_length_batches(
-                lengths, size, tokens
-            )
-        )
+    settings = EncodeSettings(
+        device="cpu",
+        dtype=dtype,
+        progress=False,
+        impl="native",
+        threads=threads,
+        max_tokens=TOKEN_BUDGET,
     )
-    fp = forward.ForwardPass(
-        ref,
-        EncodeSettings(device="cpu", dtype=dtype, progress=False, impl="native", threads=threads),
-    )
-    length_of = dict(zip(texts, fp.token_lengths(texts)))
-    batches = sum(len(plan([length_of[t] for t in w], 0, 4096, True)) for w in windows)
-    with mock.patch.object(forward, "plan_batches", plan):
-        for _attempt in ("warm-up", "timed"):  # the second is timed
-            started = time.perf_counter()
-            rows = {}
-            for window, arrays in fp.encode_windows(windows, views):
-                rows.update(zip(window, np.concatenate([arrays[v] for v in views], axis=1)))
-            seconds = time.perf_counter() - started
+    forward = ForwardPass(ref, settings)
+    windows = WindowTask.cut(texts, settings.window)
+    plans = [
+        None if scheme == SCHEMES[0] else one_length_batches(forward.token_lengths(w), TOKEN_BUDGET)
+        for w in windows
+    ]
+    for _attempt in ("warm-up", "timed"):  # the second is timed
+        started = time.perf_counter()
+        rows, batches = {}, 0
+        for window, plan in zip(windows, plans):
+            vectors, ran = forward.encode_batches(window, views, plan)
+            rows.update(zip(window, np.concatenate([vectors[v] for v in views], axis=1)))
+            batches += len(ran)
+        seconds = time.perf_counter() - started
     np.save(vectors_out, np.stack([rows[t] for t in texts]))
     print(json.dumps({"seconds": seconds, "batches": batches}))
 

@@ -96,3 +96,32 @@ def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
     assert summary([("x", 1, fp32_only)])[-1].rstrip(" |").endswith("| — | 50 %")
     emulated = summary([("x", 1, {**data, "bf16_native": False})])[-1]
     assert "— (bf16 emulated)" in emulated
+
+
+def test_encode_batches_is_a_runs_encode_with_its_plan_and_runs_explicit_batches_as_given(tiny_bert):
+    """``ForwardPass.encode_batches``, the hook the batch studies measure through: with the pass's own
+    plan it gives ``encode_all``'s vectors byte for byte (one token length per batch for the padded
+    engine, mixed for the native one); explicit batches run as given, in input order either way."""
+    import numpy as np
+
+    from harness.core.encoding import EncodeSettings, ForwardPass, Prompt, View, resolve_backbone
+    from harness.core.errors import UserError
+
+    ref = resolve_backbone(str(tiny_bert))
+    texts = ["a dog runs", "two cats sleep on a mat in the warm sun", "hi", "the man plays the guitar", "hi there"]
+    views = [View("mean", ref.num_layers), View("cls", 1)]
+    for impl in ("native", "transformers"):
+        forward = ForwardPass(ref, EncodeSettings(device="cpu", impl=impl, progress=False, threads=1))
+        whole = forward.encode_all(texts, views)
+        lengths = forward.token_lengths(texts)
+        planned, batches = forward.encode_batches(texts, views)
+        assert sorted(i for batch in batches for i in batch) == list(range(len(texts)))
+        mixed = [len({lengths[i] for i in batch}) > 1 for batch in batches]
+        assert any(mixed) if impl == "native" else not any(mixed), (impl, batches)
+        assert all(np.array_equal(planned[v], whole[v]) for v in views), impl
+        explicit, ran = forward.encode_batches(texts, views, [[2, 0], [1], [4, 3]], top_up=False)
+        assert ran == [[2, 0], [1], [4, 3]]
+        for view in views:  # a padded mixed batch may round differently, by far less than this
+            assert np.abs(explicit[view] - whole[view]).max() <= 1e-5, (impl, view)
+    with pytest.raises(UserError, match="one prompt"):
+        forward.encode_batches(texts, [views[0], View("mean", 1, Prompt("query: " + Prompt.SLOT))])
