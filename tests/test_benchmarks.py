@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if 'if __name__ == "__main__"' in p.read_text())
+SCRIPTS = sorted(p.relative_to(ROOT / "benchmarks").as_posix() for p in (ROOT / "benchmarks").rglob("*.py")
+                 if 'if __name__ == "__main__"' in p.read_text())
+THROUGHPUT = ROOT / "benchmarks" / "peers" / "throughput.py"
 
 
-def test_the_benchmarks_are_found():
-    assert {"throughput.py", "vs_peers.py", "shapes.py", "batching_ab.py"} <= set(SCRIPTS)
+def test_the_benchmarks_are_found_in_their_groups():
+    assert {"peers/throughput.py", "peers/vs_peers.py", "peers/shapes.py", "studies/batching_ab.py",
+            "tools/measurements_index.py"} <= set(SCRIPTS)
+    groups = {p.name for p in (ROOT / "benchmarks").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert groups == {"peers", "studies", "tools"}
+    # nothing loose at the top but what every group shares
+    top = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    assert top <= {"__init__.py", "report.py", "side_by_side.py"}, top
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -27,8 +35,8 @@ def test_benchmark_help_runs(script):
 
 
 def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
-    """``benchmarks/throughput.py`` end to end without peers: both dtypes timed and reported."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_bert),
+    """``benchmarks/peers/throughput.py`` end to end without peers: both dtypes timed and reported."""
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_bert),
                            "--sentences", "40", "--rounds", "1", "--peers", "--dtypes", "fp32", "bf16",
                            "--threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -40,7 +48,7 @@ def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
 def test_stsb_splits_hold_the_sentences_the_benchmarks_name():
     """``throughput.py --split all`` encodes STS-B's 15,487 unique sentences, test's 2,552 first
     (its Spearman reads those): counted here from the packaged files read independently."""
-    from benchmarks.peers import load_stsb_split
+    from benchmarks.peers.baselines import load_stsb_split
 
     sizes = {split: len(load_stsb_split(split)[0]) for split in ("train", "dev", "test")}
     assert sizes == {"train": 5749, "dev": 1500, "test": 1379}
@@ -53,7 +61,7 @@ def test_stsb_splits_hold_the_sentences_the_benchmarks_name():
 
 
 def test_throughput_split_all_reaches_past_the_test_sentences(tiny_bert):
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_bert),
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_bert),
                            "--split", "all", "--sentences", "2600", "--rounds", "1", "--peers", "--dtypes", "fp32",
                            "--threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -66,7 +74,7 @@ def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_
     import json
 
     report = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_mpnet),
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_mpnet),
                            "--sentences", "30", "--rounds", "1", "--peers", "--dtypes", "fp32", "--threads", "1",
                            "--json", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -79,7 +87,7 @@ def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_
 
 def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
     sys.path.insert(0, str(ROOT))
-    from benchmarks.shapes import summary
+    from benchmarks.peers.shapes import summary
 
     data = {"bf16_native": True, "useful_gflop": 100.0, "peak_gflops": {"bf16": 400.0, "fp32": 100.0},
             "encoders": [{"name": "sts-bench (native)", "dtype": "fp32", "seconds": 2.0, "share_of_own_peak": 0.5},

@@ -2,7 +2,7 @@
 
 docs/*.md are guides; docs/measurements/ holds only reports a benchmark script writes, each named
 by a usage line of that script's docstring, and its README.md index is generated from those lines
-(``benchmarks/measurements_index.py``). Every markdown link in README.md and docs/** resolves, and
+(``benchmarks/tools/measurements_index.py``). Every markdown link in README.md and docs/** resolves, and
 docs/DEVELOPMENT.md states only what is checked here: make targets that exist, files that exist,
 pyproject's markers, and no test count or timing outside its "Suite time" section.
 """
@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import measurements_index  # noqa: E402
+from benchmarks.tools import measurements_index  # noqa: E402
 
 DOCS = ROOT / "docs"
 DEVELOPMENT = DOCS / "DEVELOPMENT.md"
@@ -32,7 +32,7 @@ MARKDOWN = (ROOT / "README.md", *sorted(DOCS.rglob("*.md")))
 def test_the_committed_index_is_the_generated_one():
     committed = (ROOT / measurements_index.INDEX).read_text(encoding="utf-8")
     assert committed == measurements_index.render(), \
-        "docs/measurements/README.md is stale: .venv/bin/python benchmarks/measurements_index.py"
+        "docs/measurements/README.md is stale: .venv/bin/python benchmarks/tools/measurements_index.py"
 
 
 def test_every_measurement_has_its_benchmark_and_every_benchmark_writes_there():
@@ -44,8 +44,8 @@ def test_the_index_lists_each_report_with_its_benchmark_command_and_lines():
     row = next(line for line in index.splitlines() if line.startswith("| [throughput.md]"))
     report = (ROOT / "docs/measurements/throughput.md").read_text(encoding="utf-8").splitlines()
     cells = [cell.strip() for cell in row.strip("|").split(" | ")]
-    assert cells == ["[throughput.md](throughput.md)", "[throughput.py](../../benchmarks/throughput.py)",
-                     "`.venv/bin/python benchmarks/throughput.py --threads 1 --out "
+    assert cells == ["[throughput.md](throughput.md)", "[peers/throughput.py](../../benchmarks/peers/throughput.py)",
+                     "`.venv/bin/python benchmarks/peers/throughput.py --threads 1 --out "
                      "docs/measurements/throughput.md`",
                      report[0], next(line for line in report if line.startswith("load average"))]
 

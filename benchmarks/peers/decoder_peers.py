@@ -1,18 +1,18 @@
 """Decoder LLM encode, the harness against sentence-transformers on torch and on OpenVINO.
 
-    python benchmarks/decoder_peers.py --limit 443 --rounds 3 \\
+    python benchmarks/peers/decoder_peers.py --limit 443 --rounds 3 \\
         --out docs/measurements/decoder_peers.md
-    python benchmarks/decoder_peers.py --shapes llama-1b --limit 443 --rounds 2 \\
+    python benchmarks/peers/decoder_peers.py --shapes llama-1b --limit 443 --rounds 2 \\
         --out docs/measurements/decoder_peers_llama1b.md
-    python benchmarks/decoder_peers.py --threads 1 --limit 443 --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --threads 1 --limit 443 --rounds 1 \\
         --out docs/measurements/decoder_peers_1thread.md
-    python benchmarks/decoder_peers.py --dtypes fp32 --limit 443 --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --dtypes fp32 --limit 443 --rounds 1 \\
         --out docs/measurements/decoder_peers_fp32.md
-    python benchmarks/decoder_peers.py --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --rounds 1 \\
         --out docs/measurements/decoder_peers_full.md  # all 2,552 sentences
-    .venv/bin/python benchmarks/decoder_peers.py --shapes qwen3-0.6b llama-1b --dtypes bf16 fp32 \\
-        --threads 1 2 --rounds 2    # the whole matrix, hours on 2 cores
-    .venv/bin/python benchmarks/decoder_peers.py --shapes tiny --encoders harness st-torch \\
+    .venv/bin/python benchmarks/peers/decoder_peers.py --shapes qwen3-0.6b llama-1b \\
+        --dtypes bf16 fp32 --threads 1 2 --rounds 2    # the whole matrix, hours on 2 cores
+    .venv/bin/python benchmarks/peers/decoder_peers.py --shapes tiny --encoders harness st-torch \\
         --limit 40 --rounds 1       # a smoke run, seconds
 
 The models are randomly initialised checkpoints of published shapes, built locally
@@ -43,7 +43,7 @@ from round to round; medians over ``--rounds`` are reported. The ratios are fast
 over harness seconds (> 1: the harness is faster), each from medians of this one run. "% of bf16
 peak": useful FLOPs (weights and causal attention over the real token counts, padding not counted)
 per second over a bf16 square matmul timed by this process at the same thread count (the probe of
-``benchmarks/throughput.py``).
+``benchmarks/peers/throughput.py``).
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-PEER_STEP = ROOT / "benchmarks" / "decoder_peer_step.py"
+PEER_STEP = ROOT / "benchmarks" / "peers" / "decoder_peer_step.py"
 ENCODERS = ("harness", "st-torch", "st-openvino")
 INSTRUCTION = "Instruct: Retrieve semantically similar text.\nQuery: "
 PROMPTS = {"none": "", "instruct": INSTRUCTION}
@@ -168,7 +168,7 @@ def harness_step(spec: dict[str, Any]) -> dict[str, Any]:
 
 def peer_venv_ready() -> bool:
     """Whether ``.venv-peers`` is built with the current pins (never built by this script)."""
-    from benchmarks.peer_env import PEER_REQUIREMENTS, PEER_VENV
+    from benchmarks.peers.peer_env import PEER_REQUIREMENTS, PEER_VENV
 
     stamp = PEER_VENV / ".installed"
     return (PEER_VENV / "bin" / "python").exists() and (
@@ -179,7 +179,7 @@ def peer_venv_ready() -> bool:
 def openvino_export(folder: Path) -> Path:
     """``folder`` exported to OpenVINO IR (made once under ``.cache/peers/``, keyed on the weights'
     path, size and mtime and on config.json's text)."""
-    from benchmarks.peer_env import EXPORTS, PEER_VENV
+    from benchmarks.peers.peer_env import EXPORTS, PEER_VENV
 
     weights = sorted(folder.glob("*.safetensors"))[0].stat()
     config = (folder / "config.json").read_text(encoding="utf-8")
@@ -220,7 +220,7 @@ def step_command(
             "vectors": str(vectors),
         }
         return [sys.executable, str(Path(__file__).resolve()), "--step", json.dumps(spec)]
-    from benchmarks.peer_env import PEER_VENV
+    from benchmarks.peers.peer_env import PEER_VENV
 
     backend = step.encoder.removeprefix("st-")
     python = sys.executable if backend == "torch" else str(PEER_VENV / "bin" / "python")
@@ -315,7 +315,7 @@ def machine() -> dict[str, Any]:
     for package in ("torch", "transformers", "sentence-transformers", "tokenizers"):
         info[package] = importlib.metadata.version(package)
     if peer_venv_ready():
-        from benchmarks.peer_env import PEER_REQUIREMENTS
+        from benchmarks.peers.peer_env import PEER_REQUIREMENTS
 
         info["peer_venv"] = [p for p in PEER_REQUIREMENTS if p.split("=")[0] in _PEER_SHOWN]
     return info
@@ -439,7 +439,7 @@ def report(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    from benchmarks.decoder_shapes import SHAPES
+    from benchmarks.peers.decoder_shapes import SHAPES
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -565,10 +565,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(harness_step(json.loads(argv[1]))), flush=True)
         return 0
     args = parse_args(argv)
-    from benchmarks.decoder_encode import load_sentences
-    from benchmarks.decoder_shapes import MODELS, SHAPES, build, tokens_per_sentence
+    from benchmarks.peers.decoder_encode import load_sentences
+    from benchmarks.peers.decoder_shapes import MODELS, SHAPES, build, tokens_per_sentence
+    from benchmarks.peers.throughput import matmul_peak
     from benchmarks.report import load_line
-    from benchmarks.throughput import matmul_peak
 
     load_at_start = os.getloadavg()
     sentences = load_sentences(args.limit)
@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoders.remove("st-openvino")
         notes.append(
             "st-openvino: not measured, .venv-peers is not built (it is built by "
-            "benchmarks/peer_env.py's peer_python(), never by make test)"
+            "benchmarks/peers/peer_env.py's peer_python(), never by make test)"
         )
     folders = {shape: build(shape, args.max_length, args.models or MODELS) for shape in args.shapes}
     if "st-openvino" in encoders:
@@ -683,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if any(s.shared_prefixes for s in steps):
         notes.append(SHARED_PREFIX_NOTE)
-    shown = "benchmarks/decoder_peers.py " + " ".join(argv)
+    shown = "benchmarks/peers/decoder_peers.py " + " ".join(argv)
     text = report(steps, data, shown, load_line(load_at_start))
     print(text)
     for row in data["ratios"]:

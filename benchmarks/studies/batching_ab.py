@@ -1,8 +1,9 @@
 """The native encoder's batches, side by side: mixed token lengths (what it runs) against one token
 length per batch (what padded encoders need), on the same sentences in one process.
 
-    .venv/bin/python benchmarks/batching_ab.py          # MiniLM, STS-B test, ~1 minute
-    .venv/bin/python benchmarks/batching_ab.py --rounds 5 --out docs/measurements/batching_ab.md
+    .venv/bin/python benchmarks/studies/batching_ab.py          # MiniLM, STS-B test, ~1 minute
+    .venv/bin/python benchmarks/studies/batching_ab.py --rounds 5 \\
+        --out docs/measurements/batching_ab.md
 
 The native encoder packs a batch's real tokens into one matrix, so a batch may mix sentence
 lengths without padding anything (``harness/core/encoding/batching.py``). One length per batch
@@ -24,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -58,7 +59,7 @@ def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None
 
     import numpy as np
 
-    from benchmarks.peers import load_stsb_test
+    from benchmarks.peers.baselines import load_stsb_test
     from harness.core.encoding import (
         EncodeSettings,
         ForwardPass,

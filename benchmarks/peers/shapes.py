@@ -3,19 +3,19 @@
 bert-base, bert-large, roberta-base, mpnet-base and deberta-v3-base shapes, random weights, at 1
 and 2 threads, with a summary table of ratios and shares of the bf16 matmul peak.
 
-    .venv/bin/python benchmarks/shapes.py --scale 0.5 --rounds 2 --out docs/measurements/shapes.md #
-    ~45 min, 2 cores .venv/bin/python benchmarks/shapes.py --shapes mpnet-base --threads 2 --rounds
-    1 # one shape
+    .venv/bin/python benchmarks/peers/shapes.py --scale 0.5 --rounds 2 \\
+        --out docs/measurements/shapes.md                             # ~45 min, 2 cores
+    .venv/bin/python benchmarks/peers/shapes.py --shapes mpnet-base --threads 2 --rounds 1  # one
 
 Throughput does not depend on the weights, so each model is a randomly initialised transformers
 model of the published shape, saved with ``save_pretrained`` under ``.cache/bench-models/`` with
-MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each (shape,
-threads) is one ``benchmarks/throughput.py`` run (a process of its own: encoders interleaved in
-rounds, each peer at its best batch size, the matmul peak probed in the same process); Spearman
-of random weights means nothing and is not reported. The ``(transformers)`` sections are the same
-checkpoints run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the
-native rows is what the native path brings. The harness runs bf16 only where the CPU computes
-bf16 (otherwise torch emulates it, slower than fp32); the same holds for the torch bf16 peer.
+MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each (shape, threads)
+is one ``benchmarks/peers/throughput.py`` run (a process of its own: encoders interleaved in rounds,
+each peer at its best batch size, the matmul peak probed in the same process); Spearman of random
+weights means nothing and is not reported. The ``(transformers)`` sections are the same checkpoints
+run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the native rows
+is what the native path brings. The harness runs bf16 only where the CPU computes bf16 (otherwise
+torch emulates it, slower than fp32); the same holds for the torch bf16 peer.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 MODELS = ROOT / ".cache" / "bench-models"
 TOKENIZER_FILES = (
@@ -130,7 +130,7 @@ def build(name: str) -> Path:
     import torch
     from transformers import AutoConfig, AutoModel
 
-    from benchmarks.peers import packaged_model_dir
+    from benchmarks.peers.baselines import packaged_model_dir
 
     model_type, shape = SHAPES[name]
     torch.manual_seed(0)
@@ -214,8 +214,8 @@ def main() -> None:
     lines = [
         "Random-weight encoders of published shapes; sentences: the first N unique sentences of "
         "STS-B "
-        "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by "
-        "side.",
+        "test. Each section is one benchmarks/peers/throughput.py run; its ratios were measured "
+        "side by side.",
         "",
     ]
     results: list[tuple[str, int, dict]] = []
@@ -228,7 +228,7 @@ def main() -> None:
             with tempfile.NamedTemporaryFile(suffix=".json") as report:
                 command = [
                     sys.executable,
-                    str(ROOT / "benchmarks" / "throughput.py"),
+                    str(ROOT / "benchmarks" / "peers" / "throughput.py"),
                     "--model",
                     str(folder),
                     "--sentences",
@@ -262,7 +262,9 @@ def main() -> None:
                 f"## {shape}, {threads} thread{'s' if threads > 1 else ''}",
                 "",
                 "`"
-                + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(str(ROOT) + "/", "")
+                + " ".join(["benchmarks/peers/throughput.py", *command[2:]]).replace(
+                    str(ROOT) + "/", ""
+                )
                 + "`",
                 "",
                 done.stdout.strip(),

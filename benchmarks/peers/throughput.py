@@ -3,13 +3,16 @@ share.
 
 Each encoder's time is also given as a fraction of this machine's matmul peak.
 
-    .venv/bin/python benchmarks/throughput.py                 # MiniLM, ~6 minutes on 2 cores
-    .venv/bin/python benchmarks/throughput.py --model DIR --sentences 512 --rounds 2
-    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads.md
-    .venv/bin/python benchmarks/throughput.py --threads 1 --out docs/measurements/throughput.md
-    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads_busy.md
-    .venv/bin/python benchmarks/throughput.py --split all --dtypes bf16 --peers openvino:bf16 \\
-        --batch-sizes 64 128 --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
+    .venv/bin/python benchmarks/peers/throughput.py                 # MiniLM, ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/peers/throughput.py --model DIR --sentences 512 --rounds 2
+    .venv/bin/python benchmarks/peers/throughput.py --out docs/measurements/throughput_2threads.md
+    .venv/bin/python benchmarks/peers/throughput.py --threads 1 \\
+        --out docs/measurements/throughput.md
+    .venv/bin/python benchmarks/peers/throughput.py \\
+        --out docs/measurements/throughput_2threads_busy.md
+    .venv/bin/python benchmarks/peers/throughput.py --split all --dtypes bf16 \\
+        --peers openvino:bf16 --batch-sizes 64 128 \\
+        --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
 
 Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
 them), every encoder loaded once in its own process and waiting while the others run: only
@@ -36,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -127,8 +130,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from benchmarks.peer_env import PeerProcess
-    from benchmarks.peers import load_stsb_split, load_stsb_test, packaged_model_dir
+    from benchmarks.peers.baselines import load_stsb_split, load_stsb_test, packaged_model_dir
+    from benchmarks.peers.peer_env import PeerProcess
     from harness.core.cost_model import ModelShape
     from harness.core.scoring import cosine_rows, spearman
 

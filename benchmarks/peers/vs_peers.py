@@ -1,17 +1,19 @@
 """The harness against its peers on STS-B test with the packaged all-MiniLM-L6-v2, in one run.
 
-    .venv/bin/python benchmarks/vs_peers.py            # 3 rounds, ~5 minutes on 2 cores
-    .venv/bin/python benchmarks/vs_peers.py --out docs/measurements/vs_peers.md
-    .venv/bin/python benchmarks/vs_peers.py --rounds 2 --out docs/measurements/vs_peers_busy.md
+    .venv/bin/python benchmarks/peers/vs_peers.py            # 3 rounds, ~5 minutes on 2 cores
+    .venv/bin/python benchmarks/peers/vs_peers.py --out docs/measurements/vs_peers.md
+    .venv/bin/python benchmarks/peers/vs_peers.py --rounds 2 \\
+        --out docs/measurements/vs_peers_busy.md
 
 Every step is a fresh process (a cold start is what a user pays), run in turn within each round so
 machine drift hits all steps alike; medians over rounds are reported.
 
-    (a) the harness, ``avg``, empty cache (fp32 and bf16) (b) MTEB's own STSBenchmark evaluation,
-    same model, same data fed in locally (fp32) (c) sentence-transformers ``encode`` of both sides
-    (fp32 and bf16), and with its ONNX Runtime and
-        OpenVINO backends (``.venv-peers``, see ``benchmarks/peer_env.py``; the model exported once
-        beforehand, as the harness's model is installed beforehand; OpenVINO in its default bf16)
+    (a) the harness, ``avg``, empty cache (fp32 and bf16)
+    (b) MTEB's own STSBenchmark evaluation, same model, same data fed in locally (fp32)
+    (c) sentence-transformers ``encode`` of both sides (fp32 and bf16), and with its ONNX Runtime
+        and OpenVINO backends (``.venv-peers``, see ``benchmarks/peers/peer_env.py``; the model
+        exported once beforehand, as the harness's model is installed beforehand; OpenVINO in its
+        default bf16)
     (d) the harness, ``cls avg first-last whitening``, empty cache, whitening fit on the test split
         (``--fit-set test``) so (d) needs exactly the sentences of (a)
     (e) (d) again, warm (f) the user's cold command ``run_bench.py --methods avg --tasks stsb
@@ -37,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {
     **os.environ,
     "HF_HUB_OFFLINE": "1",
@@ -118,8 +120,8 @@ def backend_step(backend: str, dtype: str, model: str, texts: Path, work: Path) 
     vectors."""
     import numpy as np
 
-    from benchmarks.peer_env import WORKER, python_for
-    from benchmarks.peers import _cosine_spearman, load_stsb_test
+    from benchmarks.peers.baselines import _cosine_spearman, load_stsb_test
+    from benchmarks.peers.peer_env import WORKER, python_for
 
     vectors = work / f"vectors-{backend}-{dtype}.npy"
     result = timed(
@@ -148,7 +150,7 @@ def backend_step(backend: str, dtype: str, model: str, texts: Path, work: Path) 
 def one_round(work: Path, exports: dict[str, str], texts: Path) -> dict[str, dict]:
     py = sys.executable
     me = str(Path(__file__).resolve())
-    peers = str(ROOT / "benchmarks" / "peers.py")
+    peers = str(ROOT / "benchmarks" / "peers" / "baselines.py")
     out: dict[str, dict] = {}
 
     def harness(name: str, methods: list[str], dtype: str, cache: str) -> None:
@@ -256,8 +258,8 @@ def main() -> None:
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from benchmarks.peer_env import exported
-    from benchmarks.peers import load_stsb_test, packaged_model_dir
+    from benchmarks.peers.baselines import load_stsb_test, packaged_model_dir
+    from benchmarks.peers.peer_env import exported
     from benchmarks.report import load_line
 
     exports = {backend: exported(packaged_model_dir(), backend) for backend in ("onnx", "openvino")}

@@ -1,9 +1,9 @@
 """Time and peak memory of scoring 10k, 100k and 1M synthetic pairs with the bootstrap and a paired
 test.
 
-    .venv/bin/python benchmarks/pairs_scale.py         # 10k, 100k, 1M; ~5 minutes on 2 cores
-    .venv/bin/python benchmarks/pairs_scale.py --sizes 10000 30000 --rounds 200
-    .venv/bin/python benchmarks/pairs_scale.py --subsets 5 --json out.json
+    .venv/bin/python benchmarks/studies/pairs_scale.py   # 10k, 100k, 1M; ~5 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/pairs_scale.py --sizes 10000 30000 --rounds 200
+    .venv/bin/python benchmarks/studies/pairs_scale.py --subsets 5 --json out.json
 
 Each size runs in a fresh process, which reports its own peak resident memory (``VmHWM``, the
 kernel's high-water mark, and ``ru_maxrss``). In it: gold scores in 26 tied steps of 0.2 over 0-5
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DEFAULT_SIZES = [10_000, 100_000, 1_000_000]
 

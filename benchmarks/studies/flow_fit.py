@@ -1,7 +1,7 @@
 """BERT-flow fit time on all STS-B sentences with MiniLM first-last vectors, CPU (target < 30 s).
 
-    .venv/bin/python benchmarks/flow_fit.py        # ~1 minute with a warm cache, +1 minute cold
-    .venv/bin/python benchmarks/flow_fit.py --out docs/measurements/flow_fit.md
+    .venv/bin/python benchmarks/studies/flow_fit.py  # ~1 minute with a warm cache, +1 minute cold
+    .venv/bin/python benchmarks/studies/flow_fit.py --out docs/measurements/flow_fit.md
 
 The fit set is ``--fit-set target`` of the embedded default: the 15,487 unique sentences of STS-B
 train + dev + test, pooled as first-last (layers 1 and 6) by the packaged MiniLM in fp32. Their
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TARGET_SECONDS = 30.0

@@ -1,7 +1,8 @@
 """Does a sentence's vector depend on its batch-mates or on the cache's history? (CPU, MiniLM.)
 
-    .venv/bin/python benchmarks/batch_invariance.py                       # ~10 minutes on 2 cores
-    .venv/bin/python benchmarks/batch_invariance.py --out docs/measurements/batch_invariance.md
+    .venv/bin/python benchmarks/studies/batch_invariance.py            # ~10 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/batch_invariance.py \\
+        --out docs/measurements/batch_invariance.md
 
 Part 1, batches: for the first sentence of every token length in STS-B test, encode it in
 ``--trials`` random batches of each encoder's batching: the native encoder packs rows, so its
@@ -33,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -227,7 +228,7 @@ def main() -> None:
     lines = [
         "# A sentence's vector against its batch and the cache's history",
         "",
-        f"`python benchmarks/batch_invariance.py` ({args.model}, STS-B test"
+        f"`python benchmarks/studies/batch_invariance.py` ({args.model}, STS-B test"
         + (f", first {args.limit} pairs of each split" if args.limit else "")
         + ", CPU).",
         "",

@@ -1,9 +1,9 @@
 """simcse-train on the packaged MiniLM on CPU: throughput fp32 vs bf16, one epoch over all STS-B
 sentences, and STS-B test before and after, on the same backbone.
 
-    .venv/bin/python benchmarks/simcse_train.py                 # ~6 minutes on 2 cores
-    .venv/bin/python benchmarks/simcse_train.py --skip-epoch    # throughput only, ~1 minute
-    .venv/bin/python benchmarks/simcse_train.py --out docs/measurements/simcse_train.md
+    .venv/bin/python benchmarks/studies/simcse_train.py                 # ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/simcse_train.py --skip-epoch    # throughput only, ~1 minute
+    .venv/bin/python benchmarks/studies/simcse_train.py --out docs/measurements/simcse_train.md
 
 Throughput: SimCSE steps on the first N STS-B train sentences (batch 64, max_len 32, each sentence
 encoded twice), fp32 and bf16 autocast alternating over rounds; sentences per second of training
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

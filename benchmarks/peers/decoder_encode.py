@@ -1,10 +1,11 @@
 """A decoder LLM's encode through the harness against a plain transformers loop, side by side in one
 process, on the same sentences.
 
-    .venv/bin/python benchmarks/decoder_encode.py --family qwen2 --rounds 3   # tiny Qwen2
-    .venv/bin/python benchmarks/decoder_encode.py --family llama --hidden 256 --layers 4 \\
+    .venv/bin/python benchmarks/peers/decoder_encode.py --family qwen2 --rounds 3   # tiny Qwen2
+    .venv/bin/python benchmarks/peers/decoder_encode.py --family llama --hidden 256 --layers 4 \\
         --limit 1000
-    .venv/bin/python benchmarks/decoder_encode.py --backbone DIR --prompts prompteol --json out.json
+    .venv/bin/python benchmarks/peers/decoder_encode.py --backbone DIR --prompts prompteol \\
+        --json out.json
 
 What it measures: the seconds to encode the unique sentences of STS-B test (the packaged split,
 2,552 sentences, or the first ``--limit``) into the last token's final hidden state, once through
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
