@@ -11,7 +11,9 @@ The suite, by what a script is:
   docs/measurements, the mutation report, the GPU check.
 
 Shared by all: :mod:`benchmarks.report` (the CPU kind and dtypes in every header, the load, the
-markdown written). Every benchmark reaches the engine through its front door,
+markdown written) and :mod:`benchmarks.side_by_side`, the peer harness (the options every peer
+benchmark spells alike, each side in a fresh process, alternating rounds, medians and ratios, the
+report's header and tables). Every benchmark reaches the engine through its front door,
 ``harness.core.encoding``'s names (``tests/test_layers.py``). What left the suite, and where a
 script used to be, is in ``benchmarks/history.toml``.
 """

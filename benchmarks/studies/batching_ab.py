@@ -13,14 +13,14 @@ under the CPU's token budget (4,096): the batches the pass plans itself, against
 token length each planned here under the same budget (the top-up as in a run). Each scheme runs in
 a fresh process of its own (as a run is; one process for both would share oneDNN's kernel cache),
 timed on a second encode after a warm-up one, alternating in ``--rounds`` rounds; medians are
-reported with the ratio, the batch counts, and whether every vector is byte-identical.
+reported with the ratio, the batch counts, and whether every vector is byte-identical. Options,
+steps, rounds and the report are the shared peer harness's (:mod:`benchmarks.side_by_side`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -52,11 +52,9 @@ def one_length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
-def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None:
-    """In a child process: encode STS-B test once to warm up (weights, oneDNN kernels), then time a
-    second encode; print {"seconds", "batches"} and save the vectors."""
-    import json
-
+def encode_once(spec: dict) -> dict:
+    """A step (a fresh process): encode STS-B test once to warm up (weights, oneDNN kernels), then
+    time a second encode of ``spec["scheme"]``; save the vectors, return seconds and batches."""
     import numpy as np
 
     from benchmarks.peers.baselines import load_stsb_test
@@ -74,16 +72,18 @@ def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None
     views = [View("mean", ref.layer_index(-1)), View("cls", ref.layer_index(-1)), View("mean", 1)]
     settings = EncodeSettings(
         device="cpu",
-        dtype=dtype,
+        dtype=spec["dtype"],
         progress=False,
         impl="native",
-        threads=threads,
+        threads=spec["threads"],
         max_tokens=TOKEN_BUDGET,
     )
     forward = ForwardPass(ref, settings)
     windows = WindowTask.cut(texts, settings.window)
     plans = [
-        None if scheme == SCHEMES[0] else one_length_batches(forward.token_lengths(w), TOKEN_BUDGET)
+        None
+        if spec["scheme"] == SCHEMES[0]
+        else one_length_batches(forward.token_lengths(w), TOKEN_BUDGET)
         for w in windows
     ]
     for _attempt in ("warm-up", "timed"):  # the second is timed
@@ -94,76 +94,56 @@ def encode_once(scheme: str, dtype: str, threads: int, vectors_out: str) -> None
             rows.update(zip(window, np.concatenate([vectors[v] for v in views], axis=1)))
             batches += len(ran)
         seconds = time.perf_counter() - started
-    np.save(vectors_out, np.stack([rows[t] for t in texts]))
-    print(json.dumps({"seconds": seconds, "batches": batches}))
+    np.save(spec["vectors"], np.stack([rows[t] for t in texts]))
+    return {"seconds": seconds, "batches": batches}
 
 
-def main() -> None:
-    import json
-    import subprocess
+def main(argv: list[str] | None = None) -> None:
     import tempfile
 
     import numpy as np
 
-    from benchmarks.report import emit, load_line
+    from benchmarks import side_by_side as sbs
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="0: all cores")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument(
-        "--child", nargs=3, metavar=("SCHEME", "DTYPE", "VECTORS"), help=argparse.SUPPRESS
-    )
-    args = parser.parse_args()
-    if args.child:
-        encode_once(args.child[0], args.child[1], args.threads, args.child[2])
+    argv = sys.argv[1:] if argv is None else argv
+    if sbs.answer_step(argv, encode_once):
         return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sbs.add_options(
+        parser, rounds=3, dtypes=["bf16", "fp32"], dtype_choices=["fp32", "bf16"], threads=0
+    )
+    args = sbs.check_options(parser, parser.parse_args(argv))
     load_at_start = os.getloadavg()
-    lines = [
-        f"STS-B test (2,552 sentences), MiniLM, native encoder, views mean@6, cls@6, mean@1; each "
-        f"encode in a fresh process after a warm-up encode; median of {args.rounds} alternating "
-        "rounds",
-        "",
-        "| dtype | batching | batches | seconds | sentences/s | speed-up | vectors |",
-        "|---|---|---:|---:|---:|---:|---|",
-    ]
+    lines = sbs.header(
+        "STS-B test (2,552 sentences), MiniLM, native encoder, views mean@6, cls@6, mean@1; each "
+        "encode in a fresh process after a warm-up encode",
+        args.dtypes,
+        args.rounds,
+        title="The native encoder's batches: mixed token lengths against one length per batch",
+    )
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in args.dtypes:
-            times: dict[str, list[float]] = {name: [] for name in SCHEMES}
-            batches: dict[str, int] = {}
-            for number in range(args.rounds):
-                for name in SCHEMES if number % 2 == 0 else tuple(reversed(SCHEMES)):
-                    out = str(Path(tmp) / f"{SCHEMES.index(name)}.npy")
-                    done = subprocess.run(
-                        [
-                            sys.executable,
-                            __file__,
-                            "--threads",
-                            str(args.threads),
-                            "--child",
-                            name,
-                            dtype,
-                            out,
-                        ],
-                        capture_output=True,
-                        text=True,
-                        cwd=ROOT,
-                    )
-                    if done.returncode != 0:
-                        raise SystemExit(done.stderr[-3000:])
-                    result = json.loads(done.stdout.strip().splitlines()[-1])
-                    times[name].append(result["seconds"])
-                    batches[name] = result["batches"]
+            timings, batches = sbs.Timings(), {}
+            for name in sbs.in_rounds(SCHEMES, args.rounds):
+                spec = {
+                    "scheme": name,
+                    "dtype": dtype,
+                    "threads": args.threads,
+                    "vectors": str(Path(tmp) / f"{SCHEMES.index(name)}.npy"),
+                }
+                result = sbs.run_step(sbs.step_command(__file__, spec))
+                timings.add(name, result["seconds"])
+                batches[name] = result["batches"]
             same = np.array_equal(*(np.load(Path(tmp) / f"{i}.npy") for i in range(len(SCHEMES))))
-            base = statistics.median(times[SCHEMES[1]])
             for name in SCHEMES:
-                median = statistics.median(times[name])
-                lines.append(
-                    f"| {dtype} | {name} | {batches[name]} | {median:.2f} | {2552 / median:.0f} | "
-                    f"{base / median:.2f}× | {'byte-identical' if same else 'DIFFER'} |"
-                )
-    emit([*lines, "", load_line(load_at_start)], args.out)
+                median = timings.median(name)
+                speedup = f"{timings.ratio(name, SCHEMES[1]):.2f}×"
+                vectors = "byte-identical" if same else "DIFFER"
+                rate = f"{2552 / median:.0f}"
+                rows.append([dtype, name, batches[name], f"{median:.2f}", rate, speedup, vectors])
+    columns = ["dtype", "batching", "batches", "seconds", "sentences/s", "speed-up", "vectors"]
+    sbs.write([*lines, *sbs.table(columns, rows, right=[2, 3, 4, 5])], args.out, load_at_start)
 
 
 if __name__ == "__main__":

@@ -67,10 +67,12 @@ def main() -> None:
                 "dask", backend="dask", scheduler_address=cluster.scheduler_address
             )
     equal = json.dumps(local) == json.dumps(distributed)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
     emit(
         [
+            machine_line(["fp32"]),
+            "",
             "| backend | seconds |",
             "|---|---:|",
             f"| local | {local_s:.1f} |",

@@ -86,9 +86,9 @@ def main() -> None:
             f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |"
         )
         print(lines[-1], flush=True)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit(lines, args.out)
+    emit([machine_line([args.dtype]), "", *lines], args.out)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,10 @@ def main() -> None:
     )
     harness.run(cfg)
     out = Path(args.output_dir)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit((out / "cost.md").read_text(encoding="utf-8").rstrip("\n").splitlines(), args.out)
+    cost = (out / "cost.md").read_text(encoding="utf-8").rstrip("\n").splitlines()
+    emit([*cost[:1], "", machine_line([args.dtype]), *cost[1:]], args.out)  # under its title
     rows = {row["candidates"]: row for row in json.loads((out / "cost.json").read_text())["rows"]}
     if 1000 in rows:
         ratio = rows[1000]["speedup_student"]
