@@ -1,6 +1,8 @@
 """Every benchmark script starts: its imports resolve and its flags parse (``--help``). The
 benchmarks themselves take minutes and run by hand (docs/PERFORMANCE.md); this keeps a refactor
-from breaking one unnoticed."""
+from breaking one unnoticed. Also: the engine hook the batch studies use, and the shared peer
+harness's pure parts (medians, ratios, rotation, header, tables, options, steps) against
+independent computations."""
 
 from __future__ import annotations
 
@@ -11,11 +13,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if 'if __name__ == "__main__"' in p.read_text())
+sys.path.insert(0, str(ROOT))  # the benchmarks package, as the scripts themselves do
+SCRIPTS = sorted(p.relative_to(ROOT / "benchmarks").as_posix() for p in (ROOT / "benchmarks").rglob("*.py")
+                 if 'if __name__ == "__main__"' in p.read_text())
+THROUGHPUT = ROOT / "benchmarks" / "peers" / "throughput.py"
 
 
-def test_the_benchmarks_are_found():
-    assert {"throughput.py", "vs_peers.py", "shapes.py", "batching_ab.py"} <= set(SCRIPTS)
+def test_the_benchmarks_are_found_in_their_groups():
+    assert {"peers/throughput.py", "peers/vs_peers.py", "peers/shapes.py", "studies/batching_ab.py",
+            "tools/measurements_index.py"} <= set(SCRIPTS)
+    groups = {p.name for p in (ROOT / "benchmarks").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert groups == {"peers", "studies", "tools"}
+    # nothing loose at the top but what every group shares
+    top = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    assert top <= {"__init__.py", "report.py", "side_by_side.py"}, top
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -27,8 +38,8 @@ def test_benchmark_help_runs(script):
 
 
 def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
-    """``benchmarks/throughput.py`` end to end without peers: both dtypes timed and reported."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_bert),
+    """``benchmarks/peers/throughput.py`` end to end without peers: both dtypes timed and reported."""
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_bert),
                            "--sentences", "40", "--rounds", "1", "--peers", "--dtypes", "fp32", "bf16",
                            "--threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -40,7 +51,7 @@ def test_throughput_runs_the_harness_encoders_on_a_small_model(tiny_bert):
 def test_stsb_splits_hold_the_sentences_the_benchmarks_name():
     """``throughput.py --split all`` encodes STS-B's 15,487 unique sentences, test's 2,552 first
     (its Spearman reads those): counted here from the packaged files read independently."""
-    from benchmarks.peers import load_stsb_split
+    from benchmarks.peers.baselines import load_stsb_split
 
     sizes = {split: len(load_stsb_split(split)[0]) for split in ("train", "dev", "test")}
     assert sizes == {"train": 5749, "dev": 1500, "test": 1379}
@@ -53,7 +64,7 @@ def test_stsb_splits_hold_the_sentences_the_benchmarks_name():
 
 
 def test_throughput_split_all_reaches_past_the_test_sentences(tiny_bert):
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_bert),
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_bert),
                            "--split", "all", "--sentences", "2600", "--rounds", "1", "--peers", "--dtypes", "fp32",
                            "--threads", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -66,7 +77,7 @@ def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_
     import json
 
     report = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_mpnet),
+    done = subprocess.run([sys.executable, str(THROUGHPUT), "--model", str(tiny_mpnet),
                            "--sentences", "30", "--rounds", "1", "--peers", "--dtypes", "fp32", "--threads", "1",
                            "--json", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -78,8 +89,7 @@ def test_throughput_json_reports_a_native_mpnet_with_its_shares(tiny_mpnet, tmp_
 
 
 def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.shapes import summary
+    from benchmarks.peers.shapes import summary
 
     data = {"bf16_native": True, "useful_gflop": 100.0, "peak_gflops": {"bf16": 400.0, "fp32": 100.0},
             "encoders": [{"name": "sts-bench (native)", "dtype": "fp32", "seconds": 2.0, "share_of_own_peak": 0.5},
@@ -96,3 +106,162 @@ def test_shapes_summary_divides_each_peer_by_the_fastest_harness_dtype():
     assert summary([("x", 1, fp32_only)])[-1].rstrip(" |").endswith("| — | 50 %")
     emulated = summary([("x", 1, {**data, "bf16_native": False})])[-1]
     assert "— (bf16 emulated)" in emulated
+
+
+def test_encode_batches_is_a_runs_encode_with_its_plan_and_runs_explicit_batches_as_given(tiny_bert):
+    """``ForwardPass.encode_batches``, the hook the batch studies measure through: with the pass's own
+    plan it gives ``encode_all``'s vectors byte for byte (one token length per batch for the padded
+    engine, mixed for the native one); explicit batches run as given, in input order either way."""
+    import numpy as np
+
+    from harness.core.encoding import EncodeSettings, ForwardPass, Prompt, View, resolve_backbone
+    from harness.core.errors import UserError
+
+    ref = resolve_backbone(str(tiny_bert))
+    texts = ["a dog runs", "two cats sleep on a mat in the warm sun", "hi", "the man plays the guitar", "hi there"]
+    views = [View("mean", ref.num_layers), View("cls", 1)]
+    for impl in ("native", "transformers"):
+        forward = ForwardPass(ref, EncodeSettings(device="cpu", impl=impl, progress=False, threads=1))
+        whole = forward.encode_all(texts, views)
+        lengths = forward.token_lengths(texts)
+        planned, batches = forward.encode_batches(texts, views)
+        assert sorted(i for batch in batches for i in batch) == list(range(len(texts)))
+        mixed = [len({lengths[i] for i in batch}) > 1 for batch in batches]
+        assert any(mixed) if impl == "native" else not any(mixed), (impl, batches)
+        assert all(np.array_equal(planned[v], whole[v]) for v in views), impl
+        explicit, ran = forward.encode_batches(texts, views, [[2, 0], [1], [4, 3]], top_up=False)
+        assert ran == [[2, 0], [1], [4, 3]]
+        for view in views:  # a padded mixed batch may round differently, by far less than this
+            assert np.abs(explicit[view] - whole[view]).max() <= 1e-5, (impl, view)
+    with pytest.raises(UserError, match="one prompt"):
+        forward.encode_batches(texts, [views[0], View("mean", 1, Prompt("query: " + Prompt.SLOT))])
+
+
+# -- the shared peer harness (benchmarks/side_by_side.py): its pure parts ---------------------------
+
+def test_medians_and_ratios_are_numpys_on_the_same_timings():
+    import numpy as np
+
+    from benchmarks.side_by_side import Timings, ratio
+
+    rng = np.random.default_rng(7)
+    seconds = {"harness": rng.uniform(1, 2, 5).tolist(), "peer": rng.uniform(2, 4, 4).tolist()}
+    timings = Timings()
+    for side, values in seconds.items():
+        for value in values:
+            timings.add(side, value)
+    assert timings.medians() == pytest.approx({side: float(np.median(v)) for side, v in seconds.items()})
+    expected = float(np.median(seconds["peer"])) / float(np.median(seconds["harness"]))
+    assert timings.ratio("harness", "peer") == pytest.approx(expected)  # > 1: the harness is faster
+    assert ratio(6.0, 2.0) == 3.0 and timings.ratio("peer", "peer") == 1.0
+
+
+@pytest.mark.parametrize(("n", "rounds"), [(2, 2), (2, 3), (3, 3), (4, 2), (5, 10), (12, 3)])
+def test_rounds_rotate_who_goes_first_evenly(n, rounds):
+    """Each round runs every item once, as the list rotated to start at item ``number * n // rounds``
+    (computed here with a deque); when the rounds are a multiple of the items, every item goes first
+    equally often and sits at the same mean position, so a steady drift slows every side alike."""
+    import collections
+
+    from benchmarks.side_by_side import in_rounds, round_order
+
+    items = [f"s{i}" for i in range(n)]
+    orders = [round_order(items, number, rounds) for number in range(rounds)]
+    for number, order in enumerate(orders):
+        expected = collections.deque(items)
+        expected.rotate(-(number * n // rounds))
+        assert order == list(expected)
+    assert list(in_rounds(items, rounds, say=False)) == [item for order in orders for item in order]
+    if rounds % n == 0:
+        firsts = collections.Counter(order[0] for order in orders)
+        assert set(firsts.values()) == {rounds // n} and len(firsts) == n
+        positions = {item: sum(order.index(item) for order in orders) for item in items}
+        assert len(set(positions.values())) == 1
+    if n == 2 and rounds == 2:
+        assert orders == [["s0", "s1"], ["s1", "s0"]]  # A/B, then B/A
+
+
+def test_the_header_names_the_cpu_kind_and_the_dtypes(tmp_path):
+    from benchmarks.report import cpu_facts, machine_line
+    from benchmarks.side_by_side import header
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse avx512_bf16 amx_bf16 avx2\n"
+                       "processor\t: 1\nmodel name\t: Some CPU 9000\nflags\t\t: fpu sse avx512_bf16 amx_bf16 avx2\n")
+    facts = cpu_facts(cpuinfo)
+    assert facts["cpu"] == "Some CPU 9000" and facts["flags"] == ["avx512_bf16", "amx_bf16"]
+    assert facts["cores"] >= 1 and isinstance(facts["bf16_native"], bool)
+    native = {**facts, "bf16_native": True}
+    lines = header("STS-B test, tiny", ["fp32", "bf16"], 3, title="A against B", facts=native)
+    assert lines[0] == "# A against B"
+    assert "STS-B test, tiny; median of 3 alternating rounds" in lines
+    assert "CPU: Some CPU 9000, " in lines[4] and "bf16 native (avx512_bf16, amx_bf16)" in lines[4]
+    assert lines[4].endswith("; dtype: fp32, bf16")
+    emulated = machine_line(["bf16"], {**facts, "flags": [], "bf16_native": False})
+    assert "bf16 emulated" in emulated and emulated.endswith("dtype: bf16")
+    assert header("x", ["fp32"], 1, facts=native)[0] == "x; median of 1 round"
+
+
+def test_tables_options_and_dtypes():
+    import argparse
+
+    from benchmarks.side_by_side import add_options, check_options, resolve_dtypes, table
+
+    assert table(["side", "s", "×"], [["a|b", "1.50", "**2.00×**"]], right=[1, 2]) == [
+        "| side | s | × |", "|---|---:|---:|", "| a\\|b | 1.50 | **2.00×** |"]
+    parser = add_options(argparse.ArgumentParser(), rounds=2, dtypes=["bf16"], dtype_choices=["fp32", "bf16"],
+                         threads=[1, 2], json_out=True)
+    args = check_options(parser, parser.parse_args([]))
+    assert (args.rounds, args.dtypes, args.threads, args.out, args.json) == (2, ["bf16"], [1, 2], None, None)
+    one = add_options(argparse.ArgumentParser(), threads=0)
+    assert check_options(one, one.parse_args(["--threads", "3"])).threads == 3
+    assert not hasattr(one.parse_args([]), "dtypes")  # a benchmark that fixes its dtypes has no --dtypes
+    for bad in (["--rounds", "0"], ["--threads", "-1"], ["--dtypes", "fp16"]):
+        with pytest.raises(SystemExit):
+            check_options(parser, parser.parse_args(bad))
+    assert resolve_dtypes(["auto", "fp32"], bf16_native=True) == ["fp32", "bf16"]
+    assert resolve_dtypes(["auto"], bf16_native=False) == ["fp32"]
+
+
+def test_a_step_runs_in_a_fresh_process_and_a_failure_says_why(tmp_path):
+    """``step_command`` + ``answer_step``: the script answers its own ``--step JSON``; ``run_step``
+    reads the last stdout line and adds the process's wall time; a killed step says by what."""
+    from benchmarks.side_by_side import StepFailed, run_step, step_command
+
+    script = tmp_path / "bench.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                      "from benchmarks.side_by_side import answer_step\n"
+                      "print('loading')\n"
+                      "assert answer_step(sys.argv[1:], lambda spec: {'twice': 2 * spec['n']})\n")
+    result = run_step(step_command(script, {"n": 21}))
+    assert result["twice"] == 42 and result["process_s"] > 0
+    kill = "import os, signal, sys; print('bad threads', file=sys.stderr); os.kill(os.getpid(), signal.SIGFPE)"
+    with pytest.raises(StepFailed) as failed:
+        run_step([sys.executable, "-c", kill])
+    assert failed.value.reason == 'killed by SIGFPE; its last stderr line: "bad threads"'
+
+
+def test_vs_peers_report_divides_medians_of_the_rounds():
+    """``benchmarks/peers/vs_peers.py``'s report on made-up rounds (its steps need .venv-peers): the
+    step table holds each step's medians, and each target ratio is one median over another's."""
+    import statistics
+
+    from benchmarks.peers.vs_peers import STEPS, report
+
+    def step(process, work, rho=82.0, forwarded=0):
+        return {"process_s": process, "seconds": work, "spearman": rho, "forwarded": forwarded}
+
+    rounds = [{name: step(2.0 + i + k, 1.0 + i + k) for i, name in enumerate(STEPS)} for k in (0, 1, 5)]
+    for number, r in enumerate(rounds):
+        r["a bf16"]["spearman"] = {"avg": 82.05}
+        r["a fp32"]["spearman"] = {"avg": 82.0}
+        r["e bf16"]["forwarded"] = number
+    facts = {"cpu": "Xeon", "flags": [], "cores": 2, "bf16_native": True}
+    text = "\n".join(report(rounds, facts))
+    median = {name: statistics.median(r[name]["process_s"] for r in rounds) for name in STEPS}
+    assert "CPU: Xeon, 2 cores, bf16 native; dtype: fp32, bf16" in text and "median of 3 alternating rounds" in text
+    assert f"| a fp32 | {median['a fp32']:.2f} |" in text
+    # bf16 (step 1) is slower than fp32 (step 0) here, so the fp32 rows are the harness's
+    assert "fastest harness dtype with |ΔSpearman| ≤ 0.1: fp32 (Δ = 0.0500)" in text
+    assert f"| (a)/(b) | {median['a fp32'] / median['b mteb fp32']:.2f} |" in text
+    assert f"| (e)/(d) | {median['e fp32'] / median['d fp32']:.2f} |" in text

@@ -1,4 +1,4 @@
-"""``benchmarks/decoder_encode.py``: the harness's decoder encode timed against a plain transformers
+"""``benchmarks/peers/decoder_encode.py``: the harness's decoder encode timed against a plain transformers
 loop. On a tiny Qwen2 both timings are positive, the two agree to fp32 rounding under both prompts,
 and the harness's vectors are the last token's final hidden state of the prompted text, recomputed
 here with a causal LM one sentence at a time."""
@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from fixtures import write_tiny_decoder  # noqa: E402
 
-from benchmarks import decoder_encode  # noqa: E402
+from benchmarks.peers import decoder_encode  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``benchmarks/decoder_peers.py``: the harness's decoder encode against sentence-transformers with
+"""``benchmarks/peers/decoder_peers.py``: the harness's decoder encode against sentence-transformers with
 last-token pooling. On the tiny Qwen3-layout shape, harness and st-torch only (the OpenVINO peer
 needs ``.venv-peers``, which ``make test`` never builds): timings are positive, each printed ratio
 is the ratio of the medians, the fp32 vectors agree, and they are the last token's final hidden
@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import decoder_peers, decoder_shapes  # noqa: E402
+from benchmarks.peers import decoder_peers, decoder_shapes  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_flops_and_tokens_are_computed_from_the_prompted_texts(run):
 
 
 def decoder_peers_sentences(limit: int) -> list[str]:
-    from benchmarks.decoder_encode import load_sentences
+    from benchmarks.peers.decoder_encode import load_sentences
 
     return load_sentences(limit)
 

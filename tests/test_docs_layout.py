@@ -2,7 +2,7 @@
 
 docs/*.md are guides; docs/measurements/ holds only reports a benchmark script writes, each named
 by a usage line of that script's docstring, and its README.md index is generated from those lines
-(``benchmarks/measurements_index.py``). Every markdown link in README.md and docs/** resolves, and
+(``benchmarks/tools/measurements_index.py``). Every markdown link in README.md and docs/** resolves, and
 docs/DEVELOPMENT.md states only what is checked here: make targets that exist, files that exist,
 pyproject's markers, and no test count or timing outside its "Suite time" section.
 """
@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import measurements_index  # noqa: E402
+from benchmarks.tools import measurements_index  # noqa: E402
 
 DOCS = ROOT / "docs"
 DEVELOPMENT = DOCS / "DEVELOPMENT.md"
@@ -32,7 +32,7 @@ MARKDOWN = (ROOT / "README.md", *sorted(DOCS.rglob("*.md")))
 def test_the_committed_index_is_the_generated_one():
     committed = (ROOT / measurements_index.INDEX).read_text(encoding="utf-8")
     assert committed == measurements_index.render(), \
-        "docs/measurements/README.md is stale: .venv/bin/python benchmarks/measurements_index.py"
+        "docs/measurements/README.md is stale: .venv/bin/python benchmarks/tools/measurements_index.py"
 
 
 def test_every_measurement_has_its_benchmark_and_every_benchmark_writes_there():
@@ -44,8 +44,8 @@ def test_the_index_lists_each_report_with_its_benchmark_command_and_lines():
     row = next(line for line in index.splitlines() if line.startswith("| [throughput.md]"))
     report = (ROOT / "docs/measurements/throughput.md").read_text(encoding="utf-8").splitlines()
     cells = [cell.strip() for cell in row.strip("|").split(" | ")]
-    assert cells == ["[throughput.md](throughput.md)", "[throughput.py](../../benchmarks/throughput.py)",
-                     "`.venv/bin/python benchmarks/throughput.py --threads 1 --out "
+    assert cells == ["[throughput.md](throughput.md)", "[peers/throughput.py](../../benchmarks/peers/throughput.py)",
+                     "`.venv/bin/python benchmarks/peers/throughput.py --threads 1 --out "
                      "docs/measurements/throughput.md`",
                      report[0], next(line for line in report if line.startswith("load average"))]
 
@@ -56,7 +56,9 @@ def test_the_guides_stay_out_of_the_measurements_and_the_reports_out_of_the_guid
     assert "PERFORMANCE.md" in guides and "throughput.md" in reports
     assert not reports & guides
     written = {out for usage in measurements_index.usages() for out in usage.outputs}
-    assert {f"docs/measurements/{name}" for name in reports} <= written
+    retired = set(measurements_index.retired_reports())  # kept as measured, their script gone
+    assert {f"docs/measurements/{name}" for name in reports} <= written | retired
+    assert not written & retired
 
 
 def write_tree(root: Path) -> None:
@@ -99,6 +101,21 @@ def test_problems_names_every_kind_of_misplaced_or_orphaned_report(tmp_path):
         "| [x.md](x.md) | [a.py](../../benchmarks/a.py) | `python benchmarks/a.py --report` | X | "
         "2026-01-02, 2 cores |",
     ]
+
+
+def test_a_retired_benchmarks_report_is_listed_with_its_commit_and_a_missing_one_is_named(tmp_path):
+    write_tree(tmp_path)
+    (tmp_path / "benchmarks" / "history.toml").write_text(
+        '[retired."docs/measurements/orphan.md"]\nscript = "benchmarks/b.py"\n'
+        'command = "python benchmarks/b.py --out docs/measurements/orphan.md"\ncommit = "abc1234"\nwhy = "settled"\n'
+        '[retired."docs/measurements/lost.md"]\nscript = "benchmarks/c.py"\ncommand = "python benchmarks/c.py"\n'
+        'commit = "def5678"\nwhy = "settled"\n', encoding="utf-8")
+    found = measurements_index.problems(tmp_path)
+    assert "docs/measurements/orphan.md: no benchmark's docstring shows a command that writes it" not in found
+    assert "docs/measurements/lost.md: retired with benchmarks/c.py, but not committed" in found
+    rows = [line for line in measurements_index.render(tmp_path).splitlines() if line.startswith("| [orphan")]
+    assert rows == ["| [orphan.md](orphan.md) | b.py | `python benchmarks/b.py --out docs/measurements/orphan.md` "
+                    "| abc1234 | settled |"]
 
 
 def test_the_index_scripts_examples_run():

@@ -199,10 +199,11 @@ def engine_imports(path: Path, source: str) -> list[str]:
 
 
 def outside_the_engine() -> dict[str, Path]:
-    """Every module outside the engine: harness/, methods/, run_bench.py and benchmarks/."""
+    """Every module outside the engine: harness/, methods/, run_bench.py and benchmarks/ (its groups
+    too: peers/, studies/, tools/)."""
     modules = {name: path for name, path in project_modules().items()
                if name != ENGINE and not name.startswith(ENGINE + ".")}
-    modules.update({f"benchmarks.{path.stem}": path for path in (ROOT / "benchmarks").glob("*.py")})
+    modules.update({module_name(path): path for path in (ROOT / "benchmarks").rglob("*.py")})
     return modules
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/mutation_report.py on fixed mutmut output (no mutmut run here), and pyproject.toml's
+"""benchmarks/tools/mutation_report.py on fixed mutmut output (no mutmut run here), and pyproject.toml's
 [tool.mutmut] naming files that exist."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from benchmarks import mutation_report as report
+from benchmarks.tools import mutation_report as report
 
 ROOT = Path(__file__).resolve().parent.parent
 

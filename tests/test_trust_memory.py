@@ -6,7 +6,7 @@
   replaced (written out below, bit for bit), and against numbers pinned from that implementation
   before the change.
 * Memory: a bound on the bytes traced while scoring 200k pairs that the old rounds × pairs count
-  matrix alone exceeds (a bound on bytes, not on time; time is benchmarks/pairs_scale.py's).
+  matrix alone exceeds (a bound on bytes, not on time; time is benchmarks/studies/pairs_scale.py's).
 * A task too large for memory is one ResourceError line, before any scoring.
 * Row 2 of the issue: a forged memo (a wide interval named by its own hash) never reaches the
   interval, nor therefore the --baseline verdict.

@@ -352,31 +352,8 @@ class ForwardPass:
         """Run one batch; on CUDA out-of-memory, halve it (and every later batch) and retry."""
         import torch
 
-        autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
         try:
-            rows = topped_up(ids, lengths)  # tiny batches: see batching.py
-            batch = {
-                k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()
-            }
-            masks = {ATTENTION_MASK: batch["attention_mask"]}
-            if sentence_masks is not None:
-                masks[SENTENCE_MASK] = _right_padded(
-                    [sentence_masks[i] for i in rows], batch["attention_mask"]
-                )
-            # self.device: str | None is set by _ensure_loaded, which made the engine
-            with (
-                torch.inference_mode(),
-                torch.autocast(
-                    self.device.split(":")[0],  # type: ignore[union-attr]
-                    dtype=autocast_dtype or torch.float32,
-                    enabled=autocast_dtype is not None,
-                ),
-            ):
-                states, pooled = engine.forward(batch)
-                arrays = {
-                    view: self._pool(states, pooled, masks, view)[: len(ids)] for view in views
-                }
-            return [(ids, arrays)]
+            return [(ids, self._forward_batch(engine, items, lengths, ids, views, sentence_masks))]
         except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
                 raise
@@ -401,3 +378,81 @@ class ForwardPass:
             ) + self._forward_with_backoff(
                 engine, items, lengths, ids[half:], views, sentence_masks
             )
+
+    def _forward_batch(
+        self,
+        engine,
+        items,
+        lengths: Sequence[int],
+        ids: list[int],
+        views: Sequence[View],
+        sentence_masks: Sequence[Sequence[int]] | None = None,
+        top_up: bool = True,
+    ) -> dict[View, np.ndarray]:
+        """The views of the items ``ids``, run as one batch in this order (topped up when tiny)."""
+        import torch
+
+        autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
+        rows = topped_up(ids, lengths) if top_up else list(ids)  # tiny batches: see batching.py
+        batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
+        masks = {ATTENTION_MASK: batch["attention_mask"]}
+        if sentence_masks is not None:
+            masks[SENTENCE_MASK] = _right_padded(
+                [sentence_masks[i] for i in rows], batch["attention_mask"]
+            )
+        # self.device: str | None is set by _ensure_loaded, which made the engine
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                self.device.split(":")[0],  # type: ignore[union-attr]
+                dtype=autocast_dtype or torch.float32,
+                enabled=autocast_dtype is not None,
+            ),
+        ):
+            states, pooled = engine.forward(batch)
+            return {view: self._pool(states, pooled, masks, view)[: len(ids)] for view in views}
+
+    def encode_batches(
+        self,
+        texts: Sequence[str],
+        views: Sequence[View],
+        batches: Sequence[Sequence[int]] | None = None,
+        top_up: bool = True,
+    ) -> tuple[dict[View, np.ndarray], list[list[int]]]:
+        """A study's encode, never a run's: ``texts`` as one window, in index ``batches`` given
+        explicitly and each run as given, in that order (``None``: the batches this pass plans for
+        the window: its engine's rule under its token budget, :mod:`.batching`). No cache, no
+        out-of-memory halving, one prompt among ``views``. ``top_up=False`` leaves a batch under
+        ``MIN_BATCH_TOKENS`` tokens as it is, which a run never does. The transformers engine
+        pads a batch of mixed token lengths to its longest, the native one packs it. Returns
+        every text's vectors in input order and the batches that ran.
+        ``benchmarks/studies/batch_invariance.py`` and ``batching_ab.py`` measure through it what
+        :mod:`.batching` promises: a vector that does not depend on its batch."""
+        engine = self._ensure_loaded()
+        prompts = {view.prompt for view in views}
+        if len(prompts) != 1:
+            raise UserError(f"encode_batches takes views of one prompt, got {len(prompts)}")
+        (prompt,) = prompts
+        for view in views:
+            check_view_on(self.ref.name, self.ref.causal, view)
+        prompted = [prompt.apply(text) for text in texts] if prompt else list(texts)
+        items = engine.tokenize(prompted, prompt.parts()[0])
+        computed = getattr(engine, "computed_length", engine.length)
+        # each engine only gets back its own items (as in token_lengths)
+        lengths = [computed(item) for item in items]  # type: ignore[arg-type]
+        sentence_masks = None
+        if any(view.mask == SENTENCE_MASK for view in views):
+            sentence_masks = engine.sentence_masks(prompted, [prompt.span(t) for t in texts])
+        if batches is None:
+            batches = plan_batches(lengths, self._cap, self._budget, engine.packs_rows)
+        out: dict[View, np.ndarray] = {}
+        for ids in batches:
+            arrays = self._forward_batch(
+                engine, items, lengths, list(ids), views, sentence_masks, top_up
+            )
+            for view in views:
+                if view not in out:
+                    out[view] = np.empty((len(texts), arrays[view].shape[1]), np.float32)
+                out[view][list(ids)] = arrays[view]
+            self.sentences_forwarded += len(ids)
+        return out, [list(ids) for ids in batches]

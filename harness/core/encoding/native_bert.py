@@ -3,9 +3,9 @@
 ``tokenizer.json``.
 
 Why it exists: importing transformers' model classes costs ~4 s of a ~12 s cold run on 2 CPU cores
-(``benchmarks/vs_peers.py``), more than the forward pass itself, and a forward of its own can skip
-padding and use kernels fitted to short sentences (:mod:`harness.core.encoding.kernels`). The layers
-are :class:`harness.core.encoding.native_encoder.NativeEncoder`'s; this module adds BERT's
+(``benchmarks/peers/vs_peers.py``), more than the forward pass itself, and a forward of its own can
+skip padding and use kernels fitted to short sentences (:mod:`harness.core.encoding.kernels`). The
+layers are :class:`harness.core.encoding.native_encoder.NativeEncoder`'s; this module adds BERT's
 embeddings. Training (SimCSE, DSE) always uses transformers.
 
 RoBERTa's layers are BERT's; its embeddings count positions from ``pad_token_id + 1`` (real tokens

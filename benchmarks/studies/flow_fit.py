@@ -1,7 +1,7 @@
 """BERT-flow fit time on all STS-B sentences with MiniLM first-last vectors, CPU (target < 30 s).
 
-    .venv/bin/python benchmarks/flow_fit.py        # ~1 minute with a warm cache, +1 minute cold
-    .venv/bin/python benchmarks/flow_fit.py --out docs/measurements/flow_fit.md
+    .venv/bin/python benchmarks/studies/flow_fit.py  # ~1 minute with a warm cache, +1 minute cold
+    .venv/bin/python benchmarks/studies/flow_fit.py --out docs/measurements/flow_fit.md
 
 The fit set is ``--fit-set target`` of the embedded default: the 15,487 unique sentences of STS-B
 train + dev + test, pooled as first-last (layers 1 and 6) by the packaged MiniLM in fp32. Their
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TARGET_SECONDS = 30.0
@@ -99,9 +99,9 @@ def main() -> None:
         f"default fit: {default_seconds:.2f} s; target < {TARGET_SECONDS:.0f} s: "
         f"{'met' if default_seconds < TARGET_SECONDS else 'NOT met'}",
     ]
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit(lines, args.out)
+    emit([machine_line(["fp32 (vectors and flow)"]), "", *lines], args.out)
 
 
 if __name__ == "__main__":

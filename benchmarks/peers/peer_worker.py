@@ -9,9 +9,9 @@ this project, so either environment can run it.
     python peer_worker.py once --model DIR --backend openvino --dtype bf16 --texts FILE.json
     python peer_worker.py serve            # JSON requests on stdin, one JSON answer per line
 
-``once`` is a cold start (what ``benchmarks/vs_peers.py`` times): load, encode, print one line
+``once`` is a cold start (what ``benchmarks/peers/vs_peers.py`` times): load, encode, print one line
 of JSON with ``seconds`` (load + encode) and, with ``--vectors``, the vectors saved as ``.npy``.
-``serve`` keeps one model loaded so ``benchmarks/throughput.py`` can interleave it with the
+``serve`` keeps one model loaded so ``benchmarks/peers/throughput.py`` can interleave it with the
 harness: ``{"op": "load", ...}``, then ``{"op": "encode", "batch_size": 64}`` answers
 ``{"seconds": ...}`` (encode only), ``{"op": "save", "path": ...}`` writes the last vectors.
 

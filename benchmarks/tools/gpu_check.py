@@ -1,6 +1,6 @@
 """One prepared check of the CUDA paths; run it wherever a CUDA GPU is visible.
 
-    .venv/bin/python benchmarks/gpu_check.py          # prints a table; exits 0 without a GPU
+    .venv/bin/python benchmarks/tools/gpu_check.py          # prints a table; exits 0 without a GPU
 
 1. autocast: the packaged MiniLM on STS-B test with --dtype fp32, bf16 and fp16 on cuda:0
    (cold caches): Spearman of ``avg`` and sentences/second of the encode stage;
@@ -9,7 +9,7 @@
 3. several devices: with two or more GPUs, ``--device cuda:0,1`` must give byte-equal vectors
    to a single-device run (one worker process per GPU);
 4. native families on CUDA: bert-base, mpnet-base and deberta-v3-base shapes (random weights,
-   ``benchmarks/shapes.py``'s models): the native encoder against AutoModel on 2,048 STS-B
+   ``benchmarks/peers/shapes.py``'s models): the native encoder against AutoModel on 2,048 STS-B
    sentences, max |Δ| of the mean-pooled last layer in fp32, and seconds of each in bf16;
 5. decoders on CUDA: a tiny Qwen2, Qwen3 and Llama (the native decoder: packed causal attention,
    the shared prefix under PromptEOL) and OPT (AutoModel) from ``tests/fixtures.py``: ``last`` and
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -115,8 +115,8 @@ def multi_gpu_check() -> list[str]:
 def native_families_check(device: str = "cuda:0", count: int = 2048) -> list[str]:
     import numpy as np
 
-    from benchmarks.peers import load_stsb_test
-    from benchmarks.shapes import build
+    from benchmarks.peers.baselines import load_stsb_test
+    from benchmarks.peers.shapes import build
     from harness.core.encoding import EncodeSettings, ForwardPass, View, resolve_backbone
 
     s1, s2, _ = load_stsb_test()
@@ -155,7 +155,7 @@ def decoder_check(device: str = "cuda:0", count: int = 512) -> list[str]:
     sys.path.insert(0, str(ROOT / "tests"))
     from fixtures import write_tiny_decoder
 
-    from benchmarks.peers import load_stsb_test
+    from benchmarks.peers.baselines import load_stsb_test
     from harness.core.encoding import EncodeSettings, ForwardPass, Prompt, View, resolve_backbone
 
     s1, s2, _ = load_stsb_test()

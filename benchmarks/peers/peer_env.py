@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PEER_VENV = ROOT / ".venv-peers"
 EXPORTS = ROOT / ".cache" / "peers"
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"

@@ -1,11 +1,11 @@
-"""One sentence-transformers step of ``benchmarks/decoder_peers.py``, in a process of its own.
+"""One sentence-transformers step of ``benchmarks/peers/decoder_peers.py``, in a process of its own.
 
 It runs under whichever Python has the backend: the project's ``.venv`` for sentence-transformers
 on torch, ``.venv-peers`` (:mod:`benchmarks.peer_env`) for OpenVINO, whose optimum-intel pins an
 older transformers. It imports nothing from this project, so either environment can run it.
 
-    python benchmarks/decoder_peer_step.py export --model DIR --to DIR
-    python benchmarks/decoder_peer_step.py encode --model DIR --backend torch --dtype bf16 \\
+    python benchmarks/peers/decoder_peer_step.py export --model DIR --to DIR
+    python benchmarks/peers/decoder_peer_step.py encode --model DIR --backend torch --dtype bf16 \\
         --threads 2 --texts FILE.json --prompt "Instruct: ...\\nQuery: " --vectors OUT.npy
 
 ``encode`` loads the model (a sentence-transformers folder whose pooling is last-token), encodes the

@@ -1,18 +1,18 @@
 """Decoder LLM encode, the harness against sentence-transformers on torch and on OpenVINO.
 
-    python benchmarks/decoder_peers.py --limit 443 --rounds 3 \\
+    python benchmarks/peers/decoder_peers.py --limit 443 --rounds 3 \\
         --out docs/measurements/decoder_peers.md
-    python benchmarks/decoder_peers.py --shapes llama-1b --limit 443 --rounds 2 \\
+    python benchmarks/peers/decoder_peers.py --shapes llama-1b --limit 443 --rounds 2 \\
         --out docs/measurements/decoder_peers_llama1b.md
-    python benchmarks/decoder_peers.py --threads 1 --limit 443 --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --threads 1 --limit 443 --rounds 1 \\
         --out docs/measurements/decoder_peers_1thread.md
-    python benchmarks/decoder_peers.py --dtypes fp32 --limit 443 --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --dtypes fp32 --limit 443 --rounds 1 \\
         --out docs/measurements/decoder_peers_fp32.md
-    python benchmarks/decoder_peers.py --rounds 1 \\
+    python benchmarks/peers/decoder_peers.py --rounds 1 \\
         --out docs/measurements/decoder_peers_full.md  # all 2,552 sentences
-    .venv/bin/python benchmarks/decoder_peers.py --shapes qwen3-0.6b llama-1b --dtypes bf16 fp32 \\
-        --threads 1 2 --rounds 2    # the whole matrix, hours on 2 cores
-    .venv/bin/python benchmarks/decoder_peers.py --shapes tiny --encoders harness st-torch \\
+    .venv/bin/python benchmarks/peers/decoder_peers.py --shapes qwen3-0.6b llama-1b \\
+        --dtypes bf16 fp32 --threads 1 2 --rounds 2    # the whole matrix, hours on 2 cores
+    .venv/bin/python benchmarks/peers/decoder_peers.py --shapes tiny --encoders harness st-torch \\
         --limit 40 --rounds 1       # a smoke run, seconds
 
 The models are randomly initialised checkpoints of published shapes, built locally
@@ -43,7 +43,7 @@ from round to round; medians over ``--rounds`` are reported. The ratios are fast
 over harness seconds (> 1: the harness is faster), each from medians of this one run. "% of bf16
 peak": useful FLOPs (weights and causal attention over the real token counts, padding not counted)
 per second over a bf16 square matmul timed by this process at the same thread count (the probe of
-``benchmarks/throughput.py``).
+``benchmarks/peers/throughput.py``).
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -64,10 +62,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-PEER_STEP = ROOT / "benchmarks" / "decoder_peer_step.py"
+
+from benchmarks.side_by_side import STEP_ENV, StepFailed, run_step  # noqa: E402
+
+ENV = {**os.environ, **STEP_ENV}
+PEER_STEP = ROOT / "benchmarks" / "peers" / "decoder_peer_step.py"
 ENCODERS = ("harness", "st-torch", "st-openvino")
 INSTRUCTION = "Instruct: Retrieve semantically similar text.\nQuery: "
 PROMPTS = {"none": "", "instruct": INSTRUCTION}
@@ -168,7 +169,7 @@ def harness_step(spec: dict[str, Any]) -> dict[str, Any]:
 
 def peer_venv_ready() -> bool:
     """Whether ``.venv-peers`` is built with the current pins (never built by this script)."""
-    from benchmarks.peer_env import PEER_REQUIREMENTS, PEER_VENV
+    from benchmarks.peers.peer_env import PEER_REQUIREMENTS, PEER_VENV
 
     stamp = PEER_VENV / ".installed"
     return (PEER_VENV / "bin" / "python").exists() and (
@@ -179,7 +180,7 @@ def peer_venv_ready() -> bool:
 def openvino_export(folder: Path) -> Path:
     """``folder`` exported to OpenVINO IR (made once under ``.cache/peers/``, keyed on the weights'
     path, size and mtime and on config.json's text)."""
-    from benchmarks.peer_env import EXPORTS, PEER_VENV
+    from benchmarks.peers.peer_env import EXPORTS, PEER_VENV
 
     weights = sorted(folder.glob("*.safetensors"))[0].stat()
     config = (folder / "config.json").read_text(encoding="utf-8")
@@ -219,8 +220,10 @@ def step_command(
             "warmup": args.warmup,
             "vectors": str(vectors),
         }
-        return [sys.executable, str(Path(__file__).resolve()), "--step", json.dumps(spec)]
-    from benchmarks.peer_env import PEER_VENV
+        from benchmarks.side_by_side import step_command as own_step
+
+        return own_step(__file__, spec)
+    from benchmarks.peers.peer_env import PEER_VENV
 
     backend = step.encoder.removeprefix("st-")
     python = sys.executable if backend == "torch" else str(PEER_VENV / "bin" / "python")
@@ -250,32 +253,6 @@ def step_command(
     ]
 
 
-class StepFailed(SystemExit):
-    """A step's process failed: uncaught, it ends the benchmark with the step's stderr; a peer's
-    failure is recorded instead (:attr:`reason`) and the peer left out."""
-
-    def __init__(self, command: list[str], returncode: int, stderr: str) -> None:
-        super().__init__(f"step failed ({' '.join(command[1:3])} ...):\n{stderr[-3000:]}")
-        lines = [line for line in stderr.strip().splitlines() if line.strip()]
-        if returncode < 0:
-            died = f"killed by {signal.Signals(-returncode).name}"
-        else:
-            died = f"exit {returncode}"
-        self.reason = f'{died}; its last stderr line: "{lines[-1]}"' if lines else died
-
-
-def run_step(command: list[str]) -> dict[str, Any]:
-    """Run one step's process; its last stdout line is its JSON result, plus ``process_s``."""
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise StepFailed(command, done.returncode, done.stderr)
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["process_s"] = wall
-    return result
-
-
 def vectors_path(work: Path, setting: Setting, encoder: str, tag: str = "") -> Path:
     name = f"{setting.shape}-{setting.dtype}-{setting.threads}-{setting.prompt}-{encoder}{tag}"
     return work / f"{name}.npy"
@@ -296,26 +273,17 @@ def max_abs_delta(a_path: Path, b_path: Path) -> tuple[float, float]:
 
 
 def machine() -> dict[str, Any]:
-    """lscpu's model name and bf16 flags, cores, and the versions that ran."""
+    """The CPU (:func:`benchmarks.report.cpu_facts`: model name, bf16 flags, cores, whether it
+    computes bf16) and the versions that ran."""
     import importlib.metadata
 
-    info: dict[str, Any] = {"cpu": platform.processor() or platform.machine(), "flags": []}
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in lines.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "Model name":
-                info["cpu"] = value.strip()
-            elif key.strip() == "Flags":
-                wanted = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")
-                info["flags"] = [f for f in value.split() if f in wanted]
-    except (OSError, subprocess.SubprocessError):
-        pass
-    info["cores"] = os.cpu_count()
+    from benchmarks.report import cpu_facts
+
+    info: dict[str, Any] = cpu_facts()
     for package in ("torch", "transformers", "sentence-transformers", "tokenizers"):
         info[package] = importlib.metadata.version(package)
     if peer_venv_ready():
-        from benchmarks.peer_env import PEER_REQUIREMENTS
+        from benchmarks.peers.peer_env import PEER_REQUIREMENTS
 
         info["peer_venv"] = [p for p in PEER_REQUIREMENTS if p.split("=")[0] in _PEER_SHOWN]
     return info
@@ -326,6 +294,8 @@ _PEER_SHOWN = ("sentence-transformers[onnx,openvino]", "transformers", "openvino
 
 def ratio_rows(steps: Sequence[Step]) -> list[dict[str, Any]]:
     """Per setting: the harness's median, the fastest peer's, and fastest peer / harness."""
+    from benchmarks.side_by_side import ratio
+
     rows = []
     for setting in sorted({s.setting for s in steps}):
         mine = [s for s in steps if s.setting == setting]
@@ -341,8 +311,8 @@ def ratio_rows(steps: Sequence[Step]) -> list[dict[str, Any]]:
                 "harness_s": ours.median,
                 "fastest_peer": fastest.encoder,
                 "fastest_peer_s": fastest.median,
-                "ratio": fastest.median / ours.median,
-                "per_peer": {p.encoder: p.median / ours.median for p in peers},
+                "ratio": ratio(fastest.median, ours.median),
+                "per_peer": {p.encoder: ratio(p.median, ours.median) for p in peers},
                 "target": TARGETS.get(key),
             }
         )
@@ -355,6 +325,8 @@ def report(
     command: str,
     load: str,
 ) -> str:
+    from benchmarks.report import machine_line
+
     host = data["machine"]
     flags = ", ".join(host["flags"]) or "none of avx512_bf16 / amx_bf16"
     lines = [
@@ -367,6 +339,8 @@ def report(
         f"{host['sentence-transformers']}"
         + (f"; OpenVINO peer: {', '.join(host['peer_venv'])}" if host.get("peer_venv") else "")
         + ". The machine is shared with other jobs.",
+        "",
+        machine_line(sorted({s.setting.dtype for s in steps}), host),
         "",
         f"{data['sentences']} unique STS-B test sentences"
         + (" (the first --limit)" if data["limited"] else "")
@@ -439,30 +413,34 @@ def report(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    from benchmarks.decoder_shapes import SHAPES
+    from benchmarks import side_by_side
+    from benchmarks.peers.decoder_shapes import SHAPES
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["qwen3-0.6b"])
     # the defaults are the issue's headline measurement; the options select more of the matrix
-    parser.add_argument("--dtypes", nargs="+", choices=("bf16", "fp32"), default=["bf16"])
-    parser.add_argument("--threads", nargs="+", type=int, default=[2])
+    side_by_side.add_options(
+        parser,
+        rounds=3,
+        dtypes=["bf16"],
+        dtype_choices=("bf16", "fp32"),
+        threads=[2],
+        json_out=True,
+    )
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["qwen3-0.6b"])
     parser.add_argument("--prompts", nargs="+", choices=list(PROMPTS), default=list(PROMPTS))
     parser.add_argument("--encoders", nargs="+", choices=ENCODERS, default=list(ENCODERS))
     parser.add_argument("--limit", type=int, help="first N of STS-B test's 2,552 unique sentences")
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="sentence-transformers' batch")
     parser.add_argument("--warmup", type=int, default=64, help="sentences encoded untimed first")
     parser.add_argument("--max-length", type=int, default=512, help="truncation, tokens, for all")
     parser.add_argument("--check-limit", type=int, default=64, help="sentences of the fp32 check")
     parser.add_argument("--tolerance", type=float, default=1e-3, help="fp32 max |delta| accepted")
     parser.add_argument("--models", type=Path, help="where the checkpoints are built")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument("--json", type=Path, help="also write every timing as JSON")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or (args.limit is not None and args.limit < 1):
-        parser.error("--rounds and --limit must be at least 1")
+    args = side_by_side.check_options(parser, parser.parse_args(argv))
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
     if any(t < 1 for t in args.threads):
         parser.error("--threads must be at least 1")
     return args
@@ -560,15 +538,16 @@ def judge_agreement(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks.side_by_side import answer_step, in_rounds
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--step"]:
-        print(json.dumps(harness_step(json.loads(argv[1]))), flush=True)
+    if answer_step(argv, harness_step):
         return 0
     args = parse_args(argv)
-    from benchmarks.decoder_encode import load_sentences
-    from benchmarks.decoder_shapes import MODELS, SHAPES, build, tokens_per_sentence
+    from benchmarks.peers.decoder_encode import load_sentences
+    from benchmarks.peers.decoder_shapes import MODELS, SHAPES, build, tokens_per_sentence
+    from benchmarks.peers.throughput import matmul_peak
     from benchmarks.report import load_line
-    from benchmarks.throughput import matmul_peak
 
     load_at_start = os.getloadavg()
     sentences = load_sentences(args.limit)
@@ -578,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoders.remove("st-openvino")
         notes.append(
             "st-openvino: not measured, .venv-peers is not built (it is built by "
-            "benchmarks/peer_env.py's peer_python(), never by make test)"
+            "benchmarks/peers/peer_env.py's peer_python(), never by make test)"
         )
     folders = {shape: build(shape, args.max_length, args.models or MODELS) for shape in args.shapes}
     if "st-openvino" in encoders:
@@ -601,30 +580,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         texts_file = work / "texts.json"
         texts_file.write_text(json.dumps(sentences), encoding="utf-8")
-        for number in range(args.rounds):
-            shift = number * len(steps) // args.rounds  # rotate who goes first
-            for step in steps[shift:] + steps[:shift]:
-                if step.failure:
-                    continue
-                out = vectors_path(work, step.setting, step.encoder)
-                command = step_command(step, folders[step.setting.shape], texts_file, out, args)
-                try:
-                    result = run_step(command)
-                except StepFailed as failed:
-                    if step.encoder == "harness":
-                        raise
-                    step.failure = failed.reason
-                    notes.append(
-                        f"{step.encoder} at {step.setting.label()}: not measured, its "
-                        f"process failed ({failed.reason})"
-                    )
-                    continue
-                step.encode_s.append(result["encode_s"])
-                step.load_s.append(result["load_s"])
-                step.process_s.append(result["process_s"])
-                step.impl = result.get("impl", "")
-                step.shared_prefixes = result.get("shared_prefixes") or {}
-            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        for step in in_rounds(steps, args.rounds):  # who goes first rotates
+            if step.failure:
+                continue
+            out = vectors_path(work, step.setting, step.encoder)
+            command = step_command(step, folders[step.setting.shape], texts_file, out, args)
+            try:
+                result = run_step(command)
+            except StepFailed as failed:
+                if step.encoder == "harness":
+                    raise
+                step.failure = failed.reason
+                notes.append(
+                    f"{step.encoder} at {step.setting.label()}: not measured, its "
+                    f"process failed ({failed.reason})"
+                )
+                continue
+            step.encode_s.append(result["encode_s"])
+            step.load_s.append(result["load_s"])
+            step.process_s.append(result["process_s"])
+            step.impl = result.get("impl", "")
+            step.shared_prefixes = result.get("shared_prefixes") or {}
         steps = [s for s in steps if not s.failure]
         agreement = agreement_checks(args, encoders, folders, work, texts_file, notes)
     import torch
@@ -683,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if any(s.shared_prefixes for s in steps):
         notes.append(SHARED_PREFIX_NOTE)
-    shown = "benchmarks/decoder_peers.py " + " ".join(argv)
+    shown = "benchmarks/peers/decoder_peers.py " + " ".join(argv)
     text = report(steps, data, shown, load_line(load_at_start))
     print(text)
     for row in data["ratios"]:
@@ -691,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ratio {label}: fastest peer ({row['fastest_peer']}) / harness = {row['ratio']:.2f}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        Path(args.out).write_text(text + "\n", encoding="utf-8")  # printed above, with the ratios
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**data, "ok": not bad}, indent=1) + "\n", encoding="utf-8")

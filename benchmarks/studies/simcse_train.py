@@ -1,13 +1,14 @@
 """simcse-train on the packaged MiniLM on CPU: throughput fp32 vs bf16, one epoch over all STS-B
 sentences, and STS-B test before and after, on the same backbone.
 
-    .venv/bin/python benchmarks/simcse_train.py                 # ~6 minutes on 2 cores
-    .venv/bin/python benchmarks/simcse_train.py --skip-epoch    # throughput only, ~1 minute
-    .venv/bin/python benchmarks/simcse_train.py --out docs/measurements/simcse_train.md
+    .venv/bin/python benchmarks/studies/simcse_train.py                 # ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/simcse_train.py --skip-epoch    # throughput only, ~1 minute
+    .venv/bin/python benchmarks/studies/simcse_train.py --out docs/measurements/simcse_train.md
 
 Throughput: SimCSE steps on the first N STS-B train sentences (batch 64, max_len 32, each sentence
 encoded twice), fp32 and bf16 autocast alternating over rounds; sentences per second of training
-(forward of both views + backward + optimiser step), median over rounds, and their ratio.
+(forward of both views + backward + optimiser step), median over rounds, and their ratio. The
+header says which CPU ran and whether it computes bf16 (an emulated bf16 is slower than fp32).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -30,9 +31,11 @@ def throughput(sentences: list[str], rounds: int) -> dict[str, float]:
     from methods.training.simcse_loop import SimCSEConfig, SimCSETrainer
 
     base = Path(resolve_backbone("minilm").path)
+    from benchmarks.side_by_side import round_order
+
     speeds: dict[str, list[float]] = {"fp32": [], "bf16": []}
-    for _ in range(rounds):
-        for precision in speeds:
+    for number in range(rounds):
+        for precision in round_order(list(speeds), number, rounds):  # who goes first rotates
             with tempfile.TemporaryDirectory() as tmp:
                 config = SimCSEConfig(precision=precision, save_every=10**9)
                 result = SimCSETrainer(base, Path(tmp), config, seed=42, progress=False).train(
@@ -116,9 +119,9 @@ def main() -> None:
             f"| simcse-train (cls_before_pooler), after | {epoch['after']:.2f} |",
             f"| loss first → last | {fit['first_loss']:.3f} → {fit['final_loss']:.3f} |",
         ]
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit(lines, args.out)
+    emit([machine_line(["fp32", "bf16 autocast"]), "", *lines], args.out)
 
 
 if __name__ == "__main__":

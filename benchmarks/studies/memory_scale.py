@@ -1,8 +1,10 @@
 """Peak memory and time of encoding 10k, 100k and 300k synthetic sentences (cold cache).
 
-    .venv/bin/python benchmarks/memory_scale.py --out docs/measurements/memory_scale.md  # ~9 min
-    python benchmarks/memory_scale.py --dtype fp32 --out docs/measurements/memory_scale_fp32.md
-    .venv/bin/python benchmarks/memory_scale.py --sizes 10000 30000
+    .venv/bin/python benchmarks/studies/memory_scale.py \\
+        --out docs/measurements/memory_scale.md  # ~9 min
+    python benchmarks/studies/memory_scale.py --dtype fp32 \\
+        --out docs/measurements/memory_scale_fp32.md
+    .venv/bin/python benchmarks/studies/memory_scale.py --sizes 10000 30000
 
 Each size runs in a fresh process (``/usr/bin/time`` reports its peak RSS): the packaged MiniLM
 encodes the ``avg`` view of N distinct synthetic sentences into an empty cache, window by window.
@@ -20,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 WORDS = (
     "the a man woman dog cat child plays runs eats rides sleeps guitar piano horse bike ball food "
@@ -84,9 +86,9 @@ def main() -> None:
             f"| {n} | {float(wall):.1f} | {n / float(wall):.0f} | {int(rss_kib) / 1024:.0f} |"
         )
         print(lines[-1], flush=True)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit(lines, args.out)
+    emit([machine_line([args.dtype]), "", *lines], args.out)
 
 
 if __name__ == "__main__":

@@ -3,31 +3,29 @@
 bert-base, bert-large, roberta-base, mpnet-base and deberta-v3-base shapes, random weights, at 1
 and 2 threads, with a summary table of ratios and shares of the bf16 matmul peak.
 
-    .venv/bin/python benchmarks/shapes.py --scale 0.5 --rounds 2 --out docs/measurements/shapes.md #
-    ~45 min, 2 cores .venv/bin/python benchmarks/shapes.py --shapes mpnet-base --threads 2 --rounds
-    1 # one shape
+    .venv/bin/python benchmarks/peers/shapes.py --scale 0.5 --rounds 2 \\
+        --out docs/measurements/shapes.md                             # ~45 min, 2 cores
+    .venv/bin/python benchmarks/peers/shapes.py --shapes mpnet-base --threads 2 --rounds 1  # one
 
 Throughput does not depend on the weights, so each model is a randomly initialised transformers
 model of the published shape, saved with ``save_pretrained`` under ``.cache/bench-models/`` with
-MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each (shape,
-threads) is one ``benchmarks/throughput.py`` run (a process of its own: encoders interleaved in
-rounds, each peer at its best batch size, the matmul peak probed in the same process); Spearman
-of random weights means nothing and is not reported. The ``(transformers)`` sections are the same
-checkpoints run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the
-native rows is what the native path brings. The harness runs bf16 only where the CPU computes
-bf16 (otherwise torch emulates it, slower than fp32); the same holds for the torch bf16 peer.
+MiniLM's (= bert-base-uncased's) tokenizer, and loaded from there by everyone. Each (shape, threads)
+is one ``benchmarks/peers/throughput.py`` run (a process of its own: encoders interleaved in rounds,
+each peer at its best batch size, the matmul peak probed in the same process); Spearman of random
+weights means nothing and is not reported. The ``(transformers)`` sections are the same checkpoints
+run by the harness through AutoModel (``--encoder-impl transformers``): the gap to the native rows
+is what the native path brings. The harness runs bf16 only where the CPU computes bf16 (otherwise
+torch emulates it, slower than fp32); the same holds for the torch bf16 peer.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 MODELS = ROOT / ".cache" / "bench-models"
 TOKENIZER_FILES = (
@@ -130,7 +128,7 @@ def build(name: str) -> Path:
     import torch
     from transformers import AutoConfig, AutoModel
 
-    from benchmarks.peers import packaged_model_dir
+    from benchmarks.peers.baselines import packaged_model_dir
 
     model_type, shape = SHAPES[name]
     torch.manual_seed(0)
@@ -195,27 +193,26 @@ def summary(results: list[tuple[str, int, dict]]) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import json
     import tempfile
 
+    from benchmarks import side_by_side as sbs
+    from benchmarks.report import machine_line
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # each (shape, threads) is one throughput.py run: its rounds, its dtypes (fp32, bf16 if native)
+    sbs.add_options(parser, rounds=2, threads=[1, 2])
     parser.add_argument("--shapes", nargs="+", default=list(RUNS), choices=list(RUNS))
-    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
-    parser.add_argument(
-        "--threads", type=int, nargs="+", default=[1, 2], help="one run per thread count"
-    )
     parser.add_argument(
         "--scale", type=float, default=1.0, help="multiply every shape's sentence count"
     )
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
-    args = parser.parse_args()
+    args = sbs.check_options(parser, parser.parse_args(argv))
     lines = [
         "Random-weight encoders of published shapes; sentences: the first N unique sentences of "
-        "STS-B "
-        "test. Each section is one benchmarks/throughput.py run; its ratios were measured side by "
-        "side.",
+        "STS-B test. Each section is one benchmarks/peers/throughput.py run; its ratios were "
+        "measured side by side.",
         "",
     ]
     results: list[tuple[str, int, dict]] = []
@@ -225,52 +222,30 @@ def main() -> None:
             extra = ["--impl", impl, "--peers", *(peers() if impl == "auto" else [])]
             sentences = max(16, int(SENTENCES[model] * args.scale))
             folder = build(model)
+            command = [sys.executable, str(ROOT / "benchmarks" / "peers" / "throughput.py")]
+            command += ["--model", str(folder), "--sentences", str(sentences)]
+            command += ["--rounds", str(args.rounds), "--batch-sizes", *map(str, args.batch_sizes)]
+            command += ["--threads", str(threads), *extra]
+            print(
+                f"{shape}, {threads} threads: {' '.join(command[1:])}", file=sys.stderr, flush=True
+            )
             with tempfile.NamedTemporaryFile(suffix=".json") as report:
-                command = [
-                    sys.executable,
-                    str(ROOT / "benchmarks" / "throughput.py"),
-                    "--model",
-                    str(folder),
-                    "--sentences",
-                    str(sentences),
-                    "--rounds",
-                    str(args.rounds),
-                    "--batch-sizes",
-                    *map(str, args.batch_sizes),
-                    "--threads",
-                    str(threads),
-                    *extra,
-                ]
-                print(
-                    f"{shape}, {threads} threads: {' '.join(command[1:])}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                done = subprocess.run(
-                    [*command, "--json", report.name],
-                    cwd=ROOT,
-                    capture_output=True,
-                    text=True,
-                    env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                )
-                if done.returncode != 0:
-                    raise SystemExit(f"{shape} failed:\n{done.stderr[-3000:]}")
+                stdout, _ = sbs.run_process([*command, "--json", report.name])
                 results.append(
                     (shape, threads, json.loads(Path(report.name).read_text(encoding="utf-8")))
                 )
+            shown = " ".join(["benchmarks/peers/throughput.py", *command[2:]])
             lines += [
                 f"## {shape}, {threads} thread{'s' if threads > 1 else ''}",
                 "",
-                "`"
-                + " ".join(["benchmarks/throughput.py", *command[2:]]).replace(str(ROOT) + "/", "")
-                + "`",
+                "`" + shown.replace(str(ROOT) + "/", "") + "`",
                 "",
-                done.stdout.strip(),
+                stdout.strip(),
                 "",
             ]
-    from benchmarks.report import emit
-
-    emit(["# Every family against the peers", "", *summary(results), "", *lines], args.out)
+    dtypes = sorted({e["dtype"] for _, _, data in results for e in data["encoders"]})
+    head = ["# Every family against the peers", "", machine_line(dtypes), ""]
+    sbs.write([*head, *summary(results), "", *lines], args.out)
 
 
 if __name__ == "__main__":

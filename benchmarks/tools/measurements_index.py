@@ -1,25 +1,33 @@
 """docs/measurements/README.md, generated from the benchmarks that write the reports in that folder.
 
-    .venv/bin/python benchmarks/measurements_index.py         # rewrites docs/measurements/README.md
-    .venv/bin/python benchmarks/measurements_index.py --check  # exit 1 when it is stale or wrong
+    .venv/bin/python benchmarks/tools/measurements_index.py  # rewrites docs/measurements/README.md
+    .venv/bin/python benchmarks/tools/measurements_index.py --check  # exit 1: stale or wrong
 
 A report belongs to the benchmark whose module docstring shows the command that writes it: a usage
-line, i.e. a docstring line that starts with ``.venv/bin/python benchmarks/NAME.py`` (or ``python
-benchmarks/NAME.py``) naming the script itself, whose ``--out PATH`` is the report, or, for a script
-that writes a fixed file, whose trailing comment says ``# writes PATH`` (several paths: ``# writes
-PATH and PATH``). For example, ``benchmarks/throughput.py``'s docstring has
+line, i.e. a docstring line that starts with ``.venv/bin/python benchmarks/GROUP/NAME.py`` (or
+``python benchmarks/GROUP/NAME.py``) naming the script itself, whose ``--out PATH`` is the report,
+or, for a script that writes a fixed file, whose trailing comment says ``# writes PATH`` (several
+paths: ``# writes PATH and PATH``). For example, ``benchmarks/peers/throughput.py``'s docstring has
 
-    .venv/bin/python benchmarks/throughput.py --threads 1 --out docs/measurements/throughput.md
+    .venv/bin/python benchmarks/peers/throughput.py --threads 1 \\
+        --out docs/measurements/throughput.md
 
-so ``docs/measurements/throughput.md`` is written by ``benchmarks/throughput.py`` with that command.
-The index lists each report with its benchmark, its command, its first line (a heading's ``#`` marks
-dropped) and the first line that says when or where it was measured (one with an ISO date, else
-the ``load average`` line that :func:`benchmarks.report.load_line` prints), if it has one.
+(a command continued with a backslash is one usage line), so ``docs/measurements/throughput.md`` is
+written by ``benchmarks/peers/throughput.py`` with that command. The index lists each report with
+its benchmark, its command, its first line (a heading's ``#`` marks dropped) and the first line that
+says when or where it was measured (one with an ISO date, else the ``load average`` line that
+:func:`benchmarks.report.load_line` prints), if it has one.
+
+A report whose benchmark was retired from the suite stays as it was measured: ``[retired]`` in
+``benchmarks/history.toml`` names it with the command that wrote it, the last commit that has the
+script, and why it went; the index lists it with those. A report keeps the command it was made
+with, also when its script has moved since: ``[moved]`` there maps former paths to present ones,
+and the index lists them.
 
 :func:`problems` says what keeps the folder honest (``tests/test_docs_layout.py`` asserts there are
-none): a file in docs/measurements that no usage line writes, a usage line or an ``--out`` default
-whose output lies outside docs/measurements, a report a usage line promises that is not there, and
-one report claimed by two commands.
+none): a file in docs/measurements that no usage line writes and that is not retired, a usage line
+or an ``--out`` default whose output lies outside docs/measurements, a report a usage line or
+``[retired]`` promises that is not there, and one report claimed by two commands.
 """
 
 from __future__ import annotations
@@ -28,17 +36,49 @@ import argparse
 import ast
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = "docs/measurements"
 INDEX = f"{FOLDER}/README.md"
-_USAGE = re.compile(r"^\s*(?:\.venv/bin/)?python (benchmarks/[\w-]+\.py)\b(.*)$")
+_USAGE = re.compile(r"^\s*(?:\.venv/bin/)?python (benchmarks/(?:[\w-]+/)*[\w-]+\.py)\b(.*)$")
 _OUT = re.compile(r"--out[ =](\S+)")
 _WRITES = re.compile(r"\bwrites\s+(.+)$")
 _PATH = re.compile(r"(?:^|\s)(docs/\S+?)[,;.]?(?=\s|$)")
 _DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A report whose benchmark left the suite: the script and command that wrote it, the last
+    commit that has the script (``git show COMMIT:SCRIPT``), and why it went."""
+
+    script: str
+    command: str
+    commit: str
+    why: str
+
+
+HISTORY = "benchmarks/history.toml"
+
+
+def history(root: Path = ROOT) -> dict:
+    """:data:`HISTORY` read (empty when there is none)."""
+    path = root / HISTORY
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def retired_reports(root: Path = ROOT) -> dict[str, Retired]:
+    """Report path -> :class:`Retired`, from ``[retired."REPORT"]`` tables of :data:`HISTORY`."""
+    tables = history(root).get("retired", {})
+    return {report: Retired(**fields) for report, fields in tables.items()}
+
+
+def moved_scripts(root: Path = ROOT) -> dict[str, str]:
+    """Former script path -> present one, from ``[moved]`` of :data:`HISTORY`."""
+    return dict(history(root).get("moved", {}).get("paths", {}))
 
 
 @dataclass(frozen=True)
@@ -54,10 +94,12 @@ class Usage:
 def usage_of(script: str, line: str) -> Usage | None:
     """The line as a usage of ``script`` that writes something, or None.
 
-    >>> usage = usage_of("benchmarks/flow_fit.py",
-    ...                  "    python benchmarks/flow_fit.py --out docs/measurements/f.md  # ~1 min")
-    >>> usage.command, usage.outputs
-    ('python benchmarks/flow_fit.py --out docs/measurements/f.md', ('docs/measurements/f.md',))
+    >>> line = "  python benchmarks/studies/flow_fit.py --out docs/measurements/f.md  # 1 min"
+    >>> usage = usage_of("benchmarks/studies/flow_fit.py", line)
+    >>> usage.command
+    'python benchmarks/studies/flow_fit.py --out docs/measurements/f.md'
+    >>> usage.outputs
+    ('docs/measurements/f.md',)
     >>> usage_of("benchmarks/m.py", "python benchmarks/m.py  # writes docs/a.md and b.json").outputs
     ('docs/a.md',)
     >>> usage_of("benchmarks/m.py", "python benchmarks/other.py --out x.md") is None  # another's
@@ -75,8 +117,8 @@ def usage_of(script: str, line: str) -> Usage | None:
 
 
 def benchmark_scripts(root: Path = ROOT) -> list[Path]:
-    """Every script under benchmarks/, sorted by name."""
-    return sorted((root / "benchmarks").glob("*.py"))
+    """Every script under benchmarks/ and its groups, sorted by path."""
+    return sorted((root / "benchmarks").rglob("*.py"))
 
 
 def usages(root: Path = ROOT) -> list[Usage]:
@@ -129,6 +171,7 @@ def committed_reports(root: Path = ROOT) -> list[str]:
 def problems(root: Path = ROOT) -> list[str]:
     """What is wrong with docs/measurements and the benchmarks' outputs, one line each; [] if
     nothing."""
+    retired = retired_reports(root)
     found = []
     written: dict[str, list[Usage]] = {}
     for usage in usages(root):
@@ -152,10 +195,18 @@ def problems(root: Path = ROOT) -> list[str]:
     for script, default in out_defaults(root):
         if not default.startswith(FOLDER + "/"):
             found.append(f"{script}: --out defaults to {default}, outside {FOLDER}/")
+    for former, present in sorted(moved_scripts(root).items()):
+        if not (root / present).is_file():
+            found.append(f"{HISTORY}: {former} moved to {present}, which is not there")
+    for report, gone in sorted(retired.items()):
+        if not (root / report).is_file():
+            found.append(f"{report}: retired with {gone.script}, but not committed")
+        if report in written:
+            found.append(f"{report}: retired with {gone.script}, yet a usage line writes it")
     found += [
         f"{report}: no benchmark's docstring shows a command that writes it"
         for report in committed_reports(root)
-        if report not in written
+        if report not in written and report not in retired
     ]
     return found
 
@@ -187,7 +238,9 @@ def _cell(text: str) -> str:
 
 
 def render(root: Path = ROOT) -> str:
-    """The index's markdown: one row per report a usage line writes, by report name."""
+    """The index's markdown: one row per report a usage line writes, by report name, then the
+    reports of retired benchmarks."""
+    retired = retired_reports(root)
     rows = sorted(
         (
             (output, usage)
@@ -200,11 +253,13 @@ def render(root: Path = ROOT) -> str:
     lines = [
         "# Measurements",
         "",
-        "Reports written by the benchmark scripts under `benchmarks/`, each with the command that",
-        "wrote it. The guides that read these numbers are [PERFORMANCE](../PERFORMANCE.md) and",
-        "[RESULTS](../RESULTS.md). This index is generated from the benchmarks' docstrings by",
-        "`.venv/bin/python benchmarks/measurements_index.py`; `tests/test_docs_layout.py` fails",
-        "when it is stale.",
+        "Reports written by the benchmark scripts under `benchmarks/` (peer comparisons in",
+        "`peers/`, scaling studies in `studies/`), each with the command that wrote it. The",
+        "guides that read these numbers are [PERFORMANCE](../PERFORMANCE.md) and",
+        "[RESULTS](../RESULTS.md).",
+        "This index is generated from the benchmarks' docstrings and `benchmarks/history.toml` by",
+        "`.venv/bin/python benchmarks/tools/measurements_index.py`; `tests/test_docs_layout.py`",
+        "fails when it is stale.",
         "",
         "| report | benchmark | command | first line | measured |",
         "|---|---|---|---|---|",
@@ -217,6 +272,41 @@ def render(root: Path = ROOT) -> str:
             f"| [{name}]({name}) | [{script}](../../{usage.script}) | `{usage.command}` | "
             f"{_cell(first_line(text))} | {_cell(measured_line(text))} |"
         )
+    moved = moved_scripts(root)
+    if moved:
+        since = history(root)["moved"].get("commit", "")
+        lines += [
+            "",
+            "## Former paths",
+            "",
+            "A report shows the command it was made with. Reports measured up to commit "
+            f"{since}, before the scripts were grouped, name them at their former paths; each "
+            "script is the same at its present path:",
+            "",
+            "| former path | present path |",
+            "|---|---|",
+            *(
+                f"| `{former}` | [{present}](../../{present}) |"
+                for former, present in sorted(moved.items())
+            ),
+        ]
+    gone = [(report, r) for report, r in sorted(retired.items()) if (root / report).is_file()]
+    if gone:
+        lines += [
+            "",
+            "## Retired benchmarks",
+            "",
+            "Their reports stay as measured; `git show COMMIT:SCRIPT` prints the script.",
+            "",
+            "| report | benchmark | command | last commit with it | why it was retired |",
+            "|---|---|---|---|---|",
+        ]
+        for report, r in gone:
+            name = report.removeprefix(FOLDER + "/")
+            lines.append(
+                f"| [{name}]({name}) | {r.script.removeprefix('benchmarks/')} | `{r.command}` "
+                f"| {r.commit} | {_cell(r.why)} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -237,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = not index.is_file() or index.read_text(encoding="utf-8") != text
         if stale:
             print(
-                f"error: {INDEX} is stale: .venv/bin/python benchmarks/measurements_index.py",
+                f"error: {INDEX} is stale: .venv/bin/python benchmarks/tools/measurements_index.py",
                 file=sys.stderr,
             )
         return 1 if wrong or stale else 0

@@ -1,9 +1,9 @@
 """Query × candidate cost of the cross-encoder teacher against its DSE student, on the embedded
 default (both trained from the packaged MiniLM on STS-B train; cached after the first run).
 
-    .venv/bin/python benchmarks/query_candidates.py            # Q = 100, C = 100 / 1000 / 10000
-    .venv/bin/python benchmarks/query_candidates.py --dtype bf16
-    .venv/bin/python benchmarks/query_candidates.py --out docs/measurements/cost.md
+    .venv/bin/python benchmarks/studies/query_candidates.py   # Q = 100, C = 100 / 1000 / 10000
+    .venv/bin/python benchmarks/studies/query_candidates.py --dtype bf16
+    .venv/bin/python benchmarks/studies/query_candidates.py --out docs/measurements/cost.md
 
 Queries and candidates are STS-B sentences (test + the fit set), shuffled with the seed. (a) is
 measured up to 10,000 pairs and extrapolated beyond from its measured pairs/second (marked in
@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -44,9 +44,10 @@ def main() -> None:
     )
     harness.run(cfg)
     out = Path(args.output_dir)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
-    emit((out / "cost.md").read_text(encoding="utf-8").rstrip("\n").splitlines(), args.out)
+    cost = (out / "cost.md").read_text(encoding="utf-8").rstrip("\n").splitlines()
+    emit([*cost[:1], "", machine_line([args.dtype]), *cost[1:]], args.out)  # under its title
     rows = {row["candidates"]: row for row in json.loads((out / "cost.json").read_text())["rows"]}
     if 1000 in rows:
         ratio = rows[1000]["speedup_student"]

@@ -1,6 +1,7 @@
 """The dask backend against the local one on a two-backbone job, in one run.
 
-    .venv/bin/python benchmarks/dask_vs_local.py --out docs/measurements/dask_vs_local.md  # ~1 min
+    .venv/bin/python benchmarks/studies/dask_vs_local.py \\
+        --out docs/measurements/dask_vs_local.md  # ~1 min
 
 The job: ``avg`` with the packaged MiniLM plus ``simcse`` (cls_before_pooler) with a copy of it
 in another folder — two backbones, two encode jobs — on STS-B test, cold caches. The dask side
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -66,10 +67,12 @@ def main() -> None:
                 "dask", backend="dask", scheduler_address=cluster.scheduler_address
             )
     equal = json.dumps(local) == json.dumps(distributed)
-    from benchmarks.report import emit
+    from benchmarks.report import emit, machine_line
 
     emit(
         [
+            machine_line(["fp32"]),
+            "",
             "| backend | seconds |",
             "|---|---:|",
             f"| local | {local_s:.1f} |",

@@ -1,9 +1,9 @@
 """Time and peak memory of scoring 10k, 100k and 1M synthetic pairs with the bootstrap and a paired
 test.
 
-    .venv/bin/python benchmarks/pairs_scale.py         # 10k, 100k, 1M; ~5 minutes on 2 cores
-    .venv/bin/python benchmarks/pairs_scale.py --sizes 10000 30000 --rounds 200
-    .venv/bin/python benchmarks/pairs_scale.py --subsets 5 --json out.json
+    .venv/bin/python benchmarks/studies/pairs_scale.py   # 10k, 100k, 1M; ~5 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/pairs_scale.py --sizes 10000 30000 --rounds 200
+    .venv/bin/python benchmarks/studies/pairs_scale.py --subsets 5 --json out.json
 
 Each size runs in a fresh process, which reports its own peak resident memory (``VmHWM``, the
 kernel's high-water mark, and ``ru_maxrss``). In it: gold scores in 26 tied steps of 0.2 over 0-5
@@ -13,7 +13,7 @@ split into subsets; then
 * **score**: :func:`harness.core.scoring.score_split` of each method with ``--rounds`` bootstrap
   resamples (the run's 95 % interval), as the runner scores a (method, task);
 * **paired**: :func:`harness.core.significance.scored` of both, the paired bootstrap and Williams'
-  t, with the in-process memo of resamples emptied first, so the resampling is timed again (as
+  t, given no ``ResampleMemo`` (nothing is memoised then), so the resampling is timed again (as
   when the reports are rebuilt in another process).
 
 Memory should grow about linearly with the pairs and not with pairs × rounds: the resamples are
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DEFAULT_SIZES = [10_000, 100_000, 1_000_000]
 
@@ -56,7 +56,6 @@ def child(n: int, rounds: int, subsets: int) -> dict[str, float]:
     """In the measured process: score two methods on ``n`` synthetic pairs and compare them."""
     import numpy as np
 
-    from harness.core import bootstrap
     from harness.core.scoring import score_split
     from harness.core.significance import paired_bootstrap, scored, williams
 
@@ -69,7 +68,6 @@ def child(n: int, rounds: int, subsets: int) -> dict[str, float]:
     score_split(
         a[:100], gold[:100], None, "all", 10, 1
     )  # one-time costs (the code digest's parse) are not timed
-    bootstrap._memo.clear()
     before = high_water_mib()
     start = resource.getrusage(resource.RUSAGE_SELF)
     cpu_before = start.ru_utime + start.ru_stime
@@ -77,7 +75,7 @@ def child(n: int, rounds: int, subsets: int) -> dict[str, float]:
     first = score_split(a, gold, labels, aggregation, rounds, 1234)
     second = score_split(b, gold, labels, aggregation, rounds, 1234)
     t1 = time.perf_counter()
-    bootstrap._memo.clear()  # time the paired test's own resampling (see the module docstring)
+    # no ResampleMemo passed: the paired test resamples again (see the module docstring)
     one, two = (
         scored(a, gold, labels, aggregation, rounds, 1234),
         scored(b, gold, labels, aggregation, rounds, 1234),
@@ -148,7 +146,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the measurements to this file")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
-    from benchmarks.report import emit, load_line
+    from benchmarks.report import emit, load_line, machine_line
 
     started = os.getloadavg()
     rows = []
@@ -168,7 +166,8 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
-    emit(table(rows, args.rounds, args.subsets, load_line(started)), args.out)
+    head = [machine_line(["float64 (numpy: the scores and resamples)"]), ""]
+    emit([*head, *table(rows, args.rounds, args.subsets, load_line(started))], args.out)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"rows": rows, "load": load_line(started)}, indent=1) + "\n",

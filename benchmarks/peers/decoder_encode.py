@@ -1,10 +1,11 @@
 """A decoder LLM's encode through the harness against a plain transformers loop, side by side in one
 process, on the same sentences.
 
-    .venv/bin/python benchmarks/decoder_encode.py --family qwen2 --rounds 3   # tiny Qwen2
-    .venv/bin/python benchmarks/decoder_encode.py --family llama --hidden 256 --layers 4 \\
+    .venv/bin/python benchmarks/peers/decoder_encode.py --family qwen2 --rounds 3   # tiny Qwen2
+    .venv/bin/python benchmarks/peers/decoder_encode.py --family llama --hidden 256 --layers 4 \\
         --limit 1000
-    .venv/bin/python benchmarks/decoder_encode.py --backbone DIR --prompts prompteol --json out.json
+    .venv/bin/python benchmarks/peers/decoder_encode.py --backbone DIR --prompts prompteol \\
+        --json out.json
 
 What it measures: the seconds to encode the unique sentences of STS-B test (the packaged split,
 2,552 sentences, or the first ``--limit``) into the last token's final hidden state, once through
@@ -20,10 +21,11 @@ The backbone is a tiny causal LM built here (``tests/fixtures.py``'s ``write_tin
 32, 2 layers, or ``--hidden``/``--layers``), or any local checkpoint folder (``--backbone``). Both
 models are loaded once, and before a prompt's timed rounds each encoder encodes its sentences once
 untimed (the harness loads its model on first use; oneDNN builds a kernel per batch shape). Rounds
-then alternate harness and plain, and medians are reported. Tokenization is inside the timed encode
-for both. The ratio is plain / harness seconds (> 1: the harness is faster). The largest
-|difference| between the two sets of vectors is reported too, and the script exits 1 when it exceeds
-``--tolerance``: a timing of wrong vectors is no timing.
+then alternate harness and plain (who goes first rotates:
+:func:`benchmarks.side_by_side.round_order`), and medians are reported. Tokenization is inside the
+timed encode for both. The ratio is plain / harness seconds (> 1: the harness is faster). The
+largest |difference| between the two sets of vectors is reported too, and the script exits 1 when it
+exceeds ``--tolerance``: a timing of wrong vectors is no timing.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -204,7 +205,9 @@ class PromptResult:
     @property
     def ratio(self) -> float:
         """Plain seconds over harness seconds: above 1 the harness is faster."""
-        return self.plain_median / self.harness_median
+        from benchmarks.side_by_side import ratio
+
+        return ratio(self.plain_median, self.harness_median)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -244,8 +247,10 @@ def measure(
     max_length: int = 128,
 ) -> Measurement:
     """Load both encoders once, warm each up untimed, then per prompt alternate them for
-    ``rounds``."""
+    ``rounds`` (who goes first rotates)."""
     import torch
+
+    from benchmarks.side_by_side import round_order
 
     torch.set_num_threads(threads)
     harness = HarnessEncoder(folder, threads, device, max_length)
@@ -257,15 +262,18 @@ def measure(
             sentences, prompt
         )  # untimed: the harness's model loads on its first call; for both,
         plain.encode(sentences, prompt)  # oneDNN builds its kernels for this prompt's batch shapes
-        for _ in range(rounds):
-            seconds, harness_vectors[name] = _timed(
-                lambda prompt=prompt: harness.encode(sentences, prompt)
-            )
-            result.harness_seconds.append(seconds)
-            seconds, plain_vectors[name] = _timed(
-                lambda prompt=prompt: plain.encode(sentences, prompt)
-            )
-            result.plain_seconds.append(seconds)
+        for number in range(rounds):
+            for side in round_order(("harness", "plain"), number, rounds):
+                if side == "harness":
+                    seconds, harness_vectors[name] = _timed(
+                        lambda prompt=prompt: harness.encode(sentences, prompt)
+                    )
+                    result.harness_seconds.append(seconds)
+                else:
+                    seconds, plain_vectors[name] = _timed(
+                        lambda prompt=prompt: plain.encode(sentences, prompt)
+                    )
+                    result.plain_seconds.append(seconds)
         result.max_abs_delta = float(np.abs(harness_vectors[name] - plain_vectors[name]).max())
         results.append(result)
     return Measurement(results, harness_vectors, plain_vectors, harness.forward.impl)
@@ -279,25 +287,15 @@ def failures(results: Sequence[PromptResult], tolerance: float) -> list[str]:
 
 
 def machine() -> dict[str, Any]:
-    """The CPU (lscpu's model name where there is one), its cores, and torch's threads."""
+    """The CPU (:func:`benchmarks.report.cpu_facts`: model, half-precision flags, cores, bf16
+    native), torch's threads and the versions that ran."""
     import torch
-
-    model = platform.processor() or platform.machine()
-    try:
-        lines = subprocess.run(
-            ["lscpu"], capture_output=True, text=True, timeout=10
-        ).stdout.splitlines()
-        model = next(
-            (line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name")),
-            model,
-        )
-    except (OSError, subprocess.SubprocessError):
-        pass
     import transformers
 
+    from benchmarks.report import cpu_facts
+
     return {
-        "cpu": model,
-        "cores": os.cpu_count(),
+        **cpu_facts(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -323,9 +321,12 @@ def table(results: Sequence[PromptResult]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from benchmarks import side_by_side
+
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    side_by_side.add_options(parser, rounds=3, threads=2, json_out=True)  # fp32 only: no --dtypes
     parser.add_argument(
         "--family", choices=FAMILIES, default="qwen2", help="tiny decoder to build (default qwen2)"
     )
@@ -340,13 +341,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="tiny decoder's initialisation seed")
     parser.add_argument("--prompts", nargs="+", choices=list(PROMPTS), default=list(PROMPTS))
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per prompt (default 3)")
     parser.add_argument("--limit", type=int, help="first N of STS-B test's 2,552 unique sentences")
     parser.add_argument(
         "--batch-size", type=int, default=32, help="the plain loop's texts per batch (default 32)"
-    )
-    parser.add_argument(
-        "--threads", type=int, default=2, help="torch CPU threads for both (default 2)"
     )
     parser.add_argument(
         "--max-length", type=int, default=128, help="truncation, tokens, for both (default 128)"
@@ -358,13 +355,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1e-4,
         help="largest |difference| of the vectors accepted (default 1e-4); above it: exit 1",
     )
-    parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
     if args.backbone is not None and (args.hidden is not None or args.layers is not None):
         parser.error("--hidden/--layers size a tiny decoder; a --backbone has its own size")
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
-    return args
+    return side_by_side.check_options(parser, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -394,8 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.rounds} round(s), plain batch {args.batch_size}, max length {args.max_length}, "
         f"fp32, {args.device}"
     )
+    from benchmarks.report import machine_line
+
     print(
-        f"machine: {host['cpu']}, {host['cores']} cores, torch threads {host['torch_threads']}; "
+        f"{machine_line(['fp32'], host)}; torch threads {host['torch_threads']}; "
         f"torch {host['torch']}, transformers {host['transformers']}"
     )
     print()

@@ -3,13 +3,16 @@ share.
 
 Each encoder's time is also given as a fraction of this machine's matmul peak.
 
-    .venv/bin/python benchmarks/throughput.py                 # MiniLM, ~6 minutes on 2 cores
-    .venv/bin/python benchmarks/throughput.py --model DIR --sentences 512 --rounds 2
-    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads.md
-    .venv/bin/python benchmarks/throughput.py --threads 1 --out docs/measurements/throughput.md
-    .venv/bin/python benchmarks/throughput.py --out docs/measurements/throughput_2threads_busy.md
-    .venv/bin/python benchmarks/throughput.py --split all --dtypes bf16 --peers openvino:bf16 \\
-        --batch-sizes 64 128 --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
+    .venv/bin/python benchmarks/peers/throughput.py                 # MiniLM, ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/peers/throughput.py --model DIR --sentences 512 --rounds 2
+    .venv/bin/python benchmarks/peers/throughput.py --out docs/measurements/throughput_2threads.md
+    .venv/bin/python benchmarks/peers/throughput.py --threads 1 \\
+        --out docs/measurements/throughput.md
+    .venv/bin/python benchmarks/peers/throughput.py \\
+        --out docs/measurements/throughput_2threads_busy.md
+    .venv/bin/python benchmarks/peers/throughput.py --split all --dtypes bf16 \\
+        --peers openvino:bf16 --batch-sizes 64 128 \\
+        --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
 
 Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
 them), every encoder loaded once in its own process and waiting while the others run: only
@@ -20,7 +23,8 @@ its best. The ONNX and OpenVINO peers run in ``.venv-peers`` (built on first use
 
 "% of matmul peak" is useful FLOPs (2·P·n + 4·L·n²·H over the real token lengths, padding not
 counted) per second over a square matmul of the encoder's dtype timed in the same run with the
-same thread count.
+same thread count. Options, rounds, medians and the report are the shared peer harness's
+(:mod:`benchmarks.side_by_side`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -123,16 +127,27 @@ def harness_encoders(model: str, texts: list[str], dtypes: list[str], impl: str,
     return ref, encoders, vectors, lengths
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import numpy as np
     import torch
 
-    from benchmarks.peer_env import PeerProcess
-    from benchmarks.peers import load_stsb_split, load_stsb_test, packaged_model_dir
+    from benchmarks import side_by_side as sbs
+    from benchmarks.peers.baselines import load_stsb_split, load_stsb_test, packaged_model_dir
+    from benchmarks.peers.peer_env import PeerProcess
+    from benchmarks.report import cpu_facts
     from harness.core.cost_model import ModelShape
     from harness.core.scoring import cosine_rows, spearman
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --threads: of every encoder, 1 resists a busy machine best; --json is read by shapes.py
+    sbs.add_options(
+        parser,
+        rounds=3,
+        dtypes=["auto"],
+        dtype_choices=("auto", "fp32", "bf16"),
+        threads=0,
+        json_out=True,
+    )
     parser.add_argument(
         "--model", default="minilm", help="'minilm' (packaged) or a local model folder"
     )
@@ -145,7 +160,6 @@ def main() -> None:
         default="test",
         help="the unique sentences of STS-B test (2,552) or of train, dev and test (15,487)",
     )
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64, 128, 256])
     parser.add_argument(
         "--peers",
@@ -153,28 +167,10 @@ def main() -> None:
         default=[f"{b}:{d}" for b, d in PEERS],
         help="backend:dtype of the sentence-transformers peers (none: harness only)",
     )
-    parser.add_argument(
-        "--dtypes",
-        nargs="+",
-        default=["auto"],
-        help="harness dtypes; auto: fp32, and bf16 where the CPU computes it (not emulated)",
-    )
     parser.add_argument("--impl", default="auto", help="harness --encoder-impl")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="threads of every encoder (0: all cores); 1 resists a busy machine best",
-    )
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument(
-        "--json", help="also write the medians, shares and ratios as JSON (read by shapes.py)"
-    )
-    args = parser.parse_args()
-    if args.dtypes == ["auto"]:
-        from harness.core.machine import half_native_on_cpu
-
-        args.dtypes = ["fp32", "bf16"] if half_native_on_cpu("bf16") else ["fp32"]
+    args = sbs.check_options(parser, parser.parse_args(argv))
+    facts = cpu_facts()
+    args.dtypes = sbs.resolve_dtypes(args.dtypes, facts["bf16_native"])
     load_at_start = os.getloadavg()
     s1, s2, gold = load_stsb_test()
     texts = list(dict.fromkeys(s1 + s2))
@@ -210,11 +206,8 @@ def main() -> None:
                 )
                 for size in args.batch_sizes
             ]
-        for number in range(args.rounds):
-            shift = number * len(encoders) // max(args.rounds, 1)  # rotate who goes first
-            for encoder in encoders[shift:] + encoders[:shift]:
-                encoder.times.append(encoder.run())
-            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        for encoder in sbs.in_rounds(encoders, args.rounds):  # who goes first rotates
+            encoder.times.append(encoder.run())
         best: dict[tuple[str, str], Encoder] = {}
         for encoder in encoders:
             key = (encoder.name, encoder.dtype)
@@ -242,25 +235,25 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     peak = {"bf16": matmul_peak(torch.bfloat16), "fp32": matmul_peak(torch.float32)}
-    lines = [
+    lines = sbs.header(
         f"{len(texts)} sentences ({sum(lengths)} tokens), {args.model}, CPU "
-        f"({torch.get_num_threads()} threads), median of {args.rounds} interleaved rounds; "
-        f"{len(pairs)} STS-B test pairs scored",
-        "",
-        "| encoder | dtype | batch | seconds | sentences/s | avg Spearman | % of matmul peak |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
+        f"({torch.get_num_threads()} threads), encoders interleaved; {len(pairs)} STS-B test "
+        "pairs scored",
+        list(dict.fromkeys(e.dtype for e in encoders)),
+        args.rounds,
+        facts=facts,
+    )
     med = {key: statistics.median(e.times) for key, e in best.items()}
-    spearmans = {}
+    spearmans, rows = {}, []
     for (name, dtype), encoder in best.items():
         key = f"sts-bench {dtype}" if name.startswith("sts-bench") else f"{name} {dtype}"
         spearmans[(name, dtype)] = rho(key)
         share = 100 * flops / med[(name, dtype)] / peak[dtype]
-        lines.append(
-            f"| {name} | {dtype} | {encoder.batch} | {med[(name, dtype)]:.2f} | "
-            f"{len(texts) / med[(name, dtype)]:.0f} | {spearmans[(name, dtype)]:.4f} | {share:.0f} "
-            "% |"
-        )
+        seconds, rate = f"{med[(name, dtype)]:.2f}", f"{len(texts) / med[(name, dtype)]:.0f}"
+        rho_text = f"{spearmans[(name, dtype)]:.4f}"
+        rows.append([name, dtype, encoder.batch, seconds, rate, rho_text, f"{share:.0f} %"])
+    columns = ["encoder", "dtype", "batch", "seconds", "sentences/s", "avg Spearman"]
+    lines += sbs.table([*columns, "% of matmul peak"], rows, right=[2, 3, 4, 5, 6])
     ours = [k for k in best if k[0].startswith("sts-bench")]
     reference = next((spearmans[k] for k in ours if k[1] == "fp32"), None)
     lines += [
@@ -285,7 +278,7 @@ def main() -> None:
             if key not in ours:
                 lines.append(
                     f"- {key[0]} {key[1]} (batch {best[key].batch}): "
-                    f"**{med[key] / med[fastest]:.2f}×**, "
+                    f"**{sbs.ratio(med[key], med[fastest]):.2f}×**, "
                     f"|ΔSpearman| {abs(spearmans[fastest] - spearmans[key]):.4f}"
                 )
     lines += [f"- {line}" for line in skipped]
@@ -298,15 +291,12 @@ def main() -> None:
             if e.batch != "auto"
         ),
     ]
-    from benchmarks.report import emit, load_line
-
-    emit([*lines, "", load_line(load_at_start)], args.out)
+    sbs.write(lines, args.out, load_at_start)
     if args.json:
-        from harness.core.machine import half_native_on_cpu
-
         summary = {
             "threads": torch.get_num_threads(),
-            "bf16_native": half_native_on_cpu("bf16"),
+            "bf16_native": facts["bf16_native"],
+            "cpu": facts["cpu"],
             "sentences": len(texts),
             "tokens": sum(lengths),
             "useful_gflop": flops / 1e9,
