@@ -100,13 +100,14 @@ def available_bytes(device: str) -> int | None:
     return min(known) if known else None
 
 
-def mkldnn_supports(namespace: Any, test: str) -> bool:
+def mkldnn_supports(namespace: Any, test: str, logger: logging.Logger = log) -> bool:
     """oneDNN's private test ``namespace.<test>()`` (``torch.ops.mkldnn``); False when this torch
-    lacks it or it fails: a renamed or changed private op means "no", not a crash."""
+    lacks it or it fails: a renamed or changed private op means "no", not a crash, and ``logger``
+    (the asking module's) says why at debug level."""
     try:
         return bool(getattr(namespace, test)())
     except Exception as error:
-        log.debug(
+        logger.debug(
             "torch.ops.mkldnn.%s unusable (%s: %s): taken as unsupported",
             test,
             type(error).__name__,

@@ -134,7 +134,7 @@ def probe_fused_ops(namespace: Any) -> FusedOps | None:
     ops exist, take today's arguments and, on a tiny bf16 product, give what :func:`plain_linear`
     gives for every epilogue the encoder uses, within bf16 rounding; otherwise None. A torch that
     renames or changes them then loses speed, never vectors."""
-    if not mkldnn_supports(namespace, "_is_mkldnn_bf16_supported"):
+    if not mkldnn_supports(namespace, "_is_mkldnn_bf16_supported", log):
         log.debug("oneDNN fused linear off: no bf16 instructions on this CPU, by oneDNN's test")
         return None
     try:
