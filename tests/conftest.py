@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# --exercised DIR: which modules of harness/ and methods/ the run executes (tests/exercised.py);
+# --cpu-times FILE, --cpu-budget SECONDS: CPU seconds per test (tests/cpu_times.py).
+pytest_plugins = ["exercised", "cpu_times"]
 
 from fixtures import (  # noqa: E402
     write_hub,
@@ -120,12 +123,17 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist, a test using a fixture of ``SHARED_WORKER`` goes to that fixture's group
-    (``--dist loadgroup`` runs a group on one worker). Without xdist the marker is not registered,
-    and nothing is added."""
+    (``--dist loadgroup`` runs a group on one worker), and so does every test of a module that sets
+    ``SHARED_WORKER = "<group>"`` (tests/test_decoder_peers.py: its module-scoped benchmark run
+    costs minutes of CPU, and would be built again on each worker that runs one of its tests).
+    Without xdist the marker is not registered, and nothing is added."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         groups = {SHARED_WORKER[name] for name in getattr(item, "fixturenames", ()) if name in SHARED_WORKER}
+        module = getattr(item, "module", None)
+        if isinstance(getattr(module, "SHARED_WORKER", None), str):  # a module whose module-scoped fixture is costly
+            groups.add(module.SHARED_WORKER)
         if groups:
             item.add_marker(pytest.mark.xdist_group(name="+".join(sorted(groups))))
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+# Benchmark scripts (not harness/ or methods/), each a process of its own: out of `make test-fast`.
+pytestmark = pytest.mark.heavy
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if 'if __name__ == "__main__"' in p.read_text())
 
