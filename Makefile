@@ -34,7 +34,7 @@ STAMP := $(VENV)/.installed
 PLUGIN := examples/sts-bench-plugin
 NEWEST ?= .venv-newest
 
-.PHONY: bench test test-newest lint venv lock clean
+.PHONY: bench test test-fast test-tiers test-newest lint venv lock clean
 
 # uv, pinned and hash-checked, bootstraps from the venv's own pip.
 $(UV): requirements-uv.lock
@@ -66,12 +66,29 @@ bench: $(STAMP)
 # The suite runs in TEST_WORKERS processes (pytest-xdist; default: `nproc`, the cores this
 # shell may use; TEST_WORKERS=0 runs it in this process). --dist loadgroup keeps the tests that
 # share one expensive cache on one worker (tests/conftest.py: SHARED_WORKER), so MiniLM encodes
-# STS-B once per run. The fast subset, while working:
-#   $(PY) -m pytest -n 2 -m "not slow and not real"
+# STS-B once per run.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
-# More pytest options for both targets (.ci/run: --durations=25, where the time went).
+# More pytest options for every test target (.ci/run: --durations=25, where the time went).
 PYTEST_FLAGS ?=
 PARALLEL = -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)
+
+# The working tier, between edits (docs/DEVELOPMENT.md): every test but the `heavy`, `slow` and
+# `real` ones (pyproject.toml's markers). It still runs every module of harness/ and methods/
+# (`make test-tiers` checks that), through the oracle and parity tests on tiny fixtures; what it
+# leaves out are the end-to-end runs that cost many CPU seconds each. A test whose call costs more
+# than FAST_BUDGET CPU seconds is named at the end of the run (tests/cpu_times.py): mark it `heavy`,
+# or make it cheaper (a shared fixture), to keep the tier quick. No lint: `make lint` is its own.
+FAST_TESTS = -m "not slow and not real and not heavy"
+FAST_BUDGET ?= 5
+test-fast: $(STAMP)
+	$(PY) -m pytest $(PARALLEL) $(FAST_TESTS) --cpu-budget=$(FAST_BUDGET)
+
+# The working tier traced (tests/exercised.py; slower): fails if a module of harness/ or methods/
+# was not imported or ran none of its functions, and prints the modules with the lowest share of
+# lines run. Run it after marking a test `heavy`. The report stays in .exercised/fast/report.json.
+# (`--exercised=DIR` with `=`: pytest reads an existing folder after a space as a test path.)
+test-tiers: $(STAMP)
+	$(PY) -m pytest $(PARALLEL) $(FAST_TESTS) --exercised=.exercised/fast --exercised-require
 
 # ruff's rules, its format at 100 characters for code (pyproject.toml; tests keep theirs), and mypy
 # over what [tool.mypy] files lists (pyproject.toml): harness/, methods/ and run_bench.py.
@@ -84,14 +101,14 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest $(PARALLEL)
 
-# What a newer third-party release can break, and only that: the fast subset (it loads tiny
+# What a newer third-party release can break, and only that: the tests not `slow` (it loads tiny
 # BERT, RoBERTa, MPNet, DeBERTa and decoder models through transformers and sentence-transformers,
 # reads data through datasets and mteb, and checks numpy/scipy/torch results against independent
 # computations), the `real` tests (the packaged MiniLM through transformers and tokenizers must
 # still score 82.03 on STS-B) and the `cluster` tests (dask and ray). Left to `make test`, which
 # runs them on the locked versions: the other `slow` tests (a SIGKILLed run resumes, two runs share
-# one cache: sts-bench's own file protocol on the OS, no third-party code beyond what the fast
-# subset runs) and bert-whitening on MiniLM (more forward passes than all the rest, through the
+# one cache: sts-bench's own file protocol on the OS, no third-party code beyond what the tests
+# not slow run) and bert-whitening on MiniLM (more forward passes than all the rest, through the
 # same MiniLM path as test_real.py, and numpy's SVD, which the whitening oracles check), the
 # embedded default in Chromium (our page in the system's browser: the fast page tests render it
 # through the newest jinja2) and sn/abtt on the embedded default (numpy on MiniLM's vectors, which
@@ -126,4 +143,4 @@ lock: $(UV)
 	$(NOTE) requirements.lock requirements-nodeps.lock requirements-uv.lock
 
 clean:
-	rm -rf $(VENV) $(NEWEST) .pytest_cache .ruff_cache .mypy_cache results/runs results/plots results/leaderboard.*
+	rm -rf $(VENV) $(NEWEST) .exercised .pytest_cache .ruff_cache .mypy_cache results/runs results/plots results/leaderboard.*

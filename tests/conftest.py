@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# --exercised DIR: which modules of harness/ and methods/ the run executes (tests/exercised.py);
+# --cpu-times FILE, --cpu-budget SECONDS: CPU seconds per test (tests/cpu_times.py).
+pytest_plugins = ["exercised", "cpu_times"]
 
 from fixtures import (  # noqa: E402
     write_hub,
@@ -118,16 +121,49 @@ def pytest_configure(config) -> None:
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
-def pytest_collection_modifyitems(config, items) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist, a test using a fixture of ``SHARED_WORKER`` goes to that fixture's group
-    (``--dist loadgroup`` runs a group on one worker). Without xdist the marker is not registered,
-    and nothing is added."""
+    (``--dist loadgroup`` runs a group on one worker), and so does every test of a module that sets
+    ``SHARED_WORKER = "<group>"`` (tests/test_decoder_peers.py: its module-scoped benchmark run
+    costs minutes of CPU, and would be built again on each worker that runs one of its tests).
+    Without xdist the marker is not registered, and nothing is added.
+
+    The marker is added before every other plugin's hook (xdist's reads it). After them all (-k, -m
+    and --deselect have matched the ids they were given), a grouped test whose id lacks the
+    ``@group`` suffix gets it: loadgroup schedules by that suffix, which xdist's worker writes to
+    ``item._nodeid``, and pytest 9.2 reads ids from ``item._id`` instead, so without this the
+    suffix never arrives and every group is spread over the workers (pytest-xdist issue 1386:
+    MiniLM encoded STS-B on each worker, the decoder-peers benchmark ran on both)."""
     if not config.pluginmanager.hasplugin("xdist"):
-        return
+        return (yield)
     for item in items:
         groups = {SHARED_WORKER[name] for name in getattr(item, "fixturenames", ()) if name in SHARED_WORKER}
+        module = getattr(item, "module", None)
+        if isinstance(getattr(module, "SHARED_WORKER", None), str):  # a module whose module-scoped fixture is costly
+            groups.add(module.SHARED_WORKER)
         if groups:
             item.add_marker(pytest.mark.xdist_group(name="+".join(sorted(groups))))
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        for item in items:
+            suffix_group(item)
+    return result
+
+
+def suffix_group(item) -> None:
+    """xdist's ``@group`` suffix on the id of a test marked ``xdist_group``, where it is missing."""
+    marks = item.iter_markers("xdist_group")
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+    if not names or item.nodeid.rfind("@") > item.nodeid.rfind("]"):  # not grouped, or xdist wrote it
+        return
+    grouped = f"{item.nodeid}@{'_'.join(names)}"
+    if hasattr(item, "_id"):  # pytest 9.2's structured ids
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(grouped)
+    else:
+        item._nodeid = grouped
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+# Benchmark scripts (not harness/ or methods/), each a process of its own: out of `make test-fast`.
+pytestmark = pytest.mark.heavy
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the benchmarks package, as the scripts themselves do
 SCRIPTS = sorted(p.relative_to(ROOT / "benchmarks").as_posix() for p in (ROOT / "benchmarks").rglob("*.py")

@@ -18,6 +18,7 @@ def senteval_args(senteval_root, model, *extra):
     return ["--source", "senteval", "--senteval-dir", str(senteval_root), "--backbone", str(model), *extra]
 
 
+@pytest.mark.heavy  # every method on 7 tasks, twice; each method has its own oracle
 def test_every_method_on_every_task_through_the_cli(bench, senteval_root, tiny_st, tmp_path):
     code, out, err = bench("--methods", *ALL, "--tasks", "sts12", "sts13", "sts14", "sts15", "sts16", "stsb",
                            "sickr", *senteval_args(senteval_root, tiny_st), "--bootstrap", "50")

@@ -107,6 +107,7 @@ def sts_bench(*args: str) -> subprocess.CompletedProcess:
                            "sys.exit(main(sys.argv[1:]))", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.heavy  # six CLI runs in subprocesses
 def test_subcommands_run_what_the_flags_run(senteval_root, tiny_bert, tmp_path):
     common = ["--methods", "avg", "whitening", "--tasks", "stsb", "--source", "senteval", "--senteval-dir",
               str(senteval_root), "--backbone", str(tiny_bert), "--cache-dir", str(tmp_path / "c"), "--no-progress",

@@ -20,6 +20,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.peers import decoder_peers, decoder_shapes  # noqa: E402
 
+# A benchmark script (not harness/ or methods/), minutes of CPU in subprocess encodes: out of
+# `make test-fast`. Its module-scoped run is built once, on one worker (tests/conftest.py).
+pytestmark = pytest.mark.heavy
+SHARED_WORKER = "decoder-peers"
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

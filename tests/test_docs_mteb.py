@@ -44,6 +44,7 @@ def independent_parameter_count(folder: Path) -> int:
     return sum(p.numel() for p in AutoModel.from_pretrained(str(folder)).parameters())
 
 
+@pytest.mark.heavy  # two processes importing mteb; test_mteb.py runs mteb in-process
 def test_the_docs_example_runs_offline_gives_the_clis_scores_and_keeps_home_clean(tmp_path, tiny_bert, hub_root,
                                                                                    bench):
     block = python_blocks(ROOT / "docs" / "MTEB.md")[0]  # the example (the second block reads result files)
@@ -73,6 +74,7 @@ def test_the_docs_example_runs_offline_gives_the_clis_scores_and_keeps_home_clea
     assert f"MTEB in {cache / 'mteb'}" in done.stderr
 
 
+@pytest.mark.heavy  # a process importing mteb; test_sources.py reads --source mteb in-process
 def test_source_mteb_keeps_home_clean_and_says_where_its_caches_are(tmp_path, tiny_bert, hub_root):
     cache = tmp_path / "cache"
     done = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "--source", "mteb", "--hub-root",

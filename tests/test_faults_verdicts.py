@@ -256,6 +256,7 @@ def wait_until_blocked_on(lock_file: Path, job: subprocess.Popen, limit: float =
     raise AssertionError(f"the run (pid {job.pid}) never waited for {lock_file}; exit code {job.poll()}")
 
 
+@pytest.mark.heavy  # CLI runs in subprocesses
 def test_a_run_waits_for_the_output_folder_and_reports_every_record_in_it(args, tmp_path):
     """While another writer holds the folder, a run writes nothing; once it may, its reports hold
     what the other wrote in the meantime (a record of another method)."""
@@ -279,6 +280,7 @@ def test_a_run_waits_for_the_output_folder_and_reports_every_record_in_it(args, 
     assert "avg" in board and "random" in board and "random" in (out / "index.html").read_text()
 
 
+@pytest.mark.heavy  # two CLI runs in subprocesses
 def test_two_runs_into_one_output_folder_both_reach_every_report(args, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     command = [sys.executable, str(ROOT / "run_bench.py"), *args, "--cache-dir", str(cache), "--output-dir",
@@ -323,6 +325,7 @@ def test_weights_replaced_in_place_with_their_mtime_restored_are_seen(bench, arg
     assert fresh == [records(tmp_path / "fresh-out")[0]["scores"]["spearman"]]
 
 
+@pytest.mark.heavy  # CLI runs in subprocesses
 def test_a_changed_method_is_recomputed_on_a_warm_cache(args, tmp_path):
     """A copy of the tree whose whitening is changed (the bug the issue planted), run on the cache the
     original warmed: its score is the changed code's, the same as on an empty cache."""

@@ -97,7 +97,13 @@ def test_explicit_flags_override_the_preset_and_the_table_says_so():
     assert fixed.backbone == "sentence-transformers/bert-base-nli-mean-tokens"  # a row's own model stays
 
 
-@pytest.mark.parametrize("name", PAPERS)
+# The cheapest presets stay in `make test-fast` (harness/runner/papers/run.py end to end); the others
+# cost seconds of CPU each and run the same code with other methods.
+HEAVY_PRESETS = {"prompteol", "bert-flow", "sbert", "bert-whitening"}
+PRESETS = [pytest.param(name, marks=pytest.mark.heavy) if name in HEAVY_PRESETS else name for name in PAPERS]
+
+
+@pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_runs_end_to_end_on_the_fixtures(name, bench, tiny_st, senteval_root, tmp_path):
     # Every task from the fixture folder (STS-B too: the presets read the raw copy, 15k sentences); the
     # tiny model has 2 layers, DSE pools 4. Both are overrides, and the table must say so.

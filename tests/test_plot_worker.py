@@ -228,6 +228,7 @@ print(json.dumps(result))
 """
 
 
+@pytest.mark.heavy  # two cold CLI runs; the worker itself is tested above
 def test_a_cold_run_draws_in_the_worker_the_files_drawn_in_process(tiny_bert, senteval_root, tmp_path):
     """One subprocess, four tiny runs: cold with the worker (the parent never imports matplotlib),
     a warm re-run (no worker started: nothing to encode), cold with a worker killed at its start,

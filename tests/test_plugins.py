@@ -136,6 +136,7 @@ def test_a_plugin_file_centres_on_its_fit_set(tiny_bert, tmp_path):
     np.testing.assert_allclose(method.encode(SENTENCES), avg - avg.mean(0), atol=1e-5)
 
 
+@pytest.mark.heavy  # three CLI runs
 def test_editing_a_plugin_file_recomputes_what_it_cached(senteval_root, tiny_bert, tmp_path):
     """The file's code is part of its cache key: a changed line of math fits again, a comment does
     not. Each run is a fresh process, as a user's next run is."""

@@ -124,6 +124,9 @@ def dask_address():
         yield c.scheduler_address
 
 
+# Every command of the docs through the CLI: a minute of CPU in all, the same code the CLI's own
+# tests run; out of `make test-fast`, in `make test`.
+@pytest.mark.heavy
 @pytest.mark.parametrize("command", readme_commands())
 def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_path, request, capsys):
     console_script = command.startswith("sts-bench ")

@@ -205,6 +205,36 @@ def test_ray_local_results_are_byte_equal_to_the_local_backend(senteval_root, ti
     assert distributed.records[0]["env"]["devices"] == ["ray workers (auto)"]
 
 
+def test_start_ray_sizes_a_local_ray_and_words_a_failure_as_one_line(monkeypatch):
+    """What ``--backend ray`` asks of ray, without starting one (the cluster test above does): a local
+    ray gets a slot per core this process may use, no dashboard and a 256 MiB object store; an
+    address is joined as given; a failure to start or reach one is one UserError naming where."""
+    import types
+
+    from harness.core.encoding.devices import available_cpus
+    from harness.core.errors import UserError
+    from harness.runner.execution.ray_local import start_ray
+
+    calls, failure = [], []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if failure:
+            raise failure[0]
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(init=init))
+    assert start_ray(None) is True
+    assert calls[-1]["num_cpus"] == available_cpus() and calls[-1]["include_dashboard"] is False
+    assert calls[-1]["object_store_memory"] == 256 * 1024 * 1024
+    assert start_ray("10.0.0.1:6379") is False and calls[-1]["address"] == "10.0.0.1:6379"
+    failure.append(ConnectionError("could not connect to 10.0.0.1:6379\nsecond line"))
+    with pytest.raises(UserError, match=r"reach --scheduler-address 10\.0\.0\.1:6379 \(could not connect to \S+\);"):
+        start_ray("10.0.0.1:6379")
+    failure[0] = RuntimeError("")
+    with pytest.raises(UserError, match=r"cannot start or reach a local ray \(RuntimeError\); start a cluster"):
+        start_ray(None)
+
+
 def test_dask_without_an_address_is_one_clear_line(bench):
     code, _, err = bench("--methods", "random", "avg", "--backend", "dask")
     assert code == 2 and "--backend dask needs --scheduler-address" in err

@@ -59,6 +59,7 @@ def test_whitening_fit_is_read_back_from_the_cache(tiny_bert, tmp_path, monkeypa
     assert again.fit_info["rank"] == first.fit_info["rank"]
 
 
+@pytest.mark.heavy  # two CLI runs in subprocesses
 def test_a_warm_rerun_copies_its_reports_without_importing_torch(tiny_bert, tmp_path):
     """Same records → the same leaderboard files, copied from the cache in a fresh process that
     imports neither torch, pandas nor scipy.stats (the report page, rebuilt every run, is pure
