@@ -101,12 +101,14 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest $(PARALLEL)
 
-# What a newer third-party release can break, and only that: the tests not `slow` (it loads tiny
+# What a newer third-party release can break, and only that: the working tier (it loads tiny
 # BERT, RoBERTa, MPNet, DeBERTa and decoder models through transformers and sentence-transformers,
 # reads data through datasets and mteb, and checks numpy/scipy/torch results against independent
 # computations), the `real` tests (the packaged MiniLM through transformers and tokenizers must
 # still score 82.03 on STS-B) and the `cluster` tests (dask and ray). Left to `make test`, which
-# runs them on the locked versions: the other `slow` tests (a SIGKILLed run resumes, two runs share
+# runs them on the locked versions: the `heavy` end-to-end runs (README's commands, paper presets,
+# CLI subprocesses: our own code over the third-party calls the tier makes, every module of which
+# `make test-tiers` shows the tier runs), the other `slow` tests (a SIGKILLed run resumes, two runs share
 # one cache: sts-bench's own file protocol on the OS, no third-party code beyond what the tests
 # not slow run) and bert-whitening on MiniLM (more forward passes than all the rest, through the
 # same MiniLM path as test_real.py, and numpy's SVD, which the whitening oracles check), the
@@ -114,7 +116,7 @@ test: lint
 # through the newest jinja2) and sn/abtt on the embedded default (numpy on MiniLM's vectors, which
 # the calibration oracles check on fixtures). A renamed test is no longer deselected and runs here
 # again: the selection fails towards running more.
-NEWEST_TESTS = -m "not slow or cluster" \
+NEWEST_TESTS = -m "(not slow and not heavy) or real or cluster" \
 	--deselect tests/test_papers.py::test_bert_whitening_on_minilm_reproduces_the_independent_computation \
 	--deselect tests/test_report.py::test_the_embedded_default_in_chromium \
 	--deselect tests/test_calibrations.py::test_sn_and_abtt_on_the_embedded_default

@@ -211,8 +211,8 @@ def test_start_ray_sizes_a_local_ray_and_words_a_failure_as_one_line(monkeypatch
     address is joined as given; a failure to start or reach one is one UserError naming where."""
     import types
 
-    from harness.core.encoding.devices import available_cpus
     from harness.core.errors import UserError
+    from harness.core.machine import available_cpus
     from harness.runner.execution.ray_local import start_ray
 
     calls, failure = [], []
