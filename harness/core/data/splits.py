@@ -37,8 +37,16 @@ class OwnSource:
 class TaskSpec:
     """A task as data, declared once whatever source its rows come from (MTEB's ``TaskMetadata``
     is the model): its name, title and description, its splits and the one it is scored on, its
-    ``kind`` (``sts``: graded sentence pairs, the only kind today) and ``main_score`` (Spearman),
-    its citation and the gold scale its annotators used (``gold_range``).
+    ``kind`` and ``main_score``, its citation and the gold scale its annotators used
+    (``gold_range``).
+
+    Two kinds (:data:`harness.core.data.tasks.SCORED_KINDS`): ``sts``, graded pairs ranked by
+    Spearman; ``pairclass``, labelled pairs (paraphrase, duplicate, entailment: GLUE's MRPC, QQP,
+    QNLI, RTE, MNLI; MTEB's PairClassification), ranked by average precision unless declared
+    otherwise. A pairclass task's gold is the class index (0.0, 1.0, 2.0 ...) into ``classes``;
+    ``positive`` names the class a high similarity predicts (MNLI's "entailment": the other
+    classes are its negatives for every similarity metric); thresholds for accuracy / F1 are chosen
+    on ``threshold_split`` ("" = none: only the scored split's best threshold, marked §).
 
     ``where`` says, per source, where that source finds the task's rows: plain data each source
     reads and checks itself (``{"senteval": {"folder": "STS/STS12-en-test", "subsets": [...]},
@@ -58,8 +66,17 @@ class TaskSpec:
     gold_range: tuple[float, float] = (0.0, 5.0)  # what the annotators could give; SICK's is 1-5
     # STS-B was assembled from these pairs (STS 2012-2017): STS-B train has seen them
     in_stsb: bool = False
+    # pairclass only: class names in label-index order, the positive class, the threshold split
+    classes: tuple[str, ...] = ()
+    positive: str = ""
+    threshold_split: str = ""
     where: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     own: OwnSource | None = None  # a declared task's own source; None = the run's --source
+
+    @property
+    def positive_index(self) -> int:
+        """The label index of the positive class (pairclass); ``classes.index(positive)``."""
+        return self.classes.index(self.positive)
 
     @property
     def source(self) -> str:

@@ -20,8 +20,14 @@ from harness.core.errors import UserError, did_you_mean
 from harness.core.registry import Registry
 
 log = logging.getLogger("sts_bench.tasks")
-# The kinds of task scored today, and the score each is ranked by.
-SCORED_KINDS = {"sts": ("spearman",)}
+# The kinds of task, and the scores each may be ranked by (the first is the default).
+# pairclass scores (harness.core.pair_metrics): ap, roc_auc, accuracy / f1 at the threshold chosen
+# on the task's threshold split, and accuracy_best / f1_best at MTEB's best threshold on the scored
+# split itself (a selection on the scored split: marked §).
+SCORED_KINDS = {
+    "sts": ("spearman",),
+    "pairclass": ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best"),
+}
 
 
 def _check_task(name: str, spec: object) -> str | None:
@@ -30,9 +36,19 @@ def _check_task(name: str, spec: object) -> str | None:
     if spec.name != name:
         return f"its TaskSpec is named '{spec.name}'; register it under that name"
     if spec.kind not in SCORED_KINDS:
-        return f"kind '{spec.kind}': only graded sentence pairs (kind 'sts') are scored today"
+        return f"kind '{spec.kind}': the kinds are {', '.join(SCORED_KINDS)}"
     if spec.main_score not in SCORED_KINDS[spec.kind]:
-        return f"main score '{spec.main_score}': an {spec.kind} task is ranked by spearman"
+        return (
+            f"main score '{spec.main_score}': an {spec.kind} task is ranked by one of "
+            f"{', '.join(SCORED_KINDS[spec.kind])}"
+        )
+    if spec.kind == "pairclass":
+        if len(spec.classes) < 2 or spec.positive not in spec.classes:
+            return "a pairclass task names its classes (2 or more) and its positive class"
+        if spec.gold_range != (0.0, float(len(spec.classes) - 1)):
+            return f"a pairclass task's gold range is the class indices (0, {len(spec.classes) - 1})"
+        if spec.threshold_split and spec.threshold_split not in spec.splits:
+            return f"its threshold split '{spec.threshold_split}' is not among its splits"
     if spec.eval_split not in spec.splits:
         return f"its eval split '{spec.eval_split}' is not among its splits {spec.splits}"
     if not spec.gold_range[0] < spec.gold_range[1]:
