@@ -12,6 +12,17 @@ With ``--dse-objective head`` the similarity is the repo's small head over [u, v
 method is then a pair scorer (:class:`DSEHead`) that scores pairs with that head over cached
 embeddings. Each result records the teacher's score on the same task and the relative degradation,
 100 · (teacher − student) / teacher: the paper's headline measure.
+
+On a pair-classification task whose teacher is fine-tuned on its train split (GLUE: see
+:mod:`methods.cross_encoder`), the student is distilled per task, as the repo's dse_train_runner.py
+does: its training pairs are that task's train pairs (plus ``--dse-cross-pairs`` pool pairs, none
+in the repo), its targets the teacher's logits on them (run_distillation_logits_creator.py). The
+head then has one output per class, one for a binary task: z regressed on the teacher's logit
+difference, positive minus negative (dse_configurable_trainer.py), with binary cross-entropy on
+the label; the student classifies with logits [0, z] over (negative, positive), so its decision is
+z > 0, the repo's sigmoid(z) > 0.5 (``--tune_positive_thresholds 0.5``). With the cosine objective
+(sts-bench's, not the repo's) the cosine regresses the teacher's probability of the positive class
+and the student is scored as an embedding method.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
     from harness.core.cost_model import CostSubjects
     from harness.core.data.fitsets import FitSet
-    from harness.core.data.splits import SplitData
+    from harness.core.data.splits import SplitData, TaskSpec
     from methods.cross_encoder import CrossEncoder
 
 DSE_SCHEMA = 1  # bump whenever the training code changes what it produces
@@ -58,6 +69,27 @@ def selection_steps(value: str) -> int:
 
 
 VS_TEACHER = "vs teacher (%)"
+
+
+def decision_scores(logits: np.ndarray, gold: np.ndarray, positive: int) -> dict[str, float | None]:
+    """Accuracy of the argmax of ``logits`` against the class indices ``gold``, and F1 of the
+    positive class (predicted positive vs gold positive), ×100 as the records hold them; F1 is
+    None when neither side has a positive."""
+    predicted = np.asarray(logits).argmax(axis=1)
+    accuracy = float((predicted == gold).mean()) * 100 if len(gold) else None
+    hit = predicted == positive
+    truth = gold == positive
+    both = int((hit & truth).sum())
+    denominator = int(hit.sum()) + int(truth.sum())
+    f1 = 100 * 2 * both / denominator if denominator else None
+    return {"accuracy": accuracy, "f1": f1}
+
+
+def relative_degradation(teacher: float | None, student: float | None) -> float | None:
+    """100 · (teacher − student) / teacher; None when either is undefined or the teacher's is 0."""
+    if teacher is None or student is None or teacher == 0:
+        return None
+    return 100 * (teacher - student) / teacher
 
 
 class DSE(TrainedMethod, EmbeddingMethod):
@@ -127,6 +159,8 @@ class DSE(TrainedMethod, EmbeddingMethod):
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._trained: MethodSpec | None = None
+        # the pair-classification task the student is distilled on (its teacher's), or None: STS-B
+        self.classifier: TaskSpec | None = None
 
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
@@ -152,6 +186,20 @@ class DSE(TrainedMethod, EmbeddingMethod):
 
     labelled_training = (("stsb", "train"),)
 
+    def labelled_training_for(self, task: TaskSpec) -> tuple[tuple[str, str], ...]:
+        """STS-B train, or the train split of the task its teacher classifies."""
+        classifier = self.teacher().classifier_for(task)
+        return ((classifier.name, "train"),) if classifier else self.labelled_training
+
+    def begin_task(self, task: TaskSpec) -> None:
+        """The student of ``task``'s teacher: distilled on the task when the teacher classifies
+        it, else the STS-B student."""
+        teacher = self.teacher()
+        teacher.begin_task(task)
+        if teacher.classifier != self.classifier:
+            self._fitted_on = None  # another student: fit() trains or loads it
+        self.classifier = teacher.classifier
+
     def fit_set_name(self) -> str:
         return self.spec.params["pool"]
 
@@ -161,10 +209,15 @@ class DSE(TrainedMethod, EmbeddingMethod):
         return self.ctx.sibling("cross-encoder")  # type: ignore[return-value]
 
     def training_pairs(self, fit_set: FitSet) -> tuple[list[str], list[str], list[float | None]]:
-        """STS-B train pairs (with gold/5) + shuffled cross-pairs of pool sentences (no gold)."""
-        train = self.ctx.task_split("stsb", "train")
+        """The labelled pairs + shuffled cross-pairs of pool sentences (no gold). Labelled: STS-B
+        train with gold/5, or the classified task's train split with its class index."""
+        if self.classifier is not None:
+            train = self.ctx.task_split(self.classifier.name, "train")
+            gold: list[float | None] = list(train.gold)
+        else:
+            train = self.ctx.task_split("stsb", "train")
+            gold = [g / 5 for g in train.gold]
         s1, s2 = list(train.s1), list(train.s2)
-        gold: list[float | None] = [g / 5 for g in train.gold]
         pool = list(fit_set.sentences)
         rng = np.random.default_rng(int(self.spec.params["seed"]))
         n_cross = round(self.spec.params["cross_pairs"] * len(train))
@@ -187,10 +240,16 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher = self.teacher()
         teacher_id = teacher.artifact(None).key if teacher.trains else teacher.spec.to_dict()
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
+        classes = (
+            {"classes": list(self.classifier.classes), "positive": self.classifier.positive}
+            if self.classifier
+            else {}
+        )
         return {
             "base": base.key(),
             "teacher": teacher_id,
             "pairs": fingerprint_pairs(s1, s2, [-1.0 if g is None else g for g in gold], None),
+            **classes,
             "params": dict(self.spec.params),
             "schema": DSE_SCHEMA,
         }
@@ -198,10 +257,15 @@ class DSE(TrainedMethod, EmbeddingMethod):
     # needs one: uses_fit_set
     def training_plan(self, fit_set: FitSet) -> str:  # type: ignore[override]
         s1, _, _ = self.training_pairs(fit_set)
-        return f"to train on {len(s1)} pairs; teacher: {self.teacher().describe_fit(None)}"
+        on = f" of {self.classifier.title}" if self.classifier else ""
+        return f"to train on {len(s1)} pairs{on}; teacher: {self.teacher().describe_fit(None)}"
 
     def fit_details(self, folder: ArtifactDir) -> dict[str, Any]:
-        return {"checkpoint": str(folder.path("model")), "teacher": self.teacher().label()}
+        return {
+            "checkpoint": str(folder.path("model")),
+            "teacher": self.teacher().label(),
+            "train_task": self.classifier.name if self.classifier else "stsb",
+        }
 
     def load(self, folder: ArtifactDir, info: dict[str, Any]) -> None:
         self._trained = replace(self.spec, backbone=str(folder.path("model")), revision=None)
@@ -214,12 +278,14 @@ class DSE(TrainedMethod, EmbeddingMethod):
         from methods.training.pair_training import StudentConfig, train_student
 
         s1, s2, gold = self.training_pairs(fit_set)
-        teacher_scores = self.teacher().score_pairs(s1, s2)
         base = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         p = self.spec.params
-        config = self.options_into(StudentConfig, select_every=selection_steps(p["select_every"]))
+        targets, gold, classes = self.distillation_targets(s1, s2, gold)
+        config = self.options_into(
+            StudentConfig, select_every=selection_steps(p["select_every"]), classes=classes
+        )
         dev = None
-        if p["select_every"] != "off":
+        if p["select_every"] != "off" and self.classifier is None:
             split = self.ctx.task_split("stsb", "dev")
             dev = (split.s1, split.s2, [g / 5 for g in split.gold])
         result, _ = train_student(
@@ -227,7 +293,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             folder.dir,
             s1,
             s2,
-            teacher_scores.tolist(),
+            targets,
             gold,
             config,
             int(p["seed"]),
@@ -235,21 +301,64 @@ class DSE(TrainedMethod, EmbeddingMethod):
             self.ctx.encode.progress,
             dev,
         )
+        selection = result.selection
+        if p["select_every"] != "off" and self.classifier is not None:
+            # the repo keeps the best epoch on GLUE dev, which is the split scored here
+            selection = "not applied: the dev split of a GLUE task is the split it is scored on"
         info = {
+            "train_task": self.classifier.name if self.classifier else "stsb",
             "train_pairs": len(s1),
             "steps": result.steps,
             "first_loss": result.first_loss,
             "final_loss": result.last_loss,
             "train_seconds": round(result.seconds, 2),
             "precision": result.precision,
-            "selection": result.selection,
+            "selection": selection,
             "recipe": {
                 **result.recipe,
                 "head_width": config.head_width if p["objective"] == "head" else None,
-                "loss": f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {p['gold_weight']}",
+                "head_outputs": (classes if classes > 2 else 1)
+                if p["objective"] == "head"
+                else None,
+                "loss": self.loss_text(classes),
             },
         }
         return {}, info
+
+    def distillation_targets(
+        self, s1: list[str], s2: list[str], gold: list[float | None]
+    ) -> tuple[np.ndarray, list[float | None], int]:
+        """What the student regresses, the labels of its task loss, and the number of classes
+        (0: a score) for :func:`methods.training.pair_training.train_student`. STS-B: the
+        teacher's score and gold/5. A classifier teacher's task: its logits on every pair (run
+        once, cached) — with the head, their difference positive − negative for a binary task
+        (label 1 = positive), all of them for 3 classes or more (label = the class index); with
+        the cosine, its probability of the positive class (label 1 = positive)."""
+        from methods.cross_encoder import positive_log_odds
+
+        teacher = self.teacher()
+        if self.classifier is None:
+            return teacher.score_pairs(s1, s2), gold, 0
+        task = self.classifier
+        logits = teacher.classify_pairs(s1, s2, task.classes)
+        positive = task.positive_index
+        is_positive = [None if g is None else float(int(g) == positive) for g in gold]
+        if self.spec.params["objective"] != "head":
+            probability = 1 / (1 + np.exp(-positive_log_odds(logits, positive).astype(np.float64)))
+            return probability.astype(np.float32), is_positive, 0
+        if len(task.classes) == 2:
+            return positive_log_odds(logits, positive), is_positive, 2
+        return logits, gold, len(task.classes)
+
+    def loss_text(self, classes: int) -> str:
+        w = self.spec.params["gold_weight"]
+        if classes == 0 and self.classifier is not None:
+            return f"(1 - w)·MSE(cos, teacher p(positive)) + w·MSE(cos, positive 1/0), w = {w}"
+        if classes == 2:
+            return f"(1 - w)·(z - teacher logit difference)² + w·BCE(z, positive 1/0), w = {w}"
+        if classes > 2:
+            return f"(1 - w)·Σ_k (out_k - teacher logit_k)² + w·CE(out, class), w = {w}"
+        return f"(1 - w)·MSE(sim, teacher) + w·MSE(sim, gold/5), w = {w}"
 
     def _provider_views(self):
         from harness.core.encoding import View
@@ -269,10 +378,13 @@ class DSE(TrainedMethod, EmbeddingMethod):
 
     def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
         """The teacher's Spearman on the same pairs, same aggregation, and the student's relative
-        degradation 100 · (teacher − student) / teacher: a leaderboard column of DSE's own."""
+        degradation 100 · (teacher − student) / teacher: a leaderboard column of DSE's own. On a
+        classified task, the same for accuracy and F1 (:meth:`annotate_classes`)."""
         from harness.core.scoring import score_split
 
         teacher = self.teacher()
+        if self.classifier is not None:
+            return self.annotate_classes(split)
 
         def rho(values: np.ndarray) -> float | None:
             return score_split(
@@ -282,11 +394,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         teacher_rho, student_rho = rho(teacher.score_pairs(split.s1, split.s2)), rho(similarity)
         # Undefined (None) when either score is, or the teacher's is 0: no relative degradation
         # then.
-        degradation = (
-            None
-            if teacher_rho is None or student_rho is None or teacher_rho == 0
-            else 100 * (teacher_rho - student_rho) / teacher_rho
-        )
+        degradation = relative_degradation(teacher_rho, student_rho)
         return {
             "teacher": {
                 "label": teacher.label(),
@@ -295,6 +403,42 @@ class DSE(TrainedMethod, EmbeddingMethod):
                 "degradation_pct": degradation,
             },
             "columns": {VS_TEACHER: degradation} if degradation is not None else {},
+        }
+
+    def annotate_classes(self, split: SplitData) -> dict[str, Any]:
+        """The teacher's and the student's accuracy and F1 (of the positive class; ×100) on the
+        scored pairs, each deciding by the argmax of its logits, and the relative degradation of
+        each. The leaderboard's column is the accuracy's (DSE reports accuracy on every task, and
+        F1 beside it on MRPC and QQP). A cosine student decides by a threshold the harness picks,
+        so it has no degradation here."""
+        teacher, task = self.teacher(), self.classifier
+        assert task is not None  # annotate() asks only then
+        gold = np.asarray(split.gold, dtype=np.int64)
+        teacher_scores = decision_scores(
+            teacher.classify_pairs(split.s1, split.s2, task.classes), gold, task.positive_index
+        )
+        student_scores: dict[str, float | None] = {"accuracy": None, "f1": None}
+        if isinstance(self, DSEHead):
+            student_scores = decision_scores(
+                self.classify_pairs(split.s1, split.s2, task.classes), gold, task.positive_index
+            )
+        degradation = {
+            name: relative_degradation(teacher_scores[name], student_scores[name])
+            for name in teacher_scores
+        }
+        headline = degradation["accuracy"]
+        return {
+            "teacher": {
+                "label": teacher.label(),
+                "checkpoint": str(teacher.checkpoint()),
+                "task": task.name,
+                "decision": "argmax",
+                "metrics": teacher_scores,
+                "student_metrics": student_scores,
+                "degradation": degradation,
+                "degradation_pct": headline,
+            },
+            "columns": {VS_TEACHER: headline} if headline is not None else {},
         }
 
     def encoder_impl(self) -> str | None:
@@ -370,16 +514,52 @@ class DSEHead(PairScoringMethod, DSE):
 
         super().load(folder, info)
         weights = load(folder.read("head.safetensors"))  # bytes checked against meta.json
-        head = PairHead(weights["net.0.weight"].shape[1] // 4, weights["net.0.weight"].shape[0])
-        head.load_state_dict(weights)
-        self._head = head.eval()
+        self._head = PairHead.from_weights(weights).eval()
 
-    def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+    def _outputs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+        """The head over each pair's two embeddings: (n,) for one output, (n, k) for k."""
         import torch
 
         u, v = torch.from_numpy(self.encode(s1)), torch.from_numpy(self.encode(s2))
         with torch.no_grad():
             return self._head(u, v).numpy()
+
+    def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+        """The head's output; for a classifying student, the log-odds of the positive class (a
+        binary head's z itself)."""
+        out = self._outputs(s1, s2)
+        if self.classifier is not None and out.ndim == 2:
+            from methods.cross_encoder import positive_log_odds
+
+            return positive_log_odds(out, self.classifier.positive_index)
+        return out
+
+    def classifies(self) -> bool:
+        """Whether :meth:`classify_pairs` answers for the task begun: a student distilled from a
+        classifier teacher on that task."""
+        return self.classifier is not None
+
+    def classify_pairs(
+        self, s1: Sequence[str], s2: Sequence[str], classes: Sequence[str]
+    ) -> np.ndarray:
+        """The student's logits (n, len(classes)) in the task's class order. A binary head has one
+        output z (the teacher's positive − negative logit difference): its logits are z for the
+        positive class and 0 for the negative, so softmax gives sigmoid(z) and the argmax decides
+        positive when z > 0 (the repo's threshold 0.5 on sigmoid(z))."""
+        from methods.cross_encoder import check_classes
+
+        if self.classifier is None:
+            raise UserError(
+                "dse: it classifies pairs only as the student of a teacher fine-tuned on the "
+                "task's train split (--cross-encoder-model train, a task with a train split)"
+            )
+        check_classes(self.classifier, classes)
+        out = self._outputs(s1, s2)
+        if out.ndim == 2:
+            return np.ascontiguousarray(out, dtype=np.float32)
+        logits = np.zeros((len(out), len(classes)), dtype=np.float32)
+        logits[:, self.classifier.positive_index] = out
+        return logits
 
     def head_matrix(self, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """The head over every (query, candidate) pair: Q·C evaluations, one query row at a time."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactStore
     from harness.core.cost_model import CostSubjects
     from harness.core.data.fitsets import FitSet
-    from harness.core.data.splits import SplitData
+    from harness.core.data.splits import SplitData, TaskSpec
     from harness.core.encoding import BackboneRef, EncodeSettings, View, ViewProvider
 
 
@@ -230,6 +230,17 @@ class Method:
     def prepare(self, sentences: Sequence[str]) -> None:
         """Encode-ahead hook for methods with their own model: called once with every sentence
         (all tasks, all fit sets) so they can batch and cache in one go."""
+
+    def begin_task(self, task: TaskSpec) -> None:
+        """Called before the method is fitted and scored on ``task``, every time: a method that
+        trains on the scored task's own labelled split (DSE's teacher and student on a GLUE task)
+        switches to what it trained for that task here. The default does nothing."""
+
+    def labelled_training_for(self, task: TaskSpec) -> tuple[tuple[str, str], ...]:
+        """The labelled ``(task, split)``s the method trains on when it is scored on ``task``: the
+        run marks the score ‡ when one is ``task`` itself, or STS-B for a task STS-B was built
+        from. The default: :attr:`labelled_training`, whatever the task."""
+        return self.labelled_training
 
     def fit_set_name(self) -> str:
         """Which fit set this method fits on (``uses_fit_set`` methods): the run's ``--fit-set``

@@ -1,14 +1,22 @@
 """Training and running the two sides of DSE (imported lazily: uses torch).
 
-* The teacher, a cross-encoder: one forward pass over "[CLS] s1 [SEP] s2 [SEP]" and a regression
-  head; trained with MSE against gold/5, AdamW with 10 % linear warm-up then linear decay (the
-  sentence-transformers recipe for STS-B cross-encoders).
+* The teacher, a cross-encoder: one forward pass over "[CLS] s1 [SEP] s2 [SEP]" and a head;
+  on STS-B a 1-output regressor trained with MSE against gold/5, on a pair-classification task a
+  classifier with one logit per class trained with cross-entropy on the labels
+  (microsoft/Distilled-Sentence-Embedding's finetune_bert.py: BertForSequenceClassification,
+  ``num_labels`` = the task's classes, 2 for a binary task). AdamW with 10 % linear warm-up then
+  linear decay.
 * The student (Barkan et al. 2020): a sentence encoder whose similarity of u = f(s1), v = f(s2)
   is trained to reproduce the teacher's score of (s1, s2):
   ``loss = (1 − w)·(sim(u, v) − teacher)² + w·(sim(u, v) − gold/5)²`` (w > 0 only on pairs with
   gold), where sim is cosine, or a small head over [u, v, u·v, |u−v|] as in
-  microsoft/Distilled-Sentence-Embedding. The student pools the mean of its top-k layers
-  concatenated, [CLS] excluded (the repo's pooling), or a plain masked mean.
+  microsoft/Distilled-Sentence-Embedding. On a pair-classification task the head has one output
+  per class (one output for a binary task: the teacher's logit difference, positive minus
+  negative, as the repo's dse_configurable_trainer.py reduces BERT's two logits), and
+  ``loss = (1 − w)·Σ_k (out_k − teacher_k)² + w·task loss`` (binary cross-entropy on the positive
+  label, or cross-entropy on the class: the repo's dse_trainer.py with ``distillation_coeff`` =
+  1 − w). The student pools the mean of its top-k layers concatenated, [CLS] excluded (the repo's
+  pooling), or a plain masked mean.
 """
 
 from __future__ import annotations
@@ -46,19 +54,25 @@ def train_cross_encoder(
     workdir: Path,
     s1: Sequence[str],
     s2: Sequence[str],
-    gold01: Sequence[float],
+    targets: Sequence[float],
     config: CrossEncoderConfig,
     seed: int,
     device: str,
     progress: bool,
+    num_labels: int = 1,
 ) -> LoopResult:
-    """Fine-tune ``base`` as a 1-output regressor on (s1, s2) → gold/5; saves to
-    ``workdir/model``."""
+    """Fine-tune ``base`` on (s1, s2) pairs; saves to ``workdir/model``. ``num_labels`` 1: a
+    regressor of ``targets`` (gold/5) by MSE; ≥ 2: a classifier with one logit per class,
+    ``targets`` the class indices, trained by cross-entropy (the repo's finetune_bert.py)."""
     torch.manual_seed(seed)
-    checkpoint = Checkpoint.open(base, head="sequence-classification", num_labels=1)
+    checkpoint = Checkpoint.open(base, head="sequence-classification", num_labels=num_labels)
     tokenizer, model = checkpoint.tokenizer, checkpoint.model.to(device)
     model.train()
-    target = torch.tensor(list(gold01), dtype=torch.float32)
+    classify = num_labels > 1
+    target = torch.tensor(
+        [int(t) for t in targets] if classify else list(targets),
+        dtype=torch.long if classify else torch.float32,
+    )
     length = checkpoint.usable_length(config.max_length)
     precision = resolve_precision(config.precision, device)
 
@@ -71,10 +85,12 @@ def train_cross_encoder(
             max_length=length,
             return_tensors="pt",
         ).to(device)
-        predicted = model(**inputs).logits.squeeze(-1).float()
-        return F.mse_loss(predicted, target[indices].to(device))
+        logits = model(**inputs).logits.float()
+        if classify:
+            return F.cross_entropy(logits, target[indices].to(device))
+        return F.mse_loss(logits.squeeze(-1), target[indices].to(device))
 
-    identity = {"config": asdict(config), "seed": seed, "n": len(s1)}
+    identity = {"config": asdict(config), "seed": seed, "n": len(s1), "num_labels": num_labels}
     result = run_loop(
         workdir,
         identity,
@@ -114,17 +130,24 @@ class PairScorer:
         self.activation = activation
 
     def score(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """One score per pair. Batches hold pairs of one token length, tiny ones topped up with
-        repeats, so a pair's score does not depend on its batch-mates (the scores are cached)."""
+        """One score per pair: the first logit, through the activation."""
+        scores = torch.from_numpy(self.logits(s1, s2, batch_size)[:, 0].copy())
+        return (torch.sigmoid(scores) if self.activation == "sigmoid" else scores).numpy()
+
+    def logits(self, s1: Sequence[str], s2: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Every logit of every pair, (n, num_labels) float32. Batches hold pairs of one token
+        length, tiny ones topped up with repeats, so a pair's logits do not depend on its
+        batch-mates (they are cached)."""
+        labels = self.model.config.num_labels
         if not len(s1):
-            return np.empty(0, dtype=np.float32)
+            return np.empty((0, labels), dtype=np.float32)
         lengths = [
             len(ids)
             for ids in self.tokenizer(
                 list(s1), list(s2), truncation=True, max_length=self.max_length
             )["input_ids"]
         ]
-        out = np.empty(len(s1), dtype=np.float32)
+        out = np.empty((len(s1), labels), dtype=np.float32)
         device_type = self.device.split(":")[0]
         for ids, rows in Checkpoint.batches(lengths, batch_size):
             inputs = self.tokenizer(
@@ -143,9 +166,7 @@ class PairScorer:
                     enabled=self.autocast_dtype is not None,
                 ),
             ):
-                logits = self.model(**inputs).logits[: len(ids), 0].float()
-            if self.activation == "sigmoid":
-                logits = torch.sigmoid(logits)
+                logits = self.model(**inputs).logits[: len(ids)].float()
             out[ids] = logits.cpu().numpy()
         return out
 
@@ -169,6 +190,10 @@ class StudentConfig:
     weight_decay: float = 0.0  # DSE repo's BertAdam: 0.01
     select_every: int = 0  # > 0 steps, or -1 once per epoch: keep the best weights on the dev pairs
     save_every: int = 200
+    # 0: regress the teacher's score (STS); 2: one output, the teacher's logit difference, with
+    # binary cross-entropy on gold (1 = the positive class); K ≥ 3: K logits, cross-entropy on the
+    # class index. Classes need the head.
+    classes: int = 0
 
 
 def student_pool(
@@ -183,14 +208,33 @@ def student_pool(
 
 
 class PairHead(nn.Module):
-    """DSE's pair head: [u, v, u·v, |u−v|] → hidden → 1."""
+    """DSE's pair head: [u, v, u·v, |u−v|] → hidden → ReLU → outputs (the repo's ``--fc_dims 512
+    1``; ``512 3`` for MNLI). One output comes back as (n,), several as (n, outputs)."""
 
-    def __init__(self, dim: int, hidden: int = 256) -> None:
+    def __init__(self, dim: int, hidden: int = 256, outputs: int = 1) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(4 * dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(nn.Linear(4 * dim, hidden), nn.ReLU(), nn.Linear(hidden, outputs))
+
+    @classmethod
+    def from_weights(cls, weights: dict[str, torch.Tensor]) -> PairHead:
+        """A head of the shape its saved weights have, loaded with them."""
+        first, last = weights["net.0.weight"], weights["net.2.weight"]
+        head = cls(first.shape[1] // 4, first.shape[0], last.shape[0])
+        head.load_state_dict(weights)
+        return head
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([u, v, u * v, (u - v).abs()], dim=-1)).squeeze(-1)
+
+
+def task_loss(output: torch.Tensor, gold: torch.Tensor, classes: int) -> torch.Tensor:
+    """The loss on the labels: MSE on gold/5 (STS), binary cross-entropy on the logit (2 classes,
+    gold 1 = positive), cross-entropy on the class index (3 or more): the repo's task losses."""
+    if classes == 0:
+        return F.mse_loss(output, gold)
+    if classes == 2:
+        return F.binary_cross_entropy_with_logits(output, gold)
+    return F.cross_entropy(output, gold.long())
 
 
 def student_similarity(u: torch.Tensor, v: torch.Tensor, head: PairHead | None) -> torch.Tensor:
@@ -211,16 +255,27 @@ def train_student(
     dev: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
     dev_name: str = "STS-B dev",
 ) -> tuple[LoopResult, PairHead | None]:
-    """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``. With
-    ``config.select_every`` and ``dev`` pairs, the saved student (and head) is the best on
-    ``dev``."""
+    """Distil the teacher's pair scores into a sentence encoder; saves it to ``workdir/model``.
+    ``teacher``: one score per pair (STS; a binary teacher's logit difference), or (n, K) logits
+    for K ≥ 3 classes; ``gold01``: gold/5, 1/0 for positive/negative, or the class index, None
+    on unlabelled pairs (``config.classes`` says which). With ``config.select_every`` and ``dev``
+    pairs (STS only), the saved student (and head) is the best on ``dev``."""
     torch.manual_seed(seed)
     checkpoint = Checkpoint.open(base)
     tokenizer, model = checkpoint.tokenizer, checkpoint.model.to(device)
     model.train()
     dim = model.config.hidden_size * (config.top_k if config.pooling == "top4-concat" else 1)
-    head = PairHead(dim, config.head_width).to(device) if config.objective == "head" else None
-    teacher_t = torch.tensor(list(teacher), dtype=torch.float32)
+    outputs = config.classes if config.classes > 2 else 1
+    if config.classes and config.objective != "head":
+        raise ValueError("a student of a classifier teacher needs the head (objective='head')")
+    head = (
+        PairHead(dim, config.head_width, outputs).to(device) if config.objective == "head" else None
+    )
+    teacher_t = torch.as_tensor(np.asarray(teacher, dtype=np.float32))
+    if tuple(teacher_t.shape[1:]) != ((outputs,) if outputs > 1 else ()):
+        raise ValueError(
+            f"teacher targets of shape {tuple(teacher_t.shape)} for {outputs} output(s)"
+        )
     length = checkpoint.usable_length(config.max_length)
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)
@@ -236,16 +291,18 @@ def train_student(
         ).float()
         u, v = pooled[: len(indices)], pooled[len(indices) :]
         similarity = student_similarity(u, v, head)
-        loss = F.mse_loss(similarity, teacher_t[indices].to(device))
+        target = teacher_t[indices].to(device)
+        # the repo's distillation loss: squared error summed over the outputs, mean over the batch
+        loss = ((similarity - target) ** 2).reshape(len(indices), -1).sum(dim=1).mean()
         gold = gold_t[indices].to(device)
         labelled = ~torch.isnan(gold)
         if config.gold_weight > 0 and labelled.any():
-            gold_loss = F.mse_loss(similarity[labelled], gold[labelled])
+            gold_loss = task_loss(similarity[labelled], gold[labelled], config.classes)
             loss = (1 - config.gold_weight) * loss + config.gold_weight * gold_loss
         return loss
 
     selection = None
-    if config.select_every and dev is not None:
+    if config.select_every and dev is not None and not config.classes:
         from methods.training.loop import DevSelection
         from methods.training.select import dev_spearman
 

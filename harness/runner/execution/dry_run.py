@@ -67,13 +67,24 @@ def describe(plan: Plan, ctx: RunContext) -> str:
     for method in plan.methods:
         if method.uses_fit_set:
             for task in plan.tasks:
+                method.begin_task(task.spec)
                 fit_set = plan.fit_sets[(task.spec.name, method.fit_set_name())]
                 fit_lines.append(
                     f"  {method.label()} × {task.spec.title} on {fit_set.name} "
                     f"({len(fit_set.sentences)} sentences): {method.describe_fit(fit_set)}"
                 )
         elif isinstance(method, TrainedMethod):
-            fit_lines.append(f"  {method.label()}: {method.describe_fit(None)}")
+            # one line, unless what it trains depends on the task (a teacher per GLUE task)
+            per_task = {}
+            for task in plan.tasks:
+                method.begin_task(task.spec)
+                per_task[task.spec.title] = method.describe_fit(None)
+            if len(set(per_task.values())) == 1:
+                fit_lines.append(f"  {method.label()}: {next(iter(per_task.values()))}")
+            else:
+                fit_lines += [
+                    f"  {method.label()} × {title}: {line}" for title, line in per_task.items()
+                ]
     lines += fit_lines or ["  (none)"]
     scored = len(plan.methods) * len(plan.tasks)
     lines += [

@@ -184,6 +184,8 @@ def score(
     kind = type(method)
     plugin = is_guest(kind)
     t0 = time.perf_counter()
+    with guest(kind, "begin_task()"):
+        method.begin_task(task.spec)  # a method trained per task switches to this task's
     if method.uses_fit_set and fit_set is not None:
         with guest(kind, "fit()"):
             method.fit(fit_set)
