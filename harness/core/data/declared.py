@@ -36,7 +36,11 @@ from harness.core.errors import UserError, did_you_mean
 
 KINDS = ("file", "hf")
 COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
-KEYS = (*COLUMN_KEYS, "name", "range", "eval", "format", "header", "revision")
+# A labelled-pairs task (kind pairclass): the label column, its classes, the positive one, the
+# score it is ranked by. A file whose header has a ``label`` column and no score column is one.
+LABEL_KEYS = ("label", "classes", "positive", "metric")
+KEYS = (*COLUMN_KEYS, "name", "range", "eval", "format", "header", "revision", *LABEL_KEYS)
+SCORE_NAMES = ("score", "gold", "gold_score", "similarity", "relatedness_score", "relatedness")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 # What a split is called in files and datasets → sts-bench's split.
 SPLIT_NAMES = {
@@ -133,6 +137,16 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
                 f"{where} {entry}: without a header, columns are field numbers from 1: "
                 f"{', '.join(bad)}"
             )
+    labelled = any(key in options for key in LABEL_KEYS) or (
+        kind == "file" and "score" not in options and _label_header(path, fmt, header)
+    )
+    if labelled:
+        if "score" in options:
+            raise UserError(
+                f"{where} {entry}: score= is for graded pairs and label= for labelled ones; give "
+                "one of them"
+            )
+        columns = (*columns, ("score", options.get("label", "label" if header else "3")))
     name = options.get("name", default_name)
     if not _NAME.match(name):
         raise UserError(
@@ -153,6 +167,8 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         revision=options.get("revision", ""),
         entry=entry,
     )
+    if labelled:
+        return _labelled_spec(name, kind, location, eval_split, own, options, entry, where)
     return TaskSpec(
         name=name,
         title=name,
@@ -162,6 +178,81 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         gold_range=_range(options.get("range", "0,5"), entry, where),
         own=own,
     )
+
+
+def _labelled_spec(
+    name: str,
+    kind: str,
+    location: str,
+    eval_split: str,
+    own: OwnSource,
+    options: dict[str, str],
+    entry: str,
+    where: str,
+) -> TaskSpec:
+    """A labelled-pairs task: ``classes`` (default ``0,1``) in label-index order, a label written
+    as a class name or its index; ``positive`` (default the last class); ``metric`` (default ap);
+    thresholds chosen on the file's train pairs when it has a split column with some."""
+    from harness.core.data.tasks import SCORED_KINDS
+
+    classes = tuple(c.strip() for c in options.get("classes", "0,1").split(","))
+    if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
+        raise UserError(
+            f"{where} {entry}: classes={options.get('classes')}: expected two or more distinct "
+            "names, comma-separated, in label-index order (e.g. classes=different,paraphrase)"
+        )
+    positive = options.get("positive", classes[-1]).strip()
+    if positive not in classes:
+        raise UserError(
+            f"{where} {entry}: positive={positive}: not one of the classes {', '.join(classes)}"
+        )
+    metric = options.get("metric", "ap").strip()
+    if metric not in SCORED_KINDS["pairclass"]:
+        raise UserError(
+            f"{where} {entry}: metric={metric}: expected one of "
+            f"{', '.join(SCORED_KINDS['pairclass'])}"
+        )
+    if "range" in options:
+        raise UserError(f"{where} {entry}: range= is for graded scores; labels name classes")
+    return TaskSpec(
+        name=name,
+        title=name,
+        description=f"{kind}: {location} (labelled pairs: {', '.join(classes)})",
+        splits=SPLITS,
+        eval_split=eval_split,
+        kind="pairclass",
+        main_score=metric,
+        classes=classes,
+        positive=positive,
+        threshold_split="train" if eval_split != "train" else "",
+        gold_range=(0.0, float(len(classes) - 1)),
+        own=own,
+    )
+
+
+def _label_header(path: Path, fmt: str, header: bool) -> bool:
+    """Whether the file's first line names a ``label`` column and no score column: a file of
+    labelled pairs. Reads the first line only."""
+    import json
+
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            first = next((line for line in handle if line.strip()), "")
+    except (OSError, UnicodeDecodeError):
+        return False  # the source reads the file and says what is wrong with it
+    if fmt == "jsonl":
+        try:
+            names = list(json.loads(first))
+        except (ValueError, TypeError):
+            return False
+    elif header:
+        import csv
+
+        names = first.rstrip("\r\n").split("\t") if fmt == "tsv" else next(csv.reader([first]), [])
+    else:
+        return False
+    folded = {str(n).strip().casefold() for n in names}
+    return "label" in folded and not folded & set(SCORE_NAMES)
 
 
 def _flag(text: str, entry: str, where: str) -> bool:

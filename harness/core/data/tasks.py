@@ -46,7 +46,9 @@ def _check_task(name: str, spec: object) -> str | None:
         if len(spec.classes) < 2 or spec.positive not in spec.classes:
             return "a pairclass task names its classes (2 or more) and its positive class"
         if spec.gold_range != (0.0, float(len(spec.classes) - 1)):
-            return f"a pairclass task's gold range is the class indices (0, {len(spec.classes) - 1})"
+            return (
+                f"a pairclass task's gold range is the class indices (0, {len(spec.classes) - 1})"
+            )
         if spec.threshold_split and spec.threshold_split not in spec.splits:
             return f"its threshold split '{spec.threshold_split}' is not among its splits"
     if spec.eval_split not in spec.splits:

@@ -26,6 +26,8 @@ from harness.core.compression import (
     compressed_similarity,
 )
 from harness.core.errors import PluginError
+from harness.core.pair_metrics import SELECTED_ON_SCORED, Decisions, PairScores
+from harness.core.scoring import TaskScores
 from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
@@ -35,8 +37,8 @@ from methods.guests import guest, is_guest, who
 if TYPE_CHECKING:
     from harness.core.api import Method
     from harness.core.data.fitsets import FitSet
+    from harness.core.data.splits import SplitData
     from harness.core.data.tasks import LoadedTask
-    from harness.core.scoring import TaskScores
     from harness.runner.execution.context import RunContext
     from harness.runner.settings.config import BenchConfig
 
@@ -68,10 +70,47 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     }
 
 
+def _kind_fields(task: LoadedTask) -> dict[str, Any]:
+    """The task's kind, and for labelled pairs its classes and positive class (STS records keep
+    the fields they always had)."""
+    spec = task.spec
+    if spec.kind == "sts":
+        return {}
+    return {"kind": spec.kind, "classes": list(spec.classes), "positive": spec.positive}
+
+
+def _scores_field(scores: TaskScores | PairScores, cfg: BenchConfig) -> dict[str, Any]:
+    """``record["scores"]``: Spearman and its interval for an STS split; for labelled pairs the
+    kind's main score and every metric with its interval (Spearman is not their score: None)."""
+    common = {
+        "bootstrap_rounds": cfg.bootstrap,
+        "bootstrap_seed": cfg.seed,
+        "n_zero_vectors": scores.n_zero_vectors,
+        "undefined": scores.undefined,
+    }
+    if isinstance(scores, PairScores):
+        return {
+            "spearman": None,
+            "pearson": None,
+            "spearman_ci95": None,
+            **common,
+            "main_score": scores.main_score,
+            "metrics": scores.metrics,
+            "decision": scores.decision,
+            "threshold": scores.threshold,
+        }
+    return {
+        "spearman": scores.spearman,
+        "pearson": scores.pearson,
+        "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
+        **common,
+    }
+
+
 def build_record(
     method: Method,
     task: LoadedTask,
-    scores: TaskScores,
+    scores: TaskScores | PairScores,
     cfg: BenchConfig,
     ctx: RunContext,
     timings: dict[str, float],
@@ -98,6 +137,15 @@ def build_record(
     protocol["selected_on"] = method.selected_on()
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
+    if isinstance(scores, PairScores):
+        protocol["decision"] = scores.decision
+        if scores.decision == "argmax":
+            protocol["similarity"] = "classify_pairs"  # the positive class's logit margin
+        if scores.main_score in SELECTED_ON_SCORED:
+            # ranked by a threshold chosen on the pairs it scores: §, as any such selection
+            protocol["selected_on"] = (
+                protocol["selected_on"] or "threshold chosen on the scored split"
+            )
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
     record: Record = {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -121,19 +169,12 @@ def build_record(
             "n_pairs": len(split),
             "subsets": split.subset_sizes(),
             "mteb_name": task.spec.mteb_name or None,
+            **_kind_fields(task),
         },
         "protocol": protocol,
         "fit": method.fit_info,
-        "scores": {
-            "spearman": scores.spearman,
-            "pearson": scores.pearson,
-            "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
-            "bootstrap_rounds": cfg.bootstrap,
-            "bootstrap_seed": cfg.seed,
-            "n_zero_vectors": scores.n_zero_vectors,
-            "undefined": scores.undefined,
-        },
-        "subset_scores": strict(scores.subsets),
+        "scores": _scores_field(scores, cfg),
+        "subset_scores": strict(scores.subsets) if isinstance(scores, TaskScores) else {},
         "pairs": {
             "similarity": [float(x) for x in similarity],
             "gold": [float(g) for g in split.gold],
@@ -193,14 +234,46 @@ def score(
             checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
+    if task.spec.kind == "pairclass" and callable(getattr(method, "classify_pairs", None)):
+        similarity, decisions = classified(method, split.s1, split.s2, task)
+        t2 = time.perf_counter()
+        record = scored_record(
+            method,
+            task,
+            fit_set,
+            cfg,
+            ctx,
+            leakage,
+            similarity,
+            0,
+            (t0, t1, t2),
+            decisions=decisions,
+        )
+        return [Scored(record)]
     if isinstance(method, PairScoringMethod):
         with guest(kind, "score_pairs()"):
             similarity = method.score_pairs(split.s1, split.s2)
         if plugin:
             similarity = checked_scores(similarity, len(split.s1), who(kind), error=PluginError)
         t2 = time.perf_counter()
+        threshold = None
+        if (tuning := threshold_pairs(task)) is not None:
+            with guest(kind, "score_pairs()"):
+                tuned = method.score_pairs(tuning.s1, tuning.s2)
+            if plugin:
+                tuned = checked_scores(tuned, len(tuning.s1), who(kind), error=PluginError)
+            threshold = chosen_thresholds(tuned, tuning, task)
         record = scored_record(
-            method, task, fit_set, cfg, ctx, leakage, similarity, 0, (t0, t1, t2)
+            method,
+            task,
+            fit_set,
+            cfg,
+            ctx,
+            leakage,
+            similarity,
+            0,
+            (t0, t1, t2),
+            threshold=threshold,
         )
         return [Scored(record)]
     if not isinstance(method, EmbeddingMethod):
@@ -214,10 +287,21 @@ def score(
     t2 = time.perf_counter()
     grid = cfg.vector_grid()
     calibration = calibrated_ranges(method, calibration_set, grid)
+    tuning = threshold_pairs(task)
+    tuning_sides = None
+    if tuning is not None:
+        with guest(kind, call):
+            tuning_sides = method.encode_sides(tuning.s1, tuning.s2)
+        if plugin:
+            tuning_sides = checked_sides(tuning_sides, len(tuning.s1), kind, call)
     out = []
     for setting in grid:
         t_setting = time.perf_counter()
         similarity, n_zero = compressed_similarity(left, right, setting, calibration)
+        threshold = None
+        if tuning is not None and tuning_sides is not None:
+            tuned, _ = compressed_similarity(*tuning_sides, setting, calibration)
+            threshold = chosen_thresholds(tuned, tuning, task)
         if n_zero:
             say(
                 f"warning: {setting.label(method.label())} on {task.spec.title}: {n_zero} pair(s) "
@@ -225,7 +309,9 @@ def score(
             )
         # the full vector's encode time is the encode; a compressed one's, its compression
         clock = (t0, t1, t2) if setting.full else (t_setting, t_setting, time.perf_counter())
-        record = scored_record(method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock)
+        record = scored_record(
+            method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
+        )
         vector = vector_record(setting, int(left.shape[1]), calibration_set, split.sentences())
         record["vector"] = strict(vector)
         record["protocol"]["similarity"] = setting.similarity
@@ -254,23 +340,44 @@ def scored_record(
     similarity: np.ndarray,
     n_zero: int,
     clock: tuple[float, float, float],
+    threshold: dict[str, float] | None = None,
+    decisions: Decisions | None = None,
 ) -> Record:
     """The record of one similarity per pair: scored under the run's protocol, with the fields the
-    method annotates (DSE's teacher, a cross-encoder's symmetry, "columns")."""
+    method annotates (DSE's teacher, a cross-encoder's symmetry, "columns"). A labelled task is
+    scored by its kind's metrics (:mod:`harness.core.pair_metrics`): ``threshold`` chosen on its
+    threshold split, or the method's own ``decisions``."""
+    from harness.core.pair_metrics import score_labelled
     from harness.core.scoring import score_split
 
     kind = type(method)
     split = task.eval
-    scores = score_split(
-        similarity,
-        split.gold,
-        split.subsets,
-        cfg.aggregation,
-        cfg.bootstrap,
-        cfg.seed,
-        n_zero,
-        memo=ctx.resamples,  # the run's: the significance table reuses these resamples
-    )
+    scores: TaskScores | PairScores
+    if task.spec.kind == "pairclass":
+        scores = score_labelled(
+            similarity,
+            split.gold,
+            task.spec.positive_index,
+            task.spec.main_score,
+            cfg.bootstrap,
+            cfg.seed,
+            n_zero,
+            threshold=threshold,
+            threshold_split=task.spec.threshold_split,
+            decisions=decisions,
+            memo=ctx.resamples,
+        )
+    else:
+        scores = score_split(
+            similarity,
+            split.gold,
+            split.subsets,
+            cfg.aggregation,
+            cfg.bootstrap,
+            cfg.seed,
+            n_zero,
+            memo=ctx.resamples,  # the run's: the significance table reuses these resamples
+        )
     t0, t1, t2 = clock
     timings = {
         "fit_s": round(t1 - t0, 4),
@@ -278,11 +385,54 @@ def scored_record(
         "score_s": round(time.perf_counter() - t2, 4),
     }
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
+    if decisions is not None:
+        record["pairs"]["predicted"] = [int(c) for c in decisions.predicted]  # type: ignore[typeddict-unknown-key]
     with guest(kind, "annotate()"):
         extra = method.annotate(split, similarity)
     if is_guest(kind):
         extra = checked_annotation(extra, kind)
     return cast("Record", {**record, **strict(extra)})
+
+
+def threshold_pairs(task: LoadedTask) -> SplitData | None:
+    """The split a labelled task's accuracy / F1 thresholds are chosen on (its
+    ``threshold_split``), when the source has it; None for an STS task or without one."""
+    spec = task.spec
+    if spec.kind != "pairclass" or not spec.threshold_split:
+        return None
+    return task.splits.get(spec.threshold_split)
+
+
+def chosen_thresholds(
+    similarity: np.ndarray, tuning: SplitData, task: LoadedTask
+) -> dict[str, float] | None:
+    """The best-accuracy and best-F1 thresholds on the threshold split (never on the scored one)."""
+    from harness.core.pair_metrics import choose_thresholds
+
+    return choose_thresholds(
+        np.asarray(similarity, np.float64), np.asarray(tuning.gold), task.spec.positive_index
+    )
+
+
+def classified(
+    method: Method, s1: Sequence[str], s2: Sequence[str], task: LoadedTask
+) -> tuple[np.ndarray, Decisions]:
+    """A classifier's own view of labelled pairs: ``classify_pairs`` gives (n, classes) logits; the
+    similarity is the positive class's margin (its logit minus the log-sum-exp of the others, a
+    log-odds), the decision the argmax."""
+    kind, classes = type(method), task.spec.classes
+    with guest(kind, "classify_pairs()"):
+        logits = np.asarray(method.classify_pairs(s1, s2, classes), dtype=np.float64)  # type: ignore[attr-defined]
+    if logits.shape != (len(s1), len(classes)) or not np.all(np.isfinite(logits)):
+        raise PluginError(
+            f"{who(kind)}: classify_pairs() returned {logits.shape} values for {len(s1)} pairs of "
+            f"{len(classes)} classes; it must return finite (n, {len(classes)}) logits"
+        )
+    positive = task.spec.positive_index
+    others = np.delete(logits, positive, axis=1)
+    top = others.max(axis=1, keepdims=True)
+    margin = logits[:, positive] - (top[:, 0] + np.log(np.exp(others - top).sum(axis=1)))
+    return margin, Decisions(np.argmax(logits, axis=1), len(classes))
 
 
 def calibrated_ranges(

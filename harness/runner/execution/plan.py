@@ -11,9 +11,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from harness.core.api import EmbeddingMethod
 from harness.core.data.fitsets import FitSet, build_fit_set, check_fit_set_name, splits_needed
-from harness.core.data.splits import LoadedTask, unique
+from harness.core.data.splits import LoadedTask, SplitData, unique
 from harness.core.data.tasks import get_task, load_task
 from harness.core.errors import UserError
 from harness.runner.execution.context import RunContext
@@ -52,6 +54,14 @@ class Plan:
         return self.fit_sets[(task.spec.name, self.calibration_set)]
 
 
+def _threshold_split(task: LoadedTask) -> list[SplitData]:
+    """The split a labelled task's thresholds are chosen on, when loaded: encoded with the scored
+    one in the plan's shared pass."""
+    spec = task.spec
+    split = task.splits.get(spec.threshold_split) if spec.kind == "pairclass" else None
+    return [split] if split is not None and split is not task.eval else []
+
+
 def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
     """A task whose score is undefined whatever the method (constant gold, fewer than 3 pairs, or
     such a subset under ``mean``/``wmean``) fails before anything is encoded, unless
@@ -59,17 +69,24 @@ def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
     from harness.core.scoring import split_undefined
 
     split = task.eval
-    reason = split_undefined(None, split.gold, split.subsets, cfg.aggregation)
+    if task.spec.kind == "pairclass":
+        from harness.core.pair_metrics import undefined_reason
+
+        score = task.spec.main_score
+        reason = undefined_reason(None, np.asarray(split.gold) == task.spec.positive_index)
+    else:
+        score = "Spearman"
+        reason = split_undefined(None, split.gold, split.subsets, cfg.aggregation)
     if not reason:
         return
     where = f"{task.spec.title} {task.spec.eval_split} ({split.origin})"
     if not cfg.allow_undefined:
         raise UserError(
-            f"{where}: Spearman is undefined on it: {reason}; fix the data, choose another "
+            f"{where}: {score} is undefined on it: {reason}; fix the data, choose another "
             "--aggregation, or pass --allow-undefined to record it as undefined"
         )
     logging.getLogger("sts_bench.plan").warning(
-        "%s: Spearman is undefined on it (%s); recorded as undefined", where, reason
+        "%s: %s is undefined on it (%s); recorded as undefined", where, score, reason
     )
 
 
@@ -125,7 +142,9 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     locations = cfg.locations()
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
-        splits = unique([spec.eval_split, *extra])
+        # a labelled task's accuracy / F1 thresholds are chosen on its threshold split
+        tuning = [spec.threshold_split] if spec.kind == "pairclass" and spec.threshold_split else []
+        splits = unique([spec.eval_split, *tuning, *extra])
         tasks.append(
             load_task(
                 spec,
@@ -156,7 +175,12 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
                 "--fit-set"
             )
 
-    eval_sentences = unique(s for task in tasks for s in task.eval.sentences())
+    eval_sentences = unique(
+        s
+        for task in tasks
+        for split in (task.eval, *_threshold_split(task))
+        for s in split.sentences()
+    )
     jobs: dict[int, EncodeJob] = {}
     own_model: dict[str, list[str]] = {}
     for method in methods:

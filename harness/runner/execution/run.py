@@ -36,7 +36,7 @@ from harness.runner.execution.plugin_calls import (
     what_failed,
 )
 from harness.runner.execution.why import why_line
-from harness.runner.records.schema import Record
+from harness.runner.records.schema import Record, main_value, score_title
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.console import say
 
@@ -413,19 +413,16 @@ def score_stage(
                         "vectors to export (skipped)"
                     )
                 label, undefined = record["method"]["label"], record["scores"]["undefined"]
+                metric = score_title(record)
                 if undefined and not cfg.allow_undefined:
                     refused.append(f"{label} on {task.spec.title} ({undefined})")
-                    say(f"{label:>16} · {task.spec.title:<7} Spearman undefined: {undefined}")
+                    say(f"{label:>16} · {task.spec.title:<7} {metric} undefined: {undefined}")
                     continue
                 with output_lock(out):
                     paths.append(write_result(out / "runs", record))
                 records.append(record)
-                shown = (
-                    f"undefined ({undefined})"
-                    if undefined
-                    else f"{record['scores']['spearman']:6.2f}"
-                )
-                say(f"{label:>16} · {task.spec.title:<7} Spearman {shown}")
+                shown = f"undefined ({undefined})" if undefined else f"{main_value(record):6.2f}"
+                say(f"{label:>16} · {task.spec.title:<7} {metric} {shown}")
     return records, paths, refused, exported, broken
 
 

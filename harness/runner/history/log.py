@@ -43,6 +43,7 @@ from harness.core.errors import ResourceError
 from harness.core.hashing import atomic_write_bytes, canonical_json
 from harness.runner.records.lock import NOFOLLOW, NotAFile, link_target, read_inside
 from harness.runner.records.outputs import StepOutput
+from harness.runner.records.schema import main_ci, main_value
 from harness.runner.tables.frames import record_keys
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "dtype": (str,),
     "max_length": (str,),
     "first_last_layers": (str,),
-    "spearman": (float, int),
+    "score": (float, int),  # the main score ×100, named by "metric" (Spearman for STS)
     "ci95": (list, type(None)),
     "similarity": (str, type(None)),
     "gold": (str, type(None)),
@@ -171,8 +172,9 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         "task_source": record["task"].get(
             "source", ""
         ),  # file/hf: a task that brought its own data
-        "spearman": float(cast(float, scores["spearman"])),  # the caller keeps undefined scores out
-        "ci95": scores.get("spearman_ci95"),
+        # the caller keeps undefined scores out; "metric" (a key) names the score
+        "score": float(cast(float, main_value(record))),
+        "ci95": main_ci(record),
         "bootstrap_rounds": scores.get("bootstrap_rounds"),
         "seed": scores.get("bootstrap_seed"),
         "similarity": similarity,
@@ -193,9 +195,7 @@ def append_history(out_dir: Path, records: Iterable[Record]) -> Path | None:
     """
     run = uuid.uuid4().hex[:12]
     lines = [
-        history_line(rec, run, out_dir / BLOBS)
-        for rec in records
-        if rec["scores"]["spearman"] is not None
+        history_line(rec, run, out_dir / BLOBS) for rec in records if main_value(rec) is not None
     ]
     if not lines:
         return None
@@ -261,6 +261,19 @@ def valid(line: Any) -> bool:
     return all(isinstance(line.get(name), types) for name, types in FIELDS.items())
 
 
+def _older_valid(line: dict[str, Any]) -> bool:
+    """An older line (``spearman``, no ``metric``) whose checksum matches as it was written."""
+    body = {k: v for k, v in line.items() if k != "check"}
+    return line.get("check") == hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def _older(line: dict[str, Any]) -> dict[str, Any]:
+    """An older line in today's fields, re-checksummed (it verified as written)."""
+    body = {k: v for k, v in line.items() if k not in ("check", "spearman")}
+    body.update(score=line["spearman"], metric="spearman")
+    return {**body, "check": hashlib.sha256(canonical_json(body).encode()).hexdigest()}
+
+
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
     """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and
     skipped."""
@@ -285,6 +298,9 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:
             line = None
+        if isinstance(line, dict) and "score" not in line and "spearman" in line:
+            # a line of an sts-bench before labelled pairs: its score was Spearman, named so
+            line = _older(line) if _older_valid(line) else None
         if isinstance(line, dict) and valid(line):
             entries.append(line)
         elif raw.strip():

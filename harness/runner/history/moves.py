@@ -76,14 +76,17 @@ def compare(
     docstring)."""
     from harness.core.significance import paired_bootstrap, scored
 
-    change = after["spearman"] - before["spearman"]
+    change = after["score"] - before["score"]
     n = after["n_pairs"]
     a, b = (
         read_similarity(blobs, after["similarity"], n),
         read_similarity(blobs, before["similarity"], n),
     )
     gold = read_gold(blobs, after["gold"], n) if after["gold"] == before["gold"] else None
-    if a is not None and b is not None and gold is not None:
+    # a labelled-pairs score (ap, roc_auc...) is compared by its intervals: the paired test below
+    # resamples Spearman
+    spearman = after.get("metric", "spearman") == "spearman"
+    if spearman and a is not None and b is not None and gold is not None:
         values, subsets = gold
         result = paired_bootstrap(
             scored(a, values, subsets, after["aggregation"], rounds, seed),
@@ -105,7 +108,7 @@ def compare(
             "test": "none (no interval)",
             "moved": False,
         }
-    low, high = ci[0] - before["spearman"], ci[1] - before["spearman"]
+    low, high = ci[0] - before["score"], ci[1] - before["score"]
     return {
         "change": change,
         "ci95": [low, high],
@@ -129,8 +132,8 @@ def find_moves(series: list[Series], blobs: Path, rounds: int, seed: int) -> lis
                         "method": s.key["method"],
                         "backbone": s.key["backbone"],
                         "task": s.key["task"],
-                        "before": before["spearman"],
-                        "after": after["spearman"],
+                        "before": before["score"],
+                        "after": after["score"],
                         **result,
                         "group": {k: s.key[k] for k in GROUP_KEYS},
                     }
@@ -153,7 +156,7 @@ def history_png(
 
     drawn = {
         "series": [
-            [label, [[commit_label(p), p["spearman"], p["ci95"]] for p in s.points]]
+            [label, [[commit_label(p), p["score"], p["ci95"]] for p in s.points]]
             for s, label in zip(series, series_labels(series))
         ],
         "commits": commits,
@@ -229,8 +232,8 @@ def _draw_history(
     for ax, task in zip(axes[:, 0], tasks):
         for s, label in ((s, label) for s, label in zip(series, labels) if s.key["task"] == task):
             x = np.array([commits.index(commit_label(p)) for p in s.points])
-            y = np.array([p["spearman"] for p in s.points])
-            ci = np.array([p["ci95"] or [p["spearman"]] * 2 for p in s.points], dtype=float)
+            y = np.array([p["score"] for p in s.points])
+            ci = np.array([p["ci95"] or [p["score"]] * 2 for p in s.points], dtype=float)
             line = ax.errorbar(
                 x,
                 y,
@@ -321,7 +324,8 @@ def history_markdown(series: list[Series], commits: list[str], moves: list[dict[
             "task": s.key["task"],
             "commits": len(s.points),
             "latest commit": commit_label(s.points[-1]),
-            "Spearman": s.points[-1]["spearman"],
+            "score": s.points[-1]["score"],
+            "metric": s.key.get("metric", "spearman"),
             "source": s.key["source"],
             "aggregation": s.key["aggregation"],
         }

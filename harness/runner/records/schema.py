@@ -44,7 +44,10 @@ from harness.core.typecheck import problem as type_problem
 RESULT_SCHEMA_VERSION = 2  # 2: strict JSON (undefined scores are null), a checksum, checked on read
 # The protocol fields that put results into one table (harness.runner.tables.frames.GROUP_KEYS):
 # results of different values are never compared, so every record must say what its values are.
-PROTOCOL_GROUP = ("aggregation", "source", "dtype", "max_length", "first_last_layers")
+PROTOCOL_GROUP = ("aggregation", "source", "dtype", "max_length", "first_last_layers", "metric")
+# The group's fields a record's protocol must hold; "metric" is the record's main score (Spearman
+# for STS, a labelled task's own: ap, roc_auc, ...), read from its scores.
+PROTOCOL_FIELDS = PROTOCOL_GROUP[:-1]
 # ×100 points. A score recomputed by the same code from the same floats agrees to ~1e-13; a looser
 # bound only absorbs another numpy's summation order, and no edit worth making hides inside it.
 AGREE = 1e-6
@@ -74,6 +77,9 @@ class TaskInfo(TypedDict):
     n_pairs: int
     subsets: dict[str, int]
     mteb_name: str | None
+    kind: NotRequired[str]  # "pairclass" (labelled pairs); absent: "sts"
+    classes: NotRequired[list[str]]  # pairclass: class names in label-index order
+    positive: NotRequired[str]  # pairclass: the class a high similarity predicts
 
 
 class Scores(TypedDict):
@@ -84,6 +90,18 @@ class Scores(TypedDict):
     bootstrap_seed: int
     n_zero_vectors: int
     undefined: str | None  # why the score could not be computed; None when it was
+    # labelled pairs (harness.core.pair_metrics): the score they are ranked by, every metric with
+    # its interval ({"ap": {"value": 81.2, "ci95": [79.0, 83.1]}, ...}), how accuracy / F1
+    # decided, and the thresholds chosen on the threshold split
+    main_score: NotRequired[str]
+    metrics: NotRequired[dict[str, MetricValue]]
+    decision: NotRequired[str]
+    threshold: NotRequired[dict[str, float] | None]
+
+
+class MetricValue(TypedDict):
+    value: float | None
+    ci95: list[float] | None
 
 
 class SubsetScores(TypedDict):
@@ -99,6 +117,7 @@ class Pairs(TypedDict):
     ]  # None only where a method gave a non-finite score (then undefined)
     gold: list[float]
     subset: list[str] | None
+    predicted: NotRequired[list[int]]  # a classifier's argmax class per pair (classify_pairs)
 
 
 class VectorInfo(TypedDict):
@@ -204,7 +223,38 @@ def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:
         "dtype": protocol["dtype"],
         "max_length": str(protocol["max_length"]),
         "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
+        "metric": main_score(record),
     }
+
+
+def main_score(record: Mapping[str, Any]) -> str:
+    """The score a record is ranked by: ``spearman`` for STS, a labelled task's own (``ap``...)."""
+    return str(record["scores"].get("main_score", "spearman"))
+
+
+def score_title(record: Mapping[str, Any]) -> str:
+    """How the main score is named on the console and in tables: ``Spearman``, ``AP``...
+    (a threshold chosen on the scored split carries §)."""
+    from harness.core.pair_metrics import TITLES
+
+    name = main_score(record)
+    return "Spearman" if name == "spearman" else TITLES.get(name, name)
+
+
+def main_value(record: Mapping[str, Any]) -> float | None:
+    """The record's main score ×100 (None: undefined)."""
+    scores = record["scores"]
+    if "metrics" in scores:
+        return scores["metrics"][main_score(record)]["value"]
+    return scores["spearman"]
+
+
+def main_ci(record: Mapping[str, Any]) -> list[float] | None:
+    """The 95 % interval of the record's main score (None: none)."""
+    scores = record["scores"]
+    if "metrics" in scores:
+        return scores["metrics"][main_score(record)]["ci95"]
+    return scores["spearman_ci95"]
 
 
 def evidence_problem(record: Record) -> str | None:
@@ -223,6 +273,8 @@ def evidence_problem(record: Record) -> str | None:
     problem = _table_keys_problem(record) or _vector_problem(record)
     if problem:
         return problem
+    if "metrics" in scores or task.get("kind", "sts") != "sts":
+        return _labelled_problem(record)
     aggregation = protocol["aggregation"]
     n, labels = task["n_pairs"], pairs["subset"]
     if labels is not None and len(labels) != n:
@@ -284,12 +336,70 @@ def evidence_problem(record: Record) -> str | None:
     return _interval_problem(scores)
 
 
+def _labelled_problem(record: Record) -> str | None:
+    """:func:`evidence_problem` for labelled pairs: every metric computed again from the record's
+    pairs (similarities, class labels, the classifier's decisions if any) and the thresholds it
+    says were chosen on its threshold split; each interval must hold its value."""
+    from harness.core.pair_metrics import METRICS, Decisions, metric_values, undefined_reason
+
+    task, scores, pairs = record["task"], record["scores"], record["pairs"]
+    classes, positive = task.get("classes") or [], task.get("positive")
+    if task.get("kind") != "pairclass" or positive not in classes or "metrics" not in scores:
+        return "a labelled-pairs record must say its kind, classes, positive class and metrics"
+    if set(scores["metrics"]) != set(METRICS) or scores.get("main_score") not in METRICS:
+        return f"scores.metrics must hold {', '.join(METRICS)} and name one as main_score"
+    gold = np.asarray(pairs["gold"], dtype=np.float64)
+    if not np.all(np.isin(gold, np.arange(len(classes)))):
+        return "pairs.gold holds a value that is not a class index"
+    raw = pairs["similarity"]
+    similarity = np.asarray([math.nan if v is None else v for v in raw], dtype=np.float64)
+    predicted = pairs.get("predicted")
+    if predicted is not None and (
+        len(predicted) != len(gold) or not all(0 <= c < len(classes) for c in predicted)
+    ):
+        return "pairs.predicted is not one class index per pair"
+    decisions = None if predicted is None else Decisions(np.asarray(predicted), len(classes))
+    index = classes.index(positive)
+    undefined = undefined_reason(similarity, gold == index)
+    threshold = scores.get("threshold")
+    if threshold is not None and not (
+        isinstance(threshold, dict)
+        and set(threshold) == {"accuracy", "f1"}
+        and all(isinstance(v, int | float) and math.isfinite(v) for v in threshold.values())
+    ):
+        return "scores.threshold is not {accuracy: number, f1: number}"
+    fresh = (
+        {}
+        if undefined
+        else metric_values(similarity, gold, index, None, threshold or None, decisions)
+    )
+    for name in METRICS:
+        entry = scores["metrics"][name]
+        redone = None if undefined else float(fresh[name][0])
+        redone = None if redone is None or not math.isfinite(redone) else redone
+        if not _agree(entry["value"], redone):
+            return (
+                f"scores.metrics.{name} {entry['value']} is not what its own {len(gold)} pairs "
+                f"give ({_shown(redone)})"
+            )
+        ci = entry["ci95"]
+        if ci is not None:
+            if redone is None or len(ci) != 2 or not ci[0] - AGREE <= redone <= ci[1] + AGREE:
+                return f"scores.metrics.{name}: its 95 % interval {ci} does not hold its value"
+            if ci[0] < -AGREE or ci[1] > 100 + AGREE:
+                return f"scores.metrics.{name}: its 95 % interval {ci} reaches beyond 0-100"
+    main = scores["metrics"][scores["main_score"]]["value"]
+    if (main is None) != (scores["undefined"] is not None):
+        return "scores.undefined does not say whether its main score is defined"
+    return None
+
+
 def _table_keys_problem(record: Record) -> str | None:
     """Why the tables could not key ``record`` (None: they can). ``protocol``, ``method.spec`` and
     ``fit`` are free-form objects in the schema; the fields every table reads from them must be
     there and be scalars, or one crafted record would stop every report."""
     protocol = record["protocol"]
-    lacking = [key for key in PROTOCOL_GROUP if key not in protocol]
+    lacking = [key for key in PROTOCOL_FIELDS if key not in protocol]
     if lacking:
         return f"protocol lacks {', '.join(lacking)}"
     if protocol["aggregation"] not in AGGREGATIONS:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.hashing import atomic_write_text
+from harness.runner.records.schema import main_score, main_value
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
 
 if TYPE_CHECKING:
@@ -57,9 +58,7 @@ def comparisons(
 
     by_split: dict[tuple, list[Record]] = {}
     for rec in newest(records):
-        if (
-            rec.get("pairs") and rec["scores"]["spearman"] is not None
-        ):  # an undefined score is never compared
+        if rec.get("pairs") and main_value(rec) is not None:  # an undefined score is never compared
             keys = record_keys(rec)
             group = tuple(keys[k] for k in GROUP_KEYS)
             by_split.setdefault(
@@ -68,15 +67,20 @@ def comparisons(
     rows, marks = [], set()
     for (group, task, _), recs in sorted(by_split.items(), key=lambda item: item[0][:2]):
         pairs = recs[0]["pairs"]
+        labelled = "metrics" in recs[0]["scores"]
         results = {
-            id(r): scored(
-                np.asarray(r["pairs"]["similarity"], dtype=np.float64),
-                pairs["gold"],
-                pairs["subset"],
-                group[0],
-                rounds,
-                seed,
-                memo,
+            id(r): (
+                labelled_scored(r, rounds, seed, memo)
+                if labelled
+                else scored(
+                    np.asarray(r["pairs"]["similarity"], dtype=np.float64),
+                    pairs["gold"],
+                    pairs["subset"],
+                    group[0],
+                    rounds,
+                    seed,
+                    memo,
+                )
             )
             for r in recs
         }
@@ -84,10 +88,10 @@ def comparisons(
         best = ranked[0]
         for a, b in combinations(ranked, 2):
             ka, kb = record_keys(a), record_keys(b)
-            for test in (
-                paired_bootstrap(results[id(a)], results[id(b)]),
-                williams(results[id(a)], results[id(b)], pairs["gold"]),
-            ):
+            tests = [paired_bootstrap(results[id(a)], results[id(b)])]
+            if not labelled:  # Williams' t compares correlations; a labelled score is not one
+                tests.append(williams(results[id(a)], results[id(b)], pairs["gold"]))
+            for test in tests:
                 rows.append(
                     {
                         "task": task,
@@ -114,6 +118,27 @@ def comparisons(
             if tied:
                 marks.add((group, tuple(keys[k] for k in ROW_KEYS), task))
     return rows, marks
+
+
+def labelled_scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | None) -> Any:
+    """A labelled-pairs record as :func:`harness.core.significance.paired_bootstrap` compares it:
+    its main score and that score's resamples, drawn as every method's of the split are (the same
+    draws: paired)."""
+    from harness.core.pair_metrics import Decisions, resampled_metrics
+    from harness.core.significance import Scored
+
+    task, scores, pairs = rec["task"], rec["scores"], rec["pairs"]
+    index = task["classes"].index(task["positive"])
+    similarity = np.asarray(pairs["similarity"], dtype=np.float64)
+    gold = np.asarray(pairs["gold"], dtype=np.float64)
+    predicted = pairs.get("predicted")
+    decisions = (
+        None if predicted is None else Decisions(np.asarray(predicted), len(task["classes"]))
+    )
+    resamples = resampled_metrics(
+        similarity, gold, index, rounds, seed, scores.get("threshold") or None, decisions, memo
+    )
+    return Scored(similarity, float(main_value(rec)), resamples[main_score(rec)])  # type: ignore[arg-type]
 
 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:

@@ -18,7 +18,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.tasks import TASKS
-from harness.runner.records.schema import PROTOCOL_GROUP, protocol_group
+from harness.core.pair_metrics import METRICS as PAIR_METRICS
+from harness.runner.records.schema import (
+    PROTOCOL_GROUP,
+    main_ci,
+    main_value,
+    protocol_group,
+)
 from harness.runner.records.store import current_data
 
 if TYPE_CHECKING:
@@ -34,10 +40,12 @@ def protocol_line(group: Mapping[str, Any]) -> str:
     """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots. The
     similarity is a row's own (``--similarity``, :mod:`harness.core.compression`): its label names
     any but cosine."""
+    metric = group.get("metric", "spearman")
+    scored = "" if metric == "spearman" else f"score={metric} (labelled pairs) · "
     return (
-        f"aggregation={group['aggregation']} · source={group['source']} · dtype={group['dtype']} · "
-        f"max_length={group['max_length']} · first-last layers={group['first_last_layers']} · "
-        "similarity=cosine unless a row names another"
+        f"{scored}aggregation={group['aggregation']} · source={group['source']} · "
+        f"dtype={group['dtype']} · max_length={group['max_length']} · first-last "
+        f"layers={group['first_last_layers']} · similarity=cosine unless a row names another"
     )
 
 
@@ -48,6 +56,7 @@ AVG = "Avg."
 LONG_COLUMNS = (
     "marks",
     "task",
+    "score",  # the task kind's main score: Spearman for STS, the group's "metric" otherwise
     "spearman",
     "pearson",
     "ci_low",
@@ -60,6 +69,9 @@ LONG_COLUMNS = (
     "weights",
     "fingerprint",
     *VECTOR_COLUMNS,
+    # labelled pairs: every metric (×100; their intervals are in the records and pair_metrics.csv)
+    *PAIR_METRICS,
+    "decision",
 )
 UNDEFINED = (
     "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
@@ -191,7 +203,8 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     rows: list[dict[str, Any]] = []
     for rec in newest(records):
         scores = rec["scores"]
-        ci = scores.get("spearman_ci95") or [math.nan, math.nan]
+        ci = main_ci(rec) or [math.nan, math.nan]
+        metrics = scores.get("metrics") or {}
         # An undefined score is NaN here (a cell without a number: never averaged, ranked or
         # starred) and its reason is kept beside it, so tables can say "undefined" instead of "not
         # run".
@@ -200,6 +213,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
                 **record_keys(rec),
                 "marks": record_marks(rec),
                 "task": rec["task"]["title"],
+                "score": _number(main_value(rec)),
                 "spearman": _number(scores["spearman"]),
                 "pearson": _number(scores["pearson"]),
                 "ci_low": ci[0],
@@ -213,6 +227,8 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
                 "fingerprint": rec["task"].get("fingerprint")
                 or "",  # the full sha256: what the gate matches on
                 **vector_columns(rec),
+                **{m: _number(metrics.get(m, {}).get("value")) for m in PAIR_METRICS},
+                "decision": scores.get("decision", ""),
                 **(rec.get("columns") or {}),
             }
         )
@@ -250,7 +266,7 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
             (*group, *(row[k] for k in ROW_KEYS)),
             {"tasks": {}, "marks": set(), "extra": {}, "undefined": [], "data": {}},
         )
-        cell["tasks"][row["task"]] = row["spearman"]
+        cell["tasks"][row["task"]] = row["score"]
         if row.get("fingerprint"):
             cell["data"][row["task"]] = row["fingerprint"]
         if row.get("undefined"):

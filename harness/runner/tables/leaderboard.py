@@ -37,7 +37,7 @@ LEGEND = (
     "in significance.csv) · † fitted or trained on sentences of the scored split (transductive, "
     "the fit set holds them) · ‡ trained on labelled data built from the scored task (STS-B train "
     "holds STS 2012-2017 pairs) · § a setting chosen on labelled data (a demonstration picked on "
-    "STS-B dev)"
+    "STS-B dev; a threshold chosen on the scored pairs themselves)"
 )
 UNDEFINED_LEGEND = (
     "undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
@@ -99,9 +99,10 @@ def markdown(
         "# sts-bench leaderboard",
         "",
         "Spearman ×100 of cosine similarity (or the one a row's label names: · dot, · binary "
-        "by Hamming distance) vs gold on each task's test split. 95 % bootstrap "
-        "intervals and Pearson are in scores.csv; every number's full record is in "
-        "runs/.",
+        "by Hamming distance) vs gold on each task's test split; a table of labelled pairs "
+        "(score=… in its protocol line) shows that score ×100 instead. 95 % bootstrap "
+        "intervals and Pearson (every labelled-pairs metric) are in scores.csv; every "
+        "number's full record is in runs/.",
         "",
         LEGEND,
         "",
@@ -111,6 +112,14 @@ def markdown(
     columns = list(wide[0]) if wide else []
     for group_values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):
         group = [dict(row) for row in rows]
+        # a task no row of the group has a number or a reason for belongs to another group's table
+        absent = {
+            t
+            for t in tasks
+            if all(
+                _missing(row[t]) and t not in (row.get(UNDEFINED) or "").split(",") for row in group
+            )
+        }
         for row in group:
             tied = (row.get("not_below_best") or "").split(",")
             undefined = (row.get(UNDEFINED) or "").split(",")
@@ -124,6 +133,7 @@ def markdown(
             c
             for c in columns
             if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
+            and c not in absent
             and not all(_missing(row[c]) for row in group)
             and not (c == "marks" and not any(r[c] for r in group))
         ]

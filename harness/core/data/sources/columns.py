@@ -76,8 +76,11 @@ def find_columns(names: Sequence[str], own: OwnSource, where: str) -> dict[str, 
 class PairSplits:
     """Pairs read so far, by split; :meth:`add` checks each row, :meth:`result` the whole."""
 
-    def __init__(self, origin: str, roles: Sequence[str], eval_split: str) -> None:
+    def __init__(
+        self, origin: str, roles: Sequence[str], eval_split: str, classes: Sequence[str] = ()
+    ) -> None:
         self.origin = origin
+        self.classes = tuple(classes)  # a labelled task's: each label becomes its class index
         self.split_column = "split" in roles
         self.subset_column = "subset" in roles
         self.eval_split = eval_split
@@ -98,7 +101,10 @@ class PairSplits:
         s1, s2, gold, labels, wheres = self.rows.setdefault(split, ([], [], [], [], []))
         s1.append(check_sentence(_text(values["s1"]), where, "sentence 1"))
         s2.append(check_sentence(_text(values["s2"]), where, "sentence 2"))
-        gold.append(gold_score(_text(values["score"]).strip(), where))
+        text = _text(values["score"]).strip()
+        gold.append(
+            class_index(text, self.classes, where) if self.classes else gold_score(text, where)
+        )
         if self.subset_column:
             labels.append(check_sentence(_text(values["subset"]), where, "subset").strip())
         wheres.append(where)
@@ -117,7 +123,7 @@ class PairSplits:
                 f"{self.origin}: no pair of the {self.eval_split} split (it holds "
                 f"{', '.join(self.rows)}); choose the scored split with eval=SPLIT"
             )
-        if len(evaluated[0]) < MIN_PAIRS:
+        if len(evaluated[0]) < MIN_PAIRS and not self.classes:
             raise UserError(
                 f"{evaluated[4][-1]}: {spec.title}'s {self.eval_split} split holds only "
                 f"{len(evaluated[0])} pair(s); Spearman needs at least {MIN_PAIRS}: add pairs"
@@ -135,6 +141,25 @@ class PairSplits:
                     where=tuple(wheres),
                 )
         return out
+
+
+def class_index(text: str, classes: Sequence[str], where: str) -> float:
+    """A label as its class index: the class's name, or its index written as a whole number
+    (``1`` or ``1.0``); anything else is one line naming ``file:line``.
+
+    >>> classes = ("different", "paraphrase")
+    >>> class_index("paraphrase", classes, "f:2"), class_index("0", classes, "f:3")
+    (1.0, 0.0)
+    """
+    if text in classes:
+        return float(classes.index(text))
+    number = decimal(text)
+    if number is not None and number == int(number) and 0 <= number < len(classes):
+        return float(int(number))
+    raise UserError(
+        f"{where}: label {text[:40]!r} is not one of the classes {', '.join(classes)} (nor an "
+        f"index 0-{len(classes) - 1}); name the classes with classes=A,B in label-index order"
+    )
 
 
 def _text(value: Any) -> str:

@@ -55,7 +55,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
     for where, names, row, named_at in rows:
         if pairs is None:
             roles = _roles(names, own, named_at)
-            pairs = PairSplits(str(path), list(roles), spec.eval_split)
+            pairs = PairSplits(str(path), list(roles), spec.eval_split, spec.classes)
         pairs.add(where, _pick(row, roles, where, own))
     if pairs is None:
         raise UserError(f"{path}: no pairs in it (empty file); {spec.title} cannot be scored")

@@ -43,7 +43,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
                 f"{label}: a dataset with named splits cannot also have a split column; drop split="
             )
         if pairs is None:
-            pairs = PairSplits(origin, list(roles), spec.eval_split)
+            pairs = PairSplits(origin, list(roles), spec.eval_split, spec.classes)
         columns = {role: rows[column] for role, column in roles.items()}
         for i in range(len(rows)):
             pairs.add(
