@@ -234,7 +234,7 @@ def score(
             checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
-    if task.spec.kind == "pairclass" and callable(getattr(method, "classify_pairs", None)):
+    if task.spec.kind == "pairclass" and classifies(method):
         similarity, decisions = classified(method, split.s1, split.s2, task)
         t2 = time.perf_counter()
         record = scored_record(
@@ -412,6 +412,20 @@ def chosen_thresholds(
     return choose_thresholds(
         np.asarray(similarity, np.float64), np.asarray(tuning.gold), task.spec.positive_index
     )
+
+
+def classifies(method: Method) -> bool:
+    """Whether ``method`` classifies the pairs of the task begun itself: it has
+    ``classify_pairs``, and ``classifies()`` (when it has one) says yes for this task (DSE's
+    teacher and student classify only a task they were fine-tuned on; elsewhere their score is the
+    similarity)."""
+    if not callable(getattr(method, "classify_pairs", None)):
+        return False
+    asks = getattr(method, "classifies", None)
+    if not callable(asks):
+        return True
+    with guest(type(method), "classifies()"):
+        return bool(asks())
 
 
 def classified(
