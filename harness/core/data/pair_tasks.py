@@ -168,7 +168,11 @@ PAIR_TASKS: tuple[TaskSpec, ...] = (
         citation="Rajpurkar et al. 2016, SQuAD: 100,000+ Questions for Machine Comprehension of "
         f"Text (EMNLP); {GLUE_CITATION}",
         where={
-            "glue": {"folder": "QNLI", "columns": ("question", "sentence", "label"), "labels": "name"},
+            "glue": {
+                "folder": "QNLI",
+                "columns": ("question", "sentence", "label"),
+                "labels": "name",
+            },
             "hub": _glue("qnli", ("question", "sentence", "label"), GLUE_SPLITS),
         },
     ),
