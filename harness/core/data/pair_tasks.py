@@ -53,8 +53,8 @@ def _mnli(name: str, title: str, split: str, which: str) -> TaskSpec:
     return TaskSpec(
         name=name,
         title=title,
-        description=f"MultiNLI {which} (GLUE): entailment / neutral / contradiction, 3 classes; "
-        f"train 392702 / {split} {9815 if which == 'matched' else 9832}",
+        description=f"MultiNLI {which} (GLUE): entailment / neutral / contradiction; train 392702 "
+        f"/ {split} {9815 if which == 'matched' else 9832}",
         splits=("train", split),
         eval_split=split,
         kind="pairclass",
@@ -155,8 +155,8 @@ PAIR_TASKS: tuple[TaskSpec, ...] = (
     TaskSpec(
         name="qnli",
         title="QNLI",
-        description="Question-answering NLI (GLUE, from SQuAD): does the sentence answer the "
-        "question; train 104743 / dev 5463",
+        description="Question NLI (GLUE, from SQuAD): does the sentence answer the question; "
+        "train 104743 / dev 5463",
         splits=("train", "dev"),
         eval_split="dev",
         kind="pairclass",
@@ -179,7 +179,7 @@ PAIR_TASKS: tuple[TaskSpec, ...] = (
     TaskSpec(
         name="rte",
         title="RTE",
-        description="Recognizing Textual Entailment 1, 2, 3, 5 (GLUE): entailment or not; train "
+        description="Recognizing Textual Entailment (RTE1-3, 5; GLUE): entailment or not; train "
         "2490 / dev 277",
         splits=("train", "dev"),
         eval_split="dev",
@@ -205,8 +205,8 @@ PAIR_TASKS: tuple[TaskSpec, ...] = (
     TaskSpec(
         name="snli",
         title="SNLI",
-        description="Stanford NLI: entailment / neutral / contradiction, 3 classes; pairs without "
-        "a gold label dropped: train 549367 / dev 9842 / test 9824",
+        description="Stanford NLI, 3 classes as MNLI's; no-majority pairs dropped: train 549367 / "
+        "dev 9842 / test 9824",
         splits=("train", "dev", "test"),
         eval_split="test",
         kind="pairclass",
