@@ -25,8 +25,9 @@ the wrong number of fields, an empty sentence or an unknown label is one ``error
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.core.data.sources import Source
 from harness.core.data.sources.labels import PairRows
@@ -82,7 +83,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
     return out
 
 
-def read_tsv(path: Path, spec: TaskSpec, place: dict) -> SplitData:  # type: ignore[type-arg]
+def read_tsv(path: Path, spec: TaskSpec, place: Mapping[str, Any]) -> SplitData:
     """One split file of a GLUE task, its columns found by header name."""
     names = tuple(str(c) for c in place["columns"])
     skip_short = place.get("short_rows") == "skip"
