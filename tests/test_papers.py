@@ -231,7 +231,7 @@ def test_every_row_metric_fits_its_tasks_kind(qnli_task):
     from harness.core.data.tasks import SCORED_KINDS
     from harness.runner.papers.data import PAIRCLASS_METRICS
 
-    assert PAIRCLASS_METRICS == SCORED_KINDS["pairclass"]  # one list of scores, named twice
+    assert SCORED_KINDS["pairclass"] == PAIRCLASS_METRICS  # one list of scores, named twice
     for name in PAPERS:
         for row in load_paper(name).rows:
             for task in row.published:
@@ -280,8 +280,8 @@ def test_bert_flow_lists_the_qnli_table_and_the_missing_sts_rows(qnli_task):
     assert (source, tasks, cfg.fit_set) == ("packaged", ["stsb"], "train")
     assert cfg.method_params["flow"]["batches"] == "pairs"  # the train pairs, as run_siamese.py batches them
     for key in QNLI_AUC:
-        plan = [p for p in resolve(paper, from_cli(["--paper", "bert-flow"])[0])
-                if (p.row.model, p.row.setting, p.row.metric) == (*key, "roc_auc")][0]
+        plan = next(p for p in resolve(paper, from_cli(["--paper", "bert-flow"])[0])
+                    if (p.row.model, p.row.setting, p.row.metric) == (*key, "roc_auc"))
         (source, tasks, cfg), = plan.runs
         assert (source, tasks, cfg.methods) == ("glue", ["qnli"], (plan.row.method,)) and not plan.skipped
         assert cfg.max_length == 64 and cfg.backbone == plan.row.backbone
@@ -388,8 +388,8 @@ def test_paper_bert_flow_prints_the_qnli_auc_beside_the_published_figure(qnli_ta
     (page,) = papers(tmp_path)
     assert [head.text for head in page.table.head][4:6] == ["task", "metric"]
     body = [[cell.text for cell in row] for row in page.table.rows]
-    assert ["bert-flow", "paper Table 4 (QNLI dev, AUC)", "BERT-base-NLI", "last2avg", "QNLI", "roc_auc",
-            "70.30", "70.80"] == body[[r[4] for r in body].index("QNLI")][:8]
+    assert body[[r[4] for r in body].index("QNLI")][:8] == [
+        "bert-flow", "paper Table 4 (QNLI dev, AUC)", "BERT-base-NLI", "last2avg", "QNLI", "roc_auc", "70.30", "70.80"]
 
 
 def test_qnli_rows_whose_data_is_missing_say_so_in_one_line(qnli_task, monkeypatch, tmp_path):

@@ -306,7 +306,16 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
             "",
             tabulate(
                 rows,
-                headers=["model", "setting", "task", "metric", "published", "measured", "Δ", "status"],
+                headers=[
+                    "model",
+                    "setting",
+                    "task",
+                    "metric",
+                    "published",
+                    "measured",
+                    "Δ",
+                    "status",
+                ],
                 tablefmt="pipe",
                 disable_numparse=True,
             ),
