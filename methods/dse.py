@@ -304,7 +304,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         selection = result.selection
         if p["select_every"] != "off" and self.classifier is not None:
             # the repo keeps the best epoch on GLUE dev, which is the split scored here
-            selection = "not applied: the dev split of a GLUE task is the split it is scored on"
+            selection = {"not_applied": "the dev split of a GLUE task is the split it is scored on"}
         info = {
             "train_task": self.classifier.name if self.classifier else "stsb",
             "train_pairs": len(s1),

@@ -225,6 +225,7 @@ def test_cosine_student_of_a_classifier_regresses_the_positive_probability(tiny_
     s1, s2, gold = student.training_pairs(fit_set())
     targets, labels, classes = student.distillation_targets(s1, s2, gold)
     logits = student.teacher().classify_pairs(s1, s2, BINARY.classes)
+    assert labels == [float(g == 1) for g in gold]  # 1 = the positive class
     assert classes == 0 and not hasattr(student, "classify_pairs")  # an embedding method: cosine is its score
     np.testing.assert_allclose(targets, np.exp(logits[:, 1]) / np.exp(logits).sum(axis=1), atol=1e-5)
 
@@ -261,3 +262,86 @@ def test_student_records_its_teacher_and_the_relative_degradation(tiny_bert, tmp
                                                               expected_student["accuracy"])
     assert extra["columns"] == {"vs teacher (%)": teacher["degradation_pct"]}
     assert student.labelled_training_for(BINARY) == (("para", "train"),)
+
+
+# -- --paper dse end to end on a GLUE folder -------------------------------------------------------------------
+
+# Each task's folder, header, and how a row is written from (s1, s2, class name): download_glue_data.py's layout.
+GLUE_LAYOUT = {
+    "MRPC": ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", lambda i, a, b, c: f"{c}\t{i}\t{i + 1000}\t{a}\t{b}"),
+    "QQP": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+            lambda i, a, b, c: f"{i}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}\t{c}"),
+    "QNLI": ("index\tquestion\tsentence\tlabel", lambda i, a, b, c: f"{i}\t{a}\t{b}\t{c}"),
+    "RTE": ("index\tsentence1\tsentence2\tlabel", lambda i, a, b, c: f"{i}\t{a}\t{b}\t{c}"),
+}
+MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+               "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+
+
+def write_glue_fixture(root, train: int = 48, dev: int = 24):
+    """glue_data/ as download_glue_data.py writes it, for MRPC, QQP, QNLI, RTE and MNLI, with the colour-word
+    pairs above (class names as each file writes them: MRPC's and QQP's 0/1, QNLI's and RTE's names)."""
+    from harness.core.data.tasks import TASKS
+
+    data = root / "glue_data"
+    names = {"MRPC": ("0", "1"), "QQP": ("0", "1"), "QNLI": TASKS["qnli"].classes, "RTE": TASKS["rte"].classes}
+    for seed, (folder, (header, row)) in enumerate(GLUE_LAYOUT.items()):
+        for split, n in (("train", train), ("dev", dev)):
+            s1, s2, gold = labelled_pairs(n, 10 * seed + (split == "dev"), 2)
+            lines = [header, *[row(i, a, b, names[folder][int(g)]) for i, (a, b, g) in enumerate(zip(s1, s2, gold))]]
+            (data / folder).mkdir(parents=True, exist_ok=True)
+            (data / folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    classes = TASKS["mnli"].classes
+    for k, (split, n) in enumerate((("train", train), ("dev_matched", dev), ("dev_mismatched", dev))):
+        s1, s2, gold = labelled_pairs(n, 100 + k, 3)
+        rows = zip(s1, s2, [classes[int(g)] for g in gold])
+        lines = [MNLI_HEADER, *[f"{i}\t{i}\t{i}e\tfiction\t( {a} )\t( {b} )\t(ROOT {a})\t(ROOT {b})\t{a}\t{b}\t{c}\t{c}"
+                                for i, (a, b, c) in enumerate(rows)]]
+        (data / "MNLI").mkdir(parents=True, exist_ok=True)
+        (data / "MNLI" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+GLUE_TASKS = ("mrpc", "qqp", "qnli", "rte", "mnli", "mnli-mm")
+
+
+def test_paper_dse_runs_every_row_on_a_glue_folder(bench, tiny_bert, tmp_path):
+    """`--paper dse --glue-dir FIXTURE`: every row runs (GLUE from the fixture, STS-B from the packaged copy, a
+    fraction of an epoch each), the teacher and the student classify each GLUE task, records carry the ‡ mark of
+    training on the task's own train split, and the degradation lines (and their average, the paper's 4.6 %) are
+    100·(teacher − student)/teacher of the records' accuracies."""
+    import csv
+    import json
+
+    glue = write_glue_fixture(tmp_path / "glue")
+    code, _, err = bench("--paper", "dse", "--backbone", str(tiny_bert), "--glue-dir", str(glue), "--dse-top-k", "2",
+                         "--cross-encoder-epochs", "0.05", "--dse-epochs", "0.05", "--bootstrap", "0")
+    assert code == 0, err
+    assert "Traceback" not in err and "trained on the labelled training split of the task" in err
+    with open(tmp_path / "out" / "paper-dse.csv", encoding="utf-8") as handle:
+        lines = list(csv.DictReader(handle))
+    assert all(line["status"].startswith("ran") for line in lines), [line["status"] for line in lines]
+    assert all(np.isfinite(float(line["measured"])) for line in lines)
+    records = [json.loads(path.read_text()) for path in (tmp_path / "out" / "runs").rglob("*.json")]
+    newest = {}
+    for rec in sorted(records, key=lambda r: r["created"]):
+        newest[(rec["method"]["name"], rec["task"]["name"])] = rec
+    for task in GLUE_TASKS:
+        teacher, student = newest[("cross-encoder", task)], newest[("dse", task)]
+        for rec in (teacher, student):
+            assert rec["protocol"]["decision"] == "argmax" and rec["protocol"]["similarity"] == "classify_pairs"
+            assert rec["protocol"]["labelled_training"]["data"] == f"{task} train"
+            assert rec["fit"]["train_task"] == task.replace("-mm", "") or rec["fit"]["train_task"] == task
+        accuracy = [rec["scores"]["metrics"]["accuracy"]["value"] for rec in (teacher, student)]
+        assert student["teacher"]["metrics"]["accuracy"] == pytest.approx(accuracy[0])
+        assert student["teacher"]["student_metrics"]["accuracy"] == pytest.approx(accuracy[1])
+        assert student["teacher"]["degradation_pct"] == pytest.approx(relative_degradation(*accuracy))
+    assert newest[("dse", "mnli")]["fit"]["recipe"]["head_outputs"] == 3
+    assert newest[("dse", "mrpc")]["fit"]["recipe"]["head_outputs"] == 1
+    average = [line for line in lines if line["task"] == "Avg."]
+    assert len(average) == 1 and float(average[0]["published"]) == 4.6
+    per_task = [float(line["measured"]) for line in lines
+                if line["metric"] == "degradation_pct" and line["task"] in ("MRPC", "QQP", "QNLI", "RTE", "MNLI")]
+    assert len(per_task) == 5 and float(average[0]["measured"]) == pytest.approx(np.mean(per_task), abs=1e-3)
+    assert {line["task"] for line in lines if line["model"] == "DSE teacher (cross-encoder)"} == \
+        {"MRPC", "QQP", "QNLI", "RTE", "MNLI", "MNLI-mm", "STS-B"}

@@ -74,15 +74,25 @@ def test_simcse_sbert_and_dse_presets():
     assert recipe["corpus"].startswith("wiki1m:")
     sbert = runs_of("sbert")["SBERT-NLI-base (published checkpoint)"].runs
     assert {source for source, _, _ in sbert} == {"packaged", "senteval"} and sbert[0][2].aggregation == "all"
-    dse = runs_of("dse")["DSE student (relative degradation vs teacher (%))"]
-    cfg = dse.runs[0][2]
+    dse = runs_of("dse")
+    sts = dse["DSE student (relative degradation vs teacher (%), Spearman)"]
+    cfg = sts.runs[0][2]
     student, teacher = cfg.method_params["dse"], cfg.method_params["cross-encoder"]
     assert (student["objective"], student["head_width"], student["gold_weight"], student["cross_pairs"]) == \
         ("head", 512, 0.5, 0.0)
-    assert (student["epochs"], student["select_every"], student["weight_decay"]) == (5.0, "epoch", 0.01)
-    assert (teacher["base"], teacher["epochs"], teacher["model"]) == ("bert-large-uncased-whole-word-masking", 3.0,
-                                                                     "train")
-    assert dse.skipped == {"glue": "not run: not an sts-bench task"}
+    assert (student["epochs"], student["batch_size"], student["select_every"], student["weight_decay"]) == \
+        (5.0, 32, "epoch", 0.01)
+    assert (teacher["base"], teacher["epochs"], teacher["batch_size"], teacher["model"]) == \
+        ("bert-large-uncased-whole-word-masking", 3.0, 32, "train")
+    assert cfg.backbone == "bert-large-uncased-whole-word-masking" and sts.runs[0][:2] == ("packaged", ["stsb"])
+    # GLUE: one run per row on the glue source, the five tasks averaged against the abstract's 4.6 %; the
+    # student keeps its last epoch (the repo picks it on GLUE dev, the split scored here)
+    glue = dse["DSE student (relative degradation vs teacher (%), accuracy)"]
+    assert [(source, tasks) for source, tasks, _ in glue.runs] == [("glue", ["mrpc", "qqp", "qnli", "rte", "mnli"])]
+    assert glue.row.average == 4.6 and glue.row.metric == "degradation_pct" and not glue.skipped
+    assert glue.runs[0][2].method_params["dse"]["select_every"] == "off"
+    teacher_rows = [plan for name, plan in dse.items() if name.startswith("DSE teacher")]
+    assert {plan.row.metric for plan in teacher_rows} == {"accuracy", "f1", "spearman"}
 
 
 def test_explicit_flags_override_the_preset_and_the_table_says_so():
@@ -225,6 +235,24 @@ def without_qnli():
     finally:
         if spec is not None:
             TASKS.register("qnli", spec)
+
+
+def test_a_row_with_only_a_published_average_has_its_avg_line():
+    """DSE's abstract gives only the mean relative degradation over five GLUE tasks (4.6 %): the Avg. line
+    compares it with the mean of the measured ones, whatever the row's metric; no average without every task."""
+    from harness.runner.papers.run import AVERAGE, average_line
+
+    paper = load_paper("dse")
+    (row,) = [row for row in paper.rows if row.average is not None]
+    assert row.average == 4.6 and list(row.published) == ["mrpc", "qqp", "qnli", "rte", "mnli"]
+    lines = [{"task": task, "published": None, "measured": float(k), "status": "ran"}
+             for k, task in enumerate(row.published)]
+    (average,) = average_line(paper, row, lines)
+    assert (average["task"], average["published"], average["measured"]) == (AVERAGE, 4.6, 2.0)
+    assert average["delta"] == pytest.approx(2.0 - 4.6) and average["metric"] == "degradation_pct"
+    assert average_line(paper, row, [dict(lines[0], measured=None), *lines[1:]])[0]["measured"] is None
+    other = [r for r in paper.rows if r.average is None and len(r.published) > 1]
+    assert other and all(average_line(paper, r, lines) == [] for r in other)  # no figures: no Avg. line
 
 
 def test_every_row_metric_fits_its_tasks_kind(qnli_task):

@@ -246,7 +246,7 @@ def train_student(
     workdir: Path,
     s1: Sequence[str],
     s2: Sequence[str],
-    teacher: Sequence[float],
+    teacher: Sequence[float] | np.ndarray,
     gold01: Sequence[float | None],
     config: StudentConfig,
     seed: int,

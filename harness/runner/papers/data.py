@@ -44,6 +44,9 @@ class Row:
     # "degradation_pct" (DSE's measure vs its teacher).
     metric: str = "spearman"
     source: str = ""  # where the figures are read when not the paper's own table (a README ...)
+    # The published figure of the row's Avg. line when the paper gives only the average (DSE's
+    # abstract: 4.6 % over five GLUE tasks); None: the mean of the per-task figures, if all given.
+    average: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def load_paper(name: str) -> Paper:
             options=_options(r.get("options", {})),
             metric=r.get("metric", "spearman"),
             source=r.get("source", ""),
+            average=None if r.get("average", "") == "" else float(r["average"]),
         )
         for r in data["rows"]
     )
