@@ -345,3 +345,17 @@ def test_paper_dse_runs_every_row_on_a_glue_folder(bench, tiny_bert, tmp_path):
     assert len(per_task) == 5 and float(average[0]["measured"]) == pytest.approx(np.mean(per_task), abs=1e-3)
     assert {line["task"] for line in lines if line["model"] == "DSE teacher (cross-encoder)"} == \
         {"MRPC", "QQP", "QNLI", "RTE", "MNLI", "MNLI-mm", "STS-B"}
+
+
+def test_paper_dse_without_a_glue_folder_says_so_on_each_glue_line(bench, tiny_bert, tmp_path):
+    import csv
+
+    code, _, err = bench("--paper", "dse", "--backbone", str(tiny_bert), "--tasks", "mrpc", "mnli-mm",
+                         "--dse-top-k", "2")
+    assert code == 0, err
+    assert "Traceback" not in err
+    with open(tmp_path / "out" / "paper-dse.csv", encoding="utf-8") as handle:
+        lines = list(csv.DictReader(handle))
+    glue = [line for line in lines if line["task"] in ("MRPC", "MNLI-mm")]
+    assert glue and all(line["status"].startswith("not run: ") and "--glue-dir" in line["status"] for line in glue)
+    assert all("\n" not in line["status"] for line in lines)

@@ -42,6 +42,8 @@ def _row_settings(row: Row) -> str:
         parts.insert(0, f"backbone={row.backbone}")
     if row.metric != "spearman":
         parts.append(f"metric={row.metric}")
+    if row.average is not None:
+        parts.append(f"published Avg.={row.average:.2f}")
     return "; ".join(parts)
 
 
