@@ -305,6 +305,7 @@ def write_glue_fixture(root, train: int = 48, dev: int = 24):
 GLUE_TASKS = ("mrpc", "qqp", "qnli", "rte", "mnli", "mnli-mm")
 
 
+@pytest.mark.heavy  # ~12 s: every row of the preset, 8 models trained
 def test_paper_dse_runs_every_row_on_a_glue_folder(bench, tiny_bert, tmp_path):
     """`--paper dse --glue-dir FIXTURE`: every row runs (GLUE from the fixture, STS-B from the packaged copy, a
     fraction of an epoch each), the teacher and the student classify each GLUE task, records carry the ‡ mark of
