@@ -527,12 +527,21 @@ class DSEHead(PairScoringMethod, DSE):
     def score_pairs(self, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
         """The head's output; for a classifying student, the log-odds of the positive class (a
         binary head's z itself)."""
-        out = self._outputs(s1, s2)
-        if self.classifier is not None and out.ndim == 2:
-            from methods.cross_encoder import positive_log_odds
+        return self._as_score(self._outputs(s1, s2))
 
-            return positive_log_odds(out, self.classifier.positive_index)
-        return out
+    def _as_score(self, out: np.ndarray) -> np.ndarray:
+        """One score per pair from the head's outputs (pairs on the first axes, outputs last when
+        there are several): a 3-class head's log-odds of the positive class."""
+        if (
+            self.classifier is None
+            or out.ndim == 1
+            or out.shape[-1] != len(self.classifier.classes)
+        ):
+            return out
+        from methods.cross_encoder import positive_log_odds
+
+        flat = out.reshape(-1, out.shape[-1])
+        return positive_log_odds(flat, self.classifier.positive_index).reshape(out.shape[:-1])
 
     def classifies(self) -> bool:
         """Whether :meth:`classify_pairs` answers for the task begun: a student distilled from a
@@ -568,18 +577,22 @@ class DSEHead(PairScoringMethod, DSE):
         c = torch.from_numpy(np.ascontiguousarray(candidates))
         with torch.no_grad():
             return np.stack(
-                [self._head(torch.from_numpy(q).expand_as(c), c).numpy() for q in queries]
+                [
+                    self._as_score(self._head(torch.from_numpy(q).expand_as(c), c).numpy())
+                    for q in queries
+                ]
             )
 
     def cost_subjects(self) -> CostSubjects:
         """As DSE's, but (b) and (c) run the head on all Q·C pairs instead of one matrix product:
-        2·(4d·h + h) FLOPs a pair for the two layers (d the embedding size, h the head width)."""
+        2·(4d·h + h·k) FLOPs a pair for the two layers (d the embedding size, h the head width, k
+        its outputs: 1, or a class each)."""
         subjects = super().cost_subjects()
-        first = self._head.net[0]
+        first, last = self._head.net[0], self._head.net[2]
         dim, width = first.in_features // 4, first.out_features
         return replace(
             subjects,
             title=subjects.title + ", head over all Q·C pairs",
             match=self.head_matrix,
-            match_flops_per_pair=2.0 * (4 * dim * width + width),
+            match_flops_per_pair=2.0 * (4 * dim * width + width * last.out_features),
         )

@@ -360,3 +360,14 @@ def test_paper_dse_without_a_glue_folder_says_so_on_each_glue_line(bench, tiny_b
     glue = [line for line in lines if line["task"] in ("MRPC", "MNLI-mm")]
     assert glue and all(line["status"].startswith("not run: ") and "--glue-dir" in line["status"] for line in glue)
     assert all("\n" not in line["status"] for line in lines)
+
+
+def test_the_cost_studys_head_matrix_scores_a_classifying_student_as_score_pairs(tiny_bert, tmp_path):
+    ctx = context(tmp_path, tiny_bert, dse=STUDENT, **{"cross-encoder": TEACHER})
+    student = get_method("dse").build(ctx.request, ctx)
+    student.begin_task(NLI)
+    student.fit(fit_set())
+    queries, candidates = DEV[0][:3], DEV[1][:4]
+    matrix = student.head_matrix(student.encode(queries), student.encode(candidates))
+    pairs = student.score_pairs([q for q in queries for _ in candidates], candidates * len(queries))
+    np.testing.assert_allclose(matrix, pairs.reshape(3, 4), atol=1e-5)
