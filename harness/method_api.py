@@ -54,6 +54,17 @@ max_length, params) and ``self.ctx`` (:class:`MethodContext`), and implements:
     plugin recomputes what it cached.
 ``annotate(split, similarity) -> dict``
     extra record fields; ``{"columns": {title: number}}`` become leaderboard columns.
+``classify_pairs(s1, s2, classes) -> np.ndarray`` (optional)
+    float32 (n, len(classes)) logits of a method that classifies labelled pairs itself (a
+    fine-tuned classifier): on a ``pairclass`` task the run records accuracy / F1 of their argmax
+    and ranks by the positive class's log-odds. ``classifies() -> bool`` (optional) says whether
+    it does so for the task begun; without it, it always does.
+``begin_task(task)``
+    called with the :class:`TaskSpec` before the method is fitted and scored on it (the default
+    does nothing): a method trained on the scored task's own labelled split switches to it.
+``labelled_training_for(task) -> tuple``
+    the labelled ``(task, split)`` pairs it trains on when scored on ``task`` (default:
+    ``labelled_training``); one that is ``task`` itself marks a pair-classification score ‡.
 
 **The context** (:class:`MethodContext`) is all a method may use of the run:
 
@@ -149,7 +160,7 @@ from harness.core.api import (
 from harness.core.artifacts import ArtifactCorrupt, ArtifactDir, ArtifactStore
 from harness.core.cost_model import CostSubjects, ModelShape
 from harness.core.data.fitsets import FitSet
-from harness.core.data.splits import SplitData, fingerprint_pairs
+from harness.core.data.splits import SplitData, TaskSpec, fingerprint_pairs
 from harness.core.encoding import (
     BackboneRef,
     Checkpoint,
@@ -188,6 +199,7 @@ __all__ = [
     "Prompt",
     "SpecRequest",
     "SplitData",
+    "TaskSpec",
     "UserError",
     "VectorStore",
     "View",
