@@ -203,7 +203,7 @@ def test_registrations_are_refused_with_a_reason(toy):
         SOURCES.register("bad name!", toy_source.SOURCE)
     with pytest.raises(UserError, match=r"^cannot register source 'nowhere': it needs a location but does not say"):
         SOURCES.register("nowhere", Source("nowhere", "x", toy_source.load, needs_location=True))
-    with pytest.raises(UserError, match=r"^cannot register task 'pairs': kind 'nli': only graded sentence pairs"):
+    with pytest.raises(UserError, match=r"^cannot register task 'pairs': kind 'nli': the kinds are sts, pairclass"):
         declare_task(TaskSpec(name="pairs", title="P", description="", kind="nli"))
     with pytest.raises(UserError, match=r"^cannot register task 'stsb': the name is taken"):
         declare_task(TASKS["stsb"])
