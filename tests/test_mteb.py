@@ -67,7 +67,8 @@ def test_same_data_scores_the_same_from_the_hub_source(bench, hub_root, tiny_ber
 
 @pytest.mark.parametrize(("task", "message"), [
     ("STS17x", "unknown MTEB STS task 'STS17x' (did you mean 'STS17'?)"),
-    ("Banking77Classification", "is a Classification task; --source mteb reads STS tasks only"),
+    ("Banking77Classification", "is a Classification task; --source mteb reads STS tasks (sentence pairs with a gold "
+                                "score) and the PairClassification tasks declared"),
 ])
 def test_a_task_mteb_cannot_give_is_one_line(bench, hub_root, task, message):
     code, _, err = bench("--source", "mteb", "--hub-root", str(hub_root), "--tasks", task, "--methods", "random")

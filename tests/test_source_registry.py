@@ -151,7 +151,7 @@ def test_the_command_line_and_a_config_table_merge_per_source(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--data-dir", "sentevl=/x"],
      "error: --data-dir sentevl=/x: unknown source 'sentevl' (did you mean 'senteval'?); sources with a location: "
-     "senteval, hub, mteb"),
+     "senteval, glue, hub, mteb"),
     (["--data-dir", "packaged=/x"],
      "error: --data-dir packaged=/x: the packaged source reads no location (STS-B shipped with the package, "
      "offline); leave it out"),
@@ -160,7 +160,7 @@ def test_the_command_line_and_a_config_table_merge_per_source(tmp_path):
     (["--data-dir", "senteval=/a", "--senteval-dir", "/b"],
      "error: --senteval-dir /b and --data-dir senteval=/a name two values of senteval; give one"),
     (["--source", "sentevl"],
-     "error: --source sentevl: expected one of packaged, senteval, hub, mteb (did you mean 'senteval'?)"),
+     "error: --source sentevl: expected one of packaged, senteval, glue, hub, mteb (did you mean 'senteval'?)"),
 ])
 def test_a_bad_data_dir_is_one_line(bench, args, message):
     assert one_error(*bench(*args, "--dry-run")[::2]) == message
@@ -221,7 +221,7 @@ def test_an_installed_entry_point_reaches_the_same_registry(monkeypatch):
                                        builtins=sources._builtins)
     assert fresh["toy"] is toy_source.SOURCE and fresh.origin("toy") == "entry point toy_source:SOURCE in " \
                                                                         "sts_bench.sources"
-    assert list(fresh)[:4] == ["packaged", "senteval", "hub", "mteb"] and "toy" in fresh
+    assert list(fresh)[:5] == ["packaged", "senteval", "glue", "hub", "mteb"] and "toy" in fresh
     listed.append(broken)
     again: Registry[Source] = Registry("source", check=sources._check, group="sts_bench.sources")
     with pytest.raises(UserError, match=r"^cannot register source 'broken' \(entry point no_such_module:SOURCE in "

@@ -1,4 +1,5 @@
-"""The STS tasks, declared as data, and loading a task from a source.
+"""The tasks, declared as data (the STS tasks here, the pair-classification tasks in
+:mod:`.pair_tasks`), and loading a task from a source.
 
 A task is declared once (a :class:`TaskSpec` in :data:`TASKS`: name, splits, kind, main score,
 citation, gold range, and per source where that source finds its rows) and read from the run's
@@ -14,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from harness.core.data.declared import is_declared, parse_entry
+from harness.core.data.pair_tasks import PAIR_TASKS
 from harness.core.data.sources import SOURCES, run_sources
 from harness.core.data.splits import SCORED_KINDS, LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
@@ -220,6 +222,10 @@ declare_task(
         },
     )
 )
+
+# The sentence-pair classification tasks (GLUE, SNLI, MTEB's PairClassification): .pair_tasks
+for _spec in PAIR_TASKS:
+    declare_task(_spec)
 
 _ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
 

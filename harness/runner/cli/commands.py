@@ -141,6 +141,7 @@ def listing(method: str | None = None) -> str:
     from harness.core.data.declared import KEYS
     from harness.core.data.fitsets import FIT_SET_KINDS
     from harness.core.data.sources import run_sources
+    from harness.core.data.splits import unique
     from harness.core.data.tasks import TASKS
     from harness.runner.papers.data import PAPERS, load_paper
     from methods import all_methods, get_method, plugin_origin
@@ -158,16 +159,26 @@ def listing(method: str | None = None) -> str:
         f"Tasks (--tasks; from --source {', '.join(run_sources())}: packaged holds STS-B only, "
         "mteb also any MTEB STS task by its name):",
     ]
-    lines += [f"  {spec.name:<14} {spec.description}" for spec in TASKS.values()]
+    kinds = {
+        "sts": "graded pairs, ranked by Spearman",
+        "pairclass": "labelled pairs, ranked by average precision; [the sources that have it]",
+    }
+    width = max(14, *(len(name) + 1 for name in TASKS))
+    for kind in unique([spec.kind for spec in TASKS.values()]):
+        lines.append(f" kind {kind} ({kinds.get(kind, 'ranked by its main score')}):")
+        for spec in TASKS.values():
+            if spec.kind != kind:
+                continue
+            where = "" if kind == "sts" else f" [{', '.join(spec.where)}]"
+            lines.append(f"  {spec.name:<{width}} {spec.description}{where}")
+    pad = " " * (width + 3)
     lines += [
-        "  file:PATH      your own pairs: a CSV, TSV or JSONL file (header sentence1, sentence2, "
-        "score), e.g.",
-        "                 'file:my_pairs.tsv?score=label&range=0,1&name=mine' (keys: "
-        + ", ".join(KEYS)
-        + ")",
-        "  hf:DIR_OR_ID   a HuggingFace dataset (a save_to_disk folder, or a hub id), same keys",
-        "                 (each carries its own source: --tasks stsb file:my_pairs.tsv is one run, "
-        "one table)",
+        f"  {'file:PATH':<{width}} your own pairs: a CSV, TSV or JSONL file (header sentence1, "
+        "sentence2, score), e.g.",
+        f"{pad}'file:my_pairs.tsv?score=label&range=0,1&name=mine' (keys: " + ", ".join(KEYS) + ")",
+        f"  {'hf:DIR_OR_ID':<{width}} a HuggingFace dataset (a save_to_disk folder, or a hub id), "
+        "same keys",
+        f"{pad}(each carries its own source: --tasks stsb file:my_pairs.tsv is one run, one table)",
     ]
     lines += [
         "",

@@ -232,6 +232,14 @@ class BenchConfig:
         fills=("data_dir", "senteval"),
         help="= --data-dir senteval=DIR: SentEval's data/downstream folder (--source senteval)",
     )
+    glue_dir: str | None = setting(
+        None,
+        group=DATA,
+        metavar="DIR",
+        fills=("data_dir", "glue"),
+        help="= --data-dir glue=DIR: the folder GLUE's download_glue_data.py writes (--source "
+        "glue: mrpc, qqp, qnli, rte, mnli, mnli-mm, snli)",
+    )
     hub_root: str | None = setting(
         None,
         group=DATA,
@@ -485,8 +493,8 @@ class BenchConfig:
 
     def locations(self) -> dict[str, str]:
         """Where each source reads its data (source → location): ``--data-dir`` and the older
-        spellings that fill it (``senteval_dir``, ``hub_root``); one line when two of them name
-        different locations for one source."""
+        spellings that fill it (``senteval_dir``, ``glue_dir``, ``hub_root``); one line when two
+        of them name different locations for one source."""
         out = dict(self.data_dir)
         for s in declared(BenchConfig):
             value = getattr(self, s.name)

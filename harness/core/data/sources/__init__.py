@@ -3,18 +3,20 @@
 A source is one registration, a :class:`Source`: its name, a one-line summary, its loader
 (``load(spec, splits, location) -> {split: SplitData}``) and what its location is. Its location
 comes from one place, the run's mapping source → folder (``--data-dir SOURCE=DIR``, a config file's
-``[data_dir]`` table; the older ``--senteval-dir`` and ``--hub-root`` fill the same mapping):
+``[data_dir]`` table; ``--senteval-dir``, ``--glue-dir`` and ``--hub-root`` fill the same mapping):
 :meth:`Source.location_in` picks the source's own entry, and the loader receives only that. A task
 says where each source finds it (``TaskSpec.where``); the source reads its own entry
 (``spec.place(name)``).
 
 The built-ins are :data:`BUILTIN`'s modules, each declaring its ``SOURCE``: ``packaged`` (offline
-STS-B), ``senteval`` (a SentEval data directory), ``hub`` (MTEB's copies on the HuggingFace hub),
-``mteb`` (any MTEB STS task, through MTEB's task objects) and the two a task names itself, ``file``
-and ``hf`` (``--tasks file:PATH``, ``hf:DIR_OR_ID``). Another source is registered from Python
-(``SOURCES.register("mine", Source(...))``) or by an installed package's entry point in
-``sts_bench.sources`` (``mine = "package.module:SOURCE"``); it is then a ``--source`` choice with
-its own ``--data-dir mine=DIR``. Shared parsing lives in :mod:`.rows` and :mod:`.columns`.
+STS-B), ``senteval`` (a SentEval data directory), ``glue`` (GLUE's data folder: its
+sentence-pair tasks), ``hub`` (MTEB's copies on the HuggingFace hub, and GLUE, SNLI and MultiNLI),
+``mteb`` (any MTEB STS task and the declared PairClassification tasks, through MTEB's task
+objects) and the two a task names itself, ``file`` and ``hf`` (``--tasks file:PATH``,
+``hf:DIR_OR_ID``). Another source is registered from Python (``SOURCES.register("mine",
+Source(...))``) or by an installed package's entry point in ``sts_bench.sources`` (``mine =
+"package.module:SOURCE"``); it is then a ``--source`` choice with its own ``--data-dir mine=DIR``.
+Shared parsing lives in :mod:`.rows`, :mod:`.columns` and (labelled pairs) :mod:`.labels`.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def _check(name: str, source: object) -> str | None:
 
 
 # The built-in sources' modules, each with a ``SOURCE``: adding one is a module and a word here.
-BUILTIN = ("packaged", "senteval", "hub", "mteb_tasks", "files", "hf_dataset")
+BUILTIN = ("packaged", "senteval", "glue", "hub", "mteb_tasks", "files", "hf_dataset")
 
 
 def _builtins(registry: Registry[Source]) -> None:

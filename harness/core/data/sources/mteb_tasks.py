@@ -1,5 +1,7 @@
 """MTEB's STS tasks as a source: any task of MTEB's task registry whose type is STS (STS17, STS22,
-BIOSSES, STSBenchmarkMultilingualSTS, ...), read through MTEB's own task objects.
+BIOSSES, STSBenchmarkMultilingualSTS, ...), read through MTEB's own task objects; and the
+PairClassification tasks declared as sts-bench tasks (:mod:`harness.core.data.pair_tasks`:
+SprintDuplicateQuestions, TwitterSemEval2015, TwitterURLCorpus), whose pairs carry a 0/1 label.
 
 The task object decides everything MTEB decides: the dataset and its pinned revision, the column
 names, the ``dataset_transform`` and the language subsets (``hf_subsets``); a declared task's
@@ -13,7 +15,9 @@ DIR``) it comes from local files laid out as the hub source's:
 A task of several language subsets keeps them as subset labels (``en-en``, ``de-en``...): MTEB
 scores each subset on its own and averages them, which is ``--aggregation mean`` here.
 Gold scores are read as stored (MTEB rescales them linearly, which changes no correlation) and
-checked against the range the task declares (``min_score``, ``max_score``).
+checked against the range the task declares (``min_score``, ``max_score``). A PairClassification
+task's labels are its gold (the class index: 1 is the positive class, as MTEB's evaluator reads
+it); its older datasets store a split as one row of lists, read as the split's rows as MTEB does.
 
 ``mteb`` is imported only when this source is used: importing it takes seconds.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.data.sources import Source
+from harness.core.data.sources.labels import PairRows, unpack_single_row
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec, unique
 from harness.core.errors import UserError, did_you_mean, flag
@@ -68,9 +73,11 @@ def task_spec(name: str, exact: bool = True) -> TaskSpec | None:
     return spec_from_task(mteb_task(match))
 
 
-def mteb_task(name: str) -> Any:
-    """MTEB's task object for ``name``; a one-line error if it is unknown or not an STS task."""
+def mteb_task(name: str, pairs: bool = False) -> Any:
+    """MTEB's task object for ``name``; a one-line error if it is unknown or not an STS task (or,
+    with ``pairs``, a PairClassification task: one sts-bench declares as a pairclass task)."""
     import mteb
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification
     from mteb.abstasks.sts import AbsTaskSTS
 
     try:
@@ -81,30 +88,49 @@ def mteb_task(name: str) -> Any:
             f"unknown MTEB task '{name}'{did_you_mean(name, names)}; --source mteb reads MTEB's "
             "STS tasks"
         ) from None
+    if pairs and isinstance(task, AbsTaskPairClassification):
+        return task
     if not isinstance(task, AbsTaskSTS):
         raise UserError(
-            f"MTEB task {name} is a {task.metadata.type} task; --source mteb reads STS tasks only "
-            "(sentence pairs with a gold score)"
+            f"MTEB task {name} is a {task.metadata.type} task; --source mteb reads STS tasks "
+            "(sentence pairs with a gold score) and the PairClassification tasks declared as "
+            "sts-bench tasks (see --list)"
         )
     return task
 
 
 def spec_from_task(task: Any) -> TaskSpec:
     """The TaskSpec of an MTEB task object: its name, description, dataset and revision, eval
-    split."""
+    split; a PairClassification task's is a pairclass task with classes negative / positive (its
+    labels 0 / 1), ranked by average precision, with no threshold split."""
     meta = task.metadata
     eval_split = next((s for s in meta.eval_splits if _our_split(s) == "test"), meta.eval_splits[0])
     description = " ".join(str(meta.description).split())
     subsets = f"; {len(task.hf_subsets)} language subsets" if len(task.hf_subsets) > 1 else ""
+    kind: dict[str, Any] = {"gold_range": gold_range(task)}
+    if _is_pairs(task):
+        kind = {
+            "kind": "pairclass",
+            "main_score": "ap",
+            "classes": ("negative", "positive"),
+            "positive": "positive",
+            "gold_range": (0.0, 1.0),
+        }
     return TaskSpec(
         name=meta.name,
         title=meta.name,
         description=f"MTEB {meta.type}: {description[:90]}{subsets}",
         splits=SPLITS,
         eval_split=_our_split(eval_split),
-        gold_range=gold_range(task),
         where={"mteb": {"name": meta.name}},
+        **kind,
     )
+
+
+def _is_pairs(task: Any) -> bool:
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification
+
+    return isinstance(task, AbsTaskPairClassification)
 
 
 def gold_range(task: Any) -> tuple[float, float]:
@@ -116,20 +142,25 @@ def gold_range(task: Any) -> tuple[float, float]:
 
 
 def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
-    task = loaded_mteb_task(spec.mteb_name or spec.name, location)
+    task = loaded_mteb_task(spec.mteb_name or spec.name, location, pairs=spec.kind == "pairclass")
     path = str(task.metadata.dataset["path"])
     origin = (
         str(Path(location).expanduser() / path.split("/")[-1])
         if location
         else f"{path}@{task.metadata.dataset.get('revision') or ''}"
     )
-    return split_data(task, splits, origin)
+    if _is_pairs(task) != (spec.kind == "pairclass"):
+        raise UserError(
+            f"{spec.title} is a {spec.kind} task but MTEB's {task.metadata.name} is a "
+            f"{task.metadata.type} task; its 'mteb' entry names the wrong task"
+        )
+    return split_data(task, splits, origin, spec)
 
 
-def loaded_mteb_task(name: str, location: str | None = None) -> Any:
+def loaded_mteb_task(name: str, location: str | None = None, pairs: bool = False) -> Any:
     """MTEB's task ``name`` with its data loaded: from ``location``'s local files when given, else
     through ``task.load_data()`` (the hub, or the datasets cache), tried once per process."""
-    task = mteb_task(name)
+    task = mteb_task(name, pairs)
     if location:
         _load_local(task, Path(location).expanduser())
     elif not task.data_loaded:
@@ -174,17 +205,23 @@ def _load_local(task: Any, root: Path) -> None:
     ) as err:  # missing folder, unreadable files: one line naming the layout expected
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         layout = "<subset>/<split>.jsonl" if multilingual else "<split>.jsonl"
+        columns = "sent1, sent2, labels" if _is_pairs(task) else "sentence1, sentence2, score"
         raise UserError(
             f"{flag('--hub-root')}: cannot read {folder} ({first}); it should hold {layout} with "
-            "columns sentence1, sentence2, score"
+            f"columns {columns}"
         ) from None
     task.dataset_transform()
     task.data_loaded = True
 
 
-def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, SplitData]:
+def split_data(
+    task: Any, splits: Sequence[str], origin: str, spec: TaskSpec | None = None
+) -> dict[str, SplitData]:
     """The pairs of each requested split of a loaded MTEB task; language subsets become subset
-    labels."""
+    labels. A PairClassification task's labels are read as class indices of ``spec`` (default:
+    :func:`spec_from_task`'s)."""
+    if _is_pairs(task):
+        return _pair_split_data(task, splits, origin, spec or spec_from_task(task))
     columns = type(task).column_names
     if not all(isinstance(c, str) for c in columns):
         raise UserError(
@@ -225,6 +262,39 @@ def split_data(task: Any, splits: Sequence[str], origin: str) -> dict[str, Split
     return out
 
 
+def _pair_split_data(
+    task: Any, splits: Sequence[str], origin: str, spec: TaskSpec
+) -> dict[str, SplitData]:
+    """The labelled pairs of each requested split of a loaded PairClassification task (one
+    subset: the declared ones are English only)."""
+    columns = (task.input1_column_name, task.input2_column_name, task.label_column_name)
+    if not all(isinstance(c, str) for c in columns):
+        raise UserError(
+            f"MTEB task {task.metadata.name} compares non-text inputs; sts-bench reads text pairs "
+            "only"
+        )
+    if task.metadata.is_multilingual:
+        raise UserError(
+            f"MTEB task {task.metadata.name} has language subsets; sts-bench reads single-subset "
+            "PairClassification tasks only"
+        )
+    out: dict[str, SplitData] = {}
+    for split in splits:
+        name = next((n for n in SPLIT_NAMES.get(split, (split,)) if n in task.dataset), None)
+        if name is None:
+            continue
+        rows = task.dataset[name]
+        missing = [c for c in columns if c not in rows.column_names]
+        if missing:
+            raise UserError(f"{origin} [{name}]: missing column(s) {', '.join(missing)}")
+        data = unpack_single_row({c: list(rows[c]) for c in columns})
+        pairs = PairRows(spec)
+        for i, (a, b, label) in enumerate(zip(*(data[c] for c in columns))):
+            pairs.add(a, b, label, f"{origin} [{name}] row {i}", (columns[0], columns[1]))
+        out[split] = pairs.result(origin)
+    return out
+
+
 def loaded_task(task: Any) -> LoadedTask:
     """An MTEB task object whose data is loaded (or set directly, as MTEB's tests do), as
     sts-bench's ``LoadedTask``: what fit sets (``target``, ``test``...) are built from."""
@@ -243,7 +313,8 @@ def loaded_task(task: Any) -> LoadedTask:
 
 SOURCE = Source(
     "mteb",
-    "any MTEB STS task by its name, read through MTEB's own task objects",
+    "any MTEB STS task by its name, and the declared PairClassification tasks, read through "
+    "MTEB's own task objects",
     load,
     location="a folder standing in for the hub, laid out as hub's (default: hub's)",
     falls_back_to=("hub",),

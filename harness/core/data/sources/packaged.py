@@ -37,6 +37,16 @@ def stsb_dir() -> Path:
 
 def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
     place = spec.place(SOURCE.name)
+    if place is None and "senteval" not in spec.where:
+        from harness.core.data.sources import SOURCES
+
+        others = [
+            f"--source {name}"
+            + (f" {SOURCES[name].spelled()}" if SOURCES[name].needs_location else "")
+            for name in spec.where
+            if name in SOURCES
+        ]
+        raise UserError(f"{spec.title} is not packaged offline; pass {' or '.join(others)}")
     if place is None:
         raise UserError(
             f"{spec.title} is not packaged offline; pass --source senteval --senteval-dir DIR "
