@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # The kinds of task, and the scores each may be ranked by (the first is the default).
 # pairclass scores (harness.core.pair_metrics): ap, roc_auc, accuracy / f1 at the threshold chosen
 # on the task's threshold split, and accuracy_best / f1_best at MTEB's best threshold on the scored
