@@ -104,7 +104,7 @@ def test_paper_deltas_say_when_the_model_differs_and_rows_not_run_are_one_line_p
     parsed = Cells(page.part("papers", papers(tmp_path)))
     body = [r for r in parsed.rows if r]
     assert len(body) == 2  # the rows that ran; the five others are two lines
-    delta = {row[4][1]: row[7] for row in body}
+    delta = {row[4][1]: row[8] for row in body}  # paper, table, model, setting, task, metric, ...
     assert delta["STS12"] == ({"num", "pos"}, "+1.50")
     classes, text = delta["STS-B"]
     assert "differs" in classes and not {"pos", "neg"} & classes and text == "+22.51 model differs"

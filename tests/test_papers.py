@@ -14,7 +14,7 @@ from harness.runner.papers.data import PAPERS, load_paper
 from harness.runner.papers.run import CSV_COLUMNS, resolve
 
 
-def test_the_six_papers_are_data_with_a_source_for_every_setting():
+def test_the_six_papers_are_data_with_a_source_for_every_setting(qnli_task):
     assert PAPERS == ("bert-flow", "bert-whitening", "dse", "prompteol", "sbert", "simcse")
     for name in PAPERS:
         paper = load_paper(name)
@@ -192,3 +192,231 @@ def test_paper_prompteol_runs_on_a_tiny_opt_with_the_published_figures(bench, ti
         assert "model differs" in line["status"] and np.isfinite(float(line["measured"]))
     table = (tmp_path / "out" / "paper-prompteol.md").read_text(encoding="utf-8")
     assert "kongds/scaling_sentemb" in table and "run_icl.sh" in table
+
+
+# --- BERT-flow's full tables (issue 40): the QNLI table (a pairclass metric), the BERT-large and BERT-NLI rows,
+# the flow fitted on train only. Until the GLUE source declares `qnli`, a toy declaration stands in for it.
+
+@pytest.fixture
+def qnli_task():
+    """GLUE's QNLI as a pairclass task (the real declaration when it exists, else a toy one, removed after)."""
+    from harness.core.data.splits import TaskSpec
+    from harness.core.data.tasks import declare_task
+
+    if "qnli" in TASKS:
+        yield TASKS["qnli"]
+        return
+    spec = declare_task(TaskSpec(name="qnli", title="QNLI", description="toy QNLI (tests)", kind="pairclass",
+                                 main_score="ap", classes=("not_entailment", "entailment"), positive="entailment",
+                                 gold_range=(0.0, 1.0), splits=("train", "dev"), eval_split="dev",
+                                 threshold_split="train", where={"glue": {"folder": "QNLI"}}))
+    try:
+        yield spec
+    finally:
+        TASKS.unregister("qnli")
+
+
+@pytest.fixture
+def without_qnli():
+    """The registry as it is before `qnli` is declared (the real declaration is put back after)."""
+    spec = TASKS.unregister("qnli") if "qnli" in TASKS else None
+    try:
+        yield
+    finally:
+        if spec is not None:
+            TASKS.register("qnli", spec)
+
+
+def test_every_row_metric_fits_its_tasks_kind(qnli_task):
+    from harness.core.data.tasks import SCORED_KINDS
+    from harness.runner.papers.data import PAIRCLASS_METRICS
+
+    assert SCORED_KINDS["pairclass"] == PAIRCLASS_METRICS  # one list of scores, named twice
+    for name in PAPERS:
+        for row in load_paper(name).rows:
+            for task in row.published:
+                if task in TASKS and row.metric != "degradation_pct":
+                    assert row.metric in SCORED_KINDS[TASKS[task].kind], (name, row.model, task, row.metric)
+
+
+BERT_FLOW_NEW = {  # (model, setting) -> (table number, backbone, {task: figure}) as the paper prints them
+    ("BERT-large", "last avg"): ("2", "bert-large-uncased", {"stsb": 46.99, "sickr": 53.74, "sts16": 61.63}),
+    ("BERT-large", "last2avg"): ("2", "bert-large-uncased", {"stsb": 59.56, "sts12": 57.68, "sickr": 60.22}),
+    ("BERT-large-flow", "NLI"): ("2", "bert-large-uncased", {"stsb": 68.09, "sts15": 74.87, "sickr": 64.62}),
+    ("BERT-base-NLI", "last avg"): ("3", "sentence-transformers/bert-base-nli-mean-tokens",
+                                    {"stsb": 77.08, "sts12": 66.23}),
+    ("BERT-large-NLI", "last avg"): ("3", "sentence-transformers/bert-large-nli-mean-tokens",
+                                     {"stsb": 77.80, "sickr": 73.44}),
+    ("BERT-large-NLI", "last2avg"): ("3", "sentence-transformers/bert-large-nli-mean-tokens",
+                                     {"stsb": 78.45, "sts16": 76.81}),
+    ("BERT-large-NLI-flow", "NLI"): ("3", "sentence-transformers/bert-large-nli-mean-tokens",
+                                     {"stsb": 79.89, "sickr": 77.73}),
+    ("BERT-large-NLI-flow", "target"): ("3", "sentence-transformers/bert-large-nli-mean-tokens",
+                                        {"stsb": 81.18, "sts13": 80.27}),
+}
+QNLI_AUC = {("BERT-base-NLI", "last2avg"): 70.30, ("BERT-base-NLI-flow", "NLI"): 72.52,
+            ("BERT-base-NLI-flow", "target"): 76.17, ("BERT-large-NLI", "last2avg"): 70.41,
+            ("BERT-large-NLI-flow", "NLI"): 74.19, ("BERT-large-NLI-flow", "target"): 77.09}
+
+
+def test_bert_flow_lists_the_qnli_table_and_the_missing_sts_rows(qnli_task):
+    paper = load_paper("bert-flow")
+    assert "qnli" in paper.tasks and paper.source_of("qnli").value == "glue"
+    rows = {(row.model, row.setting, row.metric): row for row in paper.rows}
+    for (model, setting), (table, backbone, figures) in BERT_FLOW_NEW.items():
+        row = rows[(model, setting, "spearman")]
+        assert f"Table {table}" in row.table and f"2011.05864, Table {table}" in row.source
+        assert row.backbone == backbone and len(row.published) == 7
+        assert {task: row.published[task] for task in figures} == figures
+    qnli = {(row.model, row.setting): row for row in paper.rows if row.metric == "roc_auc"}
+    assert {key: row.published for key, row in qnli.items()} == {key: {"qnli": v} for key, v in QNLI_AUC.items()}
+    assert all("Table 4" in row.table and row.source for row in qnli.values())
+    train_only = rows[("BERT-large-NLI-flow", "target, train only", "spearman")]
+    assert train_only.published == {"stsb": 80.54} and "README" in train_only.source
+    assert all(row.source for row in paper.rows)  # every published figure says where it is read
+
+    plans = runs_of("bert-flow")
+    (source, tasks, cfg), = plans["BERT-large-NLI-flow (target, train only)"].runs
+    assert (source, tasks, cfg.fit_set) == ("packaged", ["stsb"], "train")
+    assert cfg.method_params["flow"]["batches"] == "pairs"  # the train pairs, as run_siamese.py batches them
+    for key in QNLI_AUC:
+        plan = next(p for p in resolve(paper, from_cli(["--paper", "bert-flow"])[0])
+                    if (p.row.model, p.row.setting, p.row.metric) == (*key, "roc_auc"))
+        (source, tasks, cfg), = plan.runs
+        assert (source, tasks, cfg.methods) == ("glue", ["qnli"], (plan.row.method,)) and not plan.skipped
+        assert cfg.max_length == 64 and cfg.backbone == plan.row.backbone
+        assert cfg.fit_set == ("nli" if key[1] == "NLI" else "target-pairs")
+    large_nli = plans["BERT-large-flow (NLI)"].runs[0][2]
+    assert (large_nli.fit_set, large_nli.method_params["flow"]["epochs"], large_nli.method_params["flow"]["lr"]) == \
+        ("nli", 0.15, 2e-5)
+
+
+def test_qnli_rows_say_so_while_qnli_is_not_a_task(without_qnli):
+    qnli = [plan for plan in resolve(load_paper("bert-flow"), from_cli(["--paper", "bert-flow"])[0])
+            if plan.row.metric == "roc_auc"]
+    assert len(qnli) == 6
+    for plan in qnli:
+        assert plan.runs == [] and plan.skipped == {"qnli": "not run: not an sts-bench task"}
+
+
+def pairclass_record(method: str, task: str, values: dict[str, float | None]) -> dict:
+    """A pairclass record as the contract writes it (x100 values, intervals, the train-chosen thresholds)."""
+    metrics = {name: {"value": value, "ci95": None if value is None else [value - 1.0, value + 1.0]}
+               for name, value in values.items()}
+    return {"task": {"name": task, "kind": "pairclass"}, "method": {"name": method},
+            "scores": {"main_score": "ap", "metrics": metrics,
+                       "threshold": {"split": "train", "accuracy": 0.61, "f1": 0.42}}}
+
+
+def sts_record(method: str, task: str, spearman: float) -> dict:
+    return {"task": {"name": task, "kind": "sts"}, "method": {"name": method}, "scores": {"spearman": spearman}}
+
+
+def test_a_row_reads_its_pairclass_metric_from_the_record():
+    from harness.runner.papers.data import PAIRCLASS_METRICS
+    from harness.runner.papers.run import measured_value
+
+    values = {name: 60.0 + i for i, name in enumerate(PAIRCLASS_METRICS)}
+    record = pairclass_record("first-last", "qnli", values)
+    for name in PAIRCLASS_METRICS:
+        assert measured_value(record, name) == values[name]
+    assert measured_value(pairclass_record("avg", "qnli", {"ap": 70.0, "roc_auc": None}), "roc_auc") is None
+    assert measured_value(pairclass_record("avg", "qnli", {"ap": 70.0}), "f1") is None  # not computed: no figure
+    assert measured_value(sts_record("avg", "stsb", 59.0), "spearman") == 59.0
+    assert measured_value(sts_record("avg", "stsb", 59.0), "roc_auc") is None
+    assert measured_value({**sts_record("dse", "stsb", 80.0), "teacher": {"degradation_pct": 3.5}},
+                          "degradation_pct") == 3.5
+
+
+def test_a_row_with_an_unknown_metric_is_refused(tmp_path, monkeypatch):
+    from harness.core.errors import UserError
+    from harness.runner.papers import data
+
+    text = (data.PAPER_DIR / "bert-flow.toml").read_text(encoding="utf-8")
+    (tmp_path / "bert-flow.toml").write_text(text.replace('metric = "roc_auc"', 'metric = "auc"', 1), encoding="utf-8")
+    monkeypatch.setattr(data, "PAPER_DIR", tmp_path)
+    with pytest.raises(UserError, match="metric 'auc'; expected one of spearman, ap, roc_auc"):
+        load_paper("bert-flow")
+
+
+def fake_runs(monkeypatch, *, qnli_error: str | None = None) -> list:
+    """harness.run replaced: each row's run returns records built by hand (QNLI AUC = published + 0.5)."""
+    from harness.core.errors import UserError
+    from harness.runner.execution import run as execution
+
+    calls = []
+
+    def run(cfg):
+        calls.append(cfg)
+        method = cfg.methods[0]
+        if "qnli" in cfg.tasks:
+            if qnli_error:
+                raise UserError(qnli_error)
+            auc = {("first-last", 64): 70.8}.get((method, cfg.max_length), 80.0)
+            return execution.RunOutcome([pairclass_record(method, "qnli", {"ap": 66.0, "roc_auc": auc})], [], [], "")
+        return execution.RunOutcome([sts_record(method, task, 61.0) for task in cfg.tasks], [], [], "")
+
+    monkeypatch.setattr(execution, "run", run)
+    return calls
+
+
+def test_paper_bert_flow_prints_the_qnli_auc_beside_the_published_figure(qnli_task, monkeypatch, tmp_path):
+    from harness.runner.page.paper_deltas import papers
+    from harness.runner.papers.run import run_paper
+
+    calls = fake_runs(monkeypatch)
+    cfg, _ = from_cli(["--paper", "bert-flow", "--output-dir", str(tmp_path)])
+    outcome = run_paper(cfg)
+    assert any(c.tasks == ("qnli",) and c.source == "glue" for c in calls)
+    with open(tmp_path / "paper-bert-flow.csv", encoding="utf-8") as handle:
+        lines = list(csv.DictReader(handle))
+    assert tuple(lines[0]) == CSV_COLUMNS and "metric" in CSV_COLUMNS
+    qnli = {(line["model"], line["setting"]): line for line in lines if line["task"] == "QNLI"}
+    assert set(qnli) == set(QNLI_AUC)
+    base = qnli[("BERT-base-NLI", "last2avg")]
+    assert (base["metric"], float(base["published"]), float(base["measured"])) == ("roc_auc", 70.30, 70.8)
+    assert float(base["delta"]) == pytest.approx(0.5) and base["status"] == "ran"
+    assert {line["metric"] for line in lines if line["task"] != "QNLI"} == {"spearman"}
+    stsb = [line for line in lines if line["model"] == "BERT-large-NLI-flow" and line["task"] == "STS-B"]
+    assert [(line["setting"], line["published"]) for line in stsb] == [
+        ("NLI", "79.8900"), ("target", "81.1800"), ("target, train only", "80.5400")]
+    table = (tmp_path / "paper-bert-flow.md").read_text(encoding="utf-8")
+    assert table == outcome.table
+    cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table.splitlines() if line.startswith("| ")]
+    assert cells[len(cells) - len(lines) - 1][2:5] == ["task", "metric", "published"]
+    assert ["BERT-base-NLI", "last2avg", "QNLI", "roc_auc", "70.30", "70.80", "+0.50", "ran"] in cells
+    (page,) = papers(tmp_path)
+    assert [head.text for head in page.table.head][4:6] == ["task", "metric"]
+    body = [[cell.text for cell in row] for row in page.table.rows]
+    assert body[[r[4] for r in body].index("QNLI")][:8] == [
+        "bert-flow", "paper Table 4 (QNLI dev, AUC)", "BERT-base-NLI", "last2avg", "QNLI", "roc_auc", "70.30", "70.80"]
+
+
+def test_qnli_rows_whose_data_is_missing_say_so_in_one_line(qnli_task, monkeypatch, tmp_path):
+    from harness.runner.page.paper_deltas import papers
+    from harness.runner.papers.run import run_paper
+
+    why = "glue: no GLUE folder; download_glue_data.py writes it, then pass --data-dir glue=DIR"
+    fake_runs(monkeypatch, qnli_error=why)
+    cfg, _ = from_cli(["--paper", "bert-flow", "--output-dir", str(tmp_path)])
+    run_paper(cfg)
+    with open(tmp_path / "paper-bert-flow.csv", encoding="utf-8") as handle:
+        lines = list(csv.DictReader(handle))
+    qnli = [line for line in lines if line["task"] == "QNLI"]
+    assert len(qnli) == 6 and {line["status"] for line in qnli} == {f"not run: {why}"}
+    assert all(line["measured"] == "" and line["published"] for line in qnli)
+    assert all(line["status"] == "ran" for line in lines if line["task"] != "QNLI")
+    (page,) = papers(tmp_path)
+    (line,) = page.not_run
+    assert line.count == 6 and line.tasks == "QNLI" and why.rstrip(".") in line.reason
+    assert line.command == "python run_bench.py --paper bert-flow"
+
+
+def test_a_paper_csv_without_the_metric_column_reads_as_spearman(tmp_path):
+    from harness.runner.page.paper_deltas import papers
+
+    (tmp_path / "paper-old.csv").write_text("paper,table,model,setting,task,published,measured,delta,status\n"
+                                            "bert-flow,T2,BERT-base,last avg,STS-B,47.29,48.00,0.71,ran\n",
+                                            encoding="utf-8")
+    (page,) = papers(tmp_path)
+    assert not page.missing and [cell.text for cell in page.table.rows[0]][4:6] == ["STS-B", "spearman"]

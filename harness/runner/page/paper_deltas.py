@@ -38,11 +38,15 @@ PAPER_COLUMNS = (
     "model",
     "setting",
     "task",
+    "metric",
     "published",
     "measured",
     "delta",
     "status",
 )
+# Columns a paper CSV may lack, with the value they then have: files written before the paper
+# runner named each line's metric were all Spearman.
+OPTIONAL = {"metric": "spearman"}
 NUMERIC = ("published", "measured", "delta")
 log = logging.getLogger("sts_bench.report")
 
@@ -71,15 +75,17 @@ class PaperFile:
 
 
 def papers(out_dir: Path) -> list[PaperFile]:
-    """Paper deltas from every ``paper-*.csv``: rows that ran are a table; a delta measured on
-    another model than the paper's is grey and says so; rows that did not run are one line per
-    reason. A file that lacks a column, or cannot be read, says so (and is logged)."""
+    """Paper deltas from every ``paper-*.csv``: rows that ran are a table (each line names its
+    metric: spearman, a pair-classification score such as roc_auc, or degradation_pct); a delta
+    measured on another model than the paper's is grey and says so; rows that did not run are one
+    line per reason. A file that lacks a column, or cannot be read, says so (and is logged)."""
     found = []
     for path in sorted(out_dir.glob("paper-*.csv")):
         try:
             reader = csv.DictReader(io.StringIO(read_inside(path).decode("utf-8"), newline=""))
-            missing = [c for c in PAPER_COLUMNS if c not in (reader.fieldnames or [])]
-            rows = [] if missing else [{c: row.get(c, "") for c in PAPER_COLUMNS} for row in reader]
+            fields = reader.fieldnames or []
+            missing = [c for c in PAPER_COLUMNS if c not in fields and c not in OPTIONAL]
+            rows = [] if missing else [_line(row) for row in reader]
         except NotAFile as err:
             log.warning("report: %s %s; left out of the page", path, err.strerror)
             continue
@@ -92,6 +98,12 @@ def papers(out_dir: Path) -> list[PaperFile]:
         ran = [row for row in rows if not str(row["status"]).startswith(NOT_RUN)]
         found.append(PaperFile(path.name, [], paper_table(ran), not_run_lines(rows), len(rows)))
     return found
+
+
+def _line(row: dict[str, Any]) -> dict[str, Any]:
+    """One CSV row with every column of :data:`PAPER_COLUMNS`; an optional one absent or empty
+    takes its default (:data:`OPTIONAL`)."""
+    return {c: row.get(c) or OPTIONAL.get(c, row.get(c) or "") for c in PAPER_COLUMNS}
 
 
 def _delta(value: Any, status: str) -> Cell:

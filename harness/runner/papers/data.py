@@ -13,6 +13,9 @@ from typing import Any
 
 from harness.core.errors import UserError, did_you_mean
 
+# The measures a row may compare (harness.core.data.tasks.SCORED_KINDS' scores, and DSE's own).
+PAIRCLASS_METRICS = ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best")
+METRICS = ("spearman", *PAIRCLASS_METRICS, "degradation_pct")
 PAPER_DIR = Path(__file__).resolve().parent  # the TOMLs sit beside this module
 PAPERS = tuple(sorted(path.stem for path in PAPER_DIR.glob("*.toml")))
 
@@ -36,7 +39,11 @@ class Row:
     backbone: str | None = None  # a fixed model of this row; None = the paper's backbone
     settings: dict[str, Setting] = field(default_factory=dict)
     options: dict[str, dict[str, Setting]] = field(default_factory=dict)
-    metric: str = "spearman"  # or "degradation_pct" (DSE's measure vs its teacher)
+    # What the row's figures measure: "spearman" (an STS task), a pairclass score
+    # (record["scores"]["metrics"][metric]: ap, roc_auc, accuracy, f1, accuracy_best, f1_best) or
+    # "degradation_pct" (DSE's measure vs its teacher).
+    metric: str = "spearman"
+    source: str = ""  # where the figures are read when not the paper's own table (a README ...)
 
 
 @dataclass(frozen=True)
@@ -92,9 +99,16 @@ def load_paper(name: str) -> Paper:
             settings={k: _setting(v) for k, v in r.get("settings", {}).items()},
             options=_options(r.get("options", {})),
             metric=r.get("metric", "spearman"),
+            source=r.get("source", ""),
         )
         for r in data["rows"]
     )
+    for row in rows:
+        if row.metric not in METRICS:
+            raise UserError(
+                f"--paper {name}: row {row.model} ({row.setting}) has metric '{row.metric}'; "
+                f"expected one of {', '.join(METRICS)}"
+            )
     return Paper(
         name=data["name"],
         title=data["title"],

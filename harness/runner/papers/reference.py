@@ -67,15 +67,21 @@ def paper_section(paper: Paper) -> str:
         for name, s in opts.items()
     ]
     tasks = [t for t in paper.tasks if any(t in row.published for row in paper.rows)]
+    # A paper whose rows say where their figures are read (a table's URL, a README) gets the column.
+    sourced = any(row.source for row in paper.rows)
     lines += [
         "",
-        "| model | setting | method | table | " + " | ".join(tasks) + " | row settings |",
-        "|---|---|---|---|" + "---:|" * len(tasks) + "---|",
+        "| model | setting | method | table | "
+        + " | ".join(tasks)
+        + " | row settings |"
+        + (" figures from |" if sourced else ""),
+        "|---|---|---|---|" + "---:|" * len(tasks) + "---|" + ("---|" if sourced else ""),
     ]
     lines += [
         f"| {row.model} | {row.setting} | {row.method} | {row.table} | "
         + " | ".join(_figure(row.published.get(t)) for t in tasks)
         + f" | {_row_settings(row)} |"
+        + (f" {row.source} |" if sourced else "")
         for row in paper.rows
     ]
     return "\n".join(lines)
