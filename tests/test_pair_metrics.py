@@ -216,8 +216,7 @@ def _glue_from_sts(root, senteval_root):
     where gold >= 3, MNLI entailment / neutral / contradiction by thirds of the scale."""
     from harness.core.data.tasks import get_task, load_task
 
-    task = load_task(get_task("stsb"), "senteval", ["train", "dev", "test"],
-                     locations={"senteval": str(senteval_root)})
+    task = load_task(get_task("stsb"), "senteval", ["train", "dev", "test"], locations={"senteval": str(senteval_root)})
 
     def rows(split):
         data = task.splits[split]
@@ -230,37 +229,71 @@ def _glue_from_sts(root, senteval_root):
         (data / "MRPC" / f"{split}.tsv").write_text(
             "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
             + "".join(f"{int(g >= 3)}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b, g) in enumerate(pairs)),
-            encoding="utf-8")
+            encoding="utf-8",
+        )
         (data / "QNLI").mkdir(parents=True, exist_ok=True)
         (data / "QNLI" / f"{split}.tsv").write_text(
             "index\tquestion\tsentence\tlabel\n"
-            + "".join(f"{i}\t{a}\t{b}\t{'entailment' if g >= 3 else 'not_entailment'}\n"
-                      for i, (a, b, g) in enumerate(pairs)), encoding="utf-8")
-        nli = ["index", "promptID", "pairID", "genre", "s1bp", "s2bp", "s1p", "s2p", "sentence1",
-               "sentence2", "label1", "gold_label"]
+            + "".join(
+                f"{i}\t{a}\t{b}\t{'entailment' if g >= 3 else 'not_entailment'}\n" for i, (a, b, g) in enumerate(pairs)
+            ),
+            encoding="utf-8",
+        )
+        nli = [
+            "index",
+            "promptID",
+            "pairID",
+            "genre",
+            "s1bp",
+            "s2bp",
+            "s1p",
+            "s2p",
+            "sentence1",
+            "sentence2",
+            "label1",
+            "gold_label",
+        ]
         label = lambda g: "entailment" if g >= 3.4 else "neutral" if g >= 1.7 else "contradiction"  # noqa: E731
         (data / "MNLI").mkdir(parents=True, exist_ok=True)
         (data / "MNLI" / ("train.tsv" if split == "train" else "dev_matched.tsv")).write_text(
-            "\t".join(nli) + "\n" + "".join(
+            "\t".join(nli)
+            + "\n"
+            + "".join(
                 "\t".join([str(i), "1", str(i), "g", a, b, a, b, a, b, label(g), label(g)]) + "\n"
-                for i, (a, b, g) in enumerate(pairs)), encoding="utf-8")
+                for i, (a, b, g) in enumerate(pairs)
+            ),
+            encoding="utf-8",
+        )
     return root, task
 
 
 @pytest.mark.heavy
-def test_glue_tasks_from_their_folder_score_as_scikit_learn_and_mteb(
-    bench, tmp_path, senteval_root, tiny_bert
-):
+def test_glue_tasks_from_their_folder_score_as_scikit_learn_and_mteb(bench, tmp_path, senteval_root, tiny_bert):
     """--source glue on a GLUE-layout fixture: MRPC (positive 1), QNLI (positive "entailment",
     label 0) and MNLI (3 classes, entailment against the other two) with thresholds chosen on
     train; each metric equals the independent computation on the record's similarities."""
     glue, task = _glue_from_sts(tmp_path / "glue", senteval_root)
-    code, out, err = bench("--methods", "avg", "--source", "glue", "--glue-dir", str(glue),
-                           "--tasks", "mrpc", "qnli", "mnli", "--backbone", str(tiny_bert),
-                           "--bootstrap", "100")
+    code, out, err = bench(
+        "--methods",
+        "avg",
+        "--source",
+        "glue",
+        "--glue-dir",
+        str(glue),
+        "--tasks",
+        "mrpc",
+        "qnli",
+        "mnli",
+        "--backbone",
+        str(tiny_bert),
+        "--bootstrap",
+        "100",
+    )
     assert code == 0, err
-    records = {json.loads(p.read_text())["task"]["name"]: json.loads(p.read_text())
-               for p in (tmp_path / "out" / "runs").glob("*.json")}
+    records = {
+        json.loads(p.read_text())["task"]["name"]: json.loads(p.read_text())
+        for p in (tmp_path / "out" / "runs").glob("*.json")
+    }
     assert set(records) == {"mrpc", "qnli", "mnli"}
     gold = np.asarray(task.splits["test"].gold)
     expected_positive = {"mrpc": gold >= 3, "qnli": gold >= 3, "mnli": gold >= 3.4}
@@ -278,6 +311,31 @@ def test_glue_tasks_from_their_folder_score_as_scikit_learn_and_mteb(
         best_f1, *_ = mteb._find_best_f1_and_threshold(None, list(similarity), positive.astype(int), True)
         assert metrics["f1_best"]["value"] == pytest.approx(100 * best_f1)
         threshold = record["scores"]["threshold"]
-        assert metrics["f1"]["value"] == pytest.approx(
-            100 * f1_score(positive, similarity >= threshold["f1"]))
+        assert metrics["f1"]["value"] == pytest.approx(100 * f1_score(positive, similarity >= threshold["f1"]))
         assert record["task"]["split"] == ("dev_matched" if name == "mnli" else "dev")
+    # --pair-thresholds none: no threshold split is read or encoded; accuracy / F1 only at the
+    # scored split's best threshold (§), AP and ROC AUC unchanged
+    code, _, err = bench(
+        "--methods",
+        "avg",
+        "--source",
+        "glue",
+        "--glue-dir",
+        str(glue),
+        "--tasks",
+        "mrpc",
+        "--backbone",
+        str(tiny_bert),
+        "--bootstrap",
+        "100",
+        "--pair-thresholds",
+        "none",
+        "--output-dir",
+        str(tmp_path / "none"),
+    )
+    assert code == 0, err
+    (path,) = (tmp_path / "none" / "runs").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["scores"]["decision"] == "none" and record["scores"]["threshold"] is None
+    assert record["scores"]["metrics"]["accuracy"] == {"value": None, "ci95": None}
+    assert record["scores"]["metrics"]["ap"] == records["mrpc"]["scores"]["metrics"]["ap"]
