@@ -208,6 +208,13 @@ def test_a_pairs_file_with_a_label_column_is_scored_by_its_metrics(bench, tmp_pa
     mteb_file = next(p for p in (tmp_path / "out" / "mteb").rglob("pairs_with_label.json") if "__avg-" in str(p))
     entry = json.loads(mteb_file.read_text())["scores"]["test"][0]
     avg = next(r for r in labelled if r["method"]["name"] == "avg")
+    # MTEB's own PairClassification metrics of the same cosines: its file is MTEB's numbers
+    cls = _mteb()
+    theirs = cls._compute_metrics_values(
+        cls.__new__(cls), list(avg["pairs"]["similarity"]), np.asarray(avg["pairs"]["gold"]).astype(int), True
+    )
+    for key, value in theirs.items():
+        assert entry[f"cosine_{key}"] == pytest.approx(value, abs=1e-6), key
     assert entry["main_score"] == pytest.approx(avg["scores"]["metrics"]["ap"]["value"] / 100, abs=1e-6)
 
 
