@@ -290,3 +290,28 @@ def test_glue_tasks_from_their_folder_score_as_scikit_learn_and_mteb(bench, tmp_
     assert record["scores"]["decision"] == "none" and record["scores"]["threshold"] is None
     assert record["scores"]["metrics"]["accuracy"] == {"value": None, "ci95": None}
     assert record["scores"]["metrics"]["ap"] == records["mrpc"]["scores"]["metrics"]["ap"]
+
+
+@pytest.mark.heavy
+def test_the_gate_reads_a_labelled_tasks_main_score(bench, tmp_path, senteval_root, tiny_bert):
+    """--baseline compares the main score (AP) of a labelled task as it does Spearman: the same
+    run passes against itself; a baseline AP 20 points higher is a regression (exit 1)."""
+    import csv
+
+    path, _ = _labelled_file(tmp_path, senteval_root)
+    args = ("--methods", "avg", "--tasks", f"file:{path}", "--backbone", str(tiny_bert), "--bootstrap", "200")
+    assert bench(*args)[0] == 0
+    board = tmp_path / "out" / "leaderboard.csv"
+    code, out, err = bench(*args, "--baseline", str(board), "--output-dir", str(tmp_path / "again"))
+    assert code == 0, err
+    with board.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["metric"] == "ap"
+    rows[0]["pairs_with_label"] = str(float(rows[0]["pairs_with_label"]) + 20)
+    higher = tmp_path / "higher.csv"
+    with higher.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, out, err = bench(*args, "--baseline", str(higher), "--output-dir", str(tmp_path / "third"))
+    assert code == 1, out + err
