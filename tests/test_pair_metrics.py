@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 import pytest
+from fixtures import write_labelled_glue
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
 
 from harness.core import pair_metrics as pm
-from fixtures import write_labelled_glue
 
 
 def _mteb():
