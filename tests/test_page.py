@@ -193,7 +193,8 @@ def history_series(aggregations: tuple[str, ...], methods: tuple[str, ...]) -> l
     for aggregation in aggregations:
         for i, method in enumerate(methods):
             key = {"aggregation": aggregation, "source": "senteval", "dtype": "fp32", "max_length": "128",
-                   "first_last_layers": "0,-1", "metric": "spearman", "method": method, "backbone": "/m/tiny", "kind": "embedding",
+                   "first_last_layers": "0,-1", "metric": "spearman", "method": method, "backbone": "/m/tiny",
+                   "kind": "embedding",
                    "fit_set": "", "task": "STS-B", "fingerprint": "f"}
             points = [{"commit": f"{c:040x}", "date": f"2026-01-0{c}T00:00", "score": 70.0 + i + c,
                        "ci95": [68.0 + i + c, 72.0 + i + c]} for c in (1, 2, 3)]

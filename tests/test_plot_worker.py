@@ -36,7 +36,8 @@ def long_rows() -> list[dict]:
         for task, shift in (("STS-B", 0.0), ("SICK-R", -3.25)):
             score = base + shift
             rows.append({"method": method, "backbone": "models/minilm", "kind": "embedding", "fit_set": "",
-                         **group, "task": task, "score": score, "spearman": score, "ci_low": score - 1.5, "ci_high": score + 1.25})
+                         **group, "task": task, "score": score, "spearman": score, "ci_low": score - 1.5,
+                         "ci_high": score + 1.25})
     return rows
 
 
