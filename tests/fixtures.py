@@ -338,3 +338,65 @@ def write_tiny_decoder(folder: Path, family: str, seed: int = 0, numbers: bool =
                 parameter.uniform_(0.5, 1.5)
     model.save_pretrained(str(folder))
     return folder
+
+
+def write_labelled_glue(root, senteval_root):
+    """GLUE's folder (MRPC, RTE, QNLI, MNLI as download_glue_data.py writes them) holding the SentEval
+    fixture's STS-B pairs, labelled by their gold score: MRPC 1 where gold >= 3, QNLI "entailment"
+    where gold >= 3, MNLI entailment / neutral / contradiction by thirds of the scale."""
+    from harness.core.data.tasks import get_task, load_task
+
+    task = load_task(get_task("stsb"), "senteval", ["train", "dev", "test"], locations={"senteval": str(senteval_root)})
+
+    def rows(split):
+        data = task.splits[split]
+        return list(zip(data.s1, data.s2, data.gold))
+
+    data = root / "glue_data"
+    for split, source in (("train", "train"), ("dev", "test")):
+        pairs = rows(source)
+        (data / "MRPC").mkdir(parents=True, exist_ok=True)
+        (data / "MRPC" / f"{split}.tsv").write_text(
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+            + "".join(f"{int(g >= 3)}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b, g) in enumerate(pairs)),
+            encoding="utf-8",
+        )
+        (data / "RTE").mkdir(parents=True, exist_ok=True)
+        (data / "RTE" / f"{split}.tsv").write_text(
+            "index\tsentence1\tsentence2\tlabel\n"
+            + "".join(f"{i}\t{a}\t{b}\t{'entailment' if g >= 3 else 'not_entailment'}\n"
+                      for i, (a, b, g) in enumerate(pairs)), encoding="utf-8")
+        (data / "QNLI").mkdir(parents=True, exist_ok=True)
+        (data / "QNLI" / f"{split}.tsv").write_text(
+            "index\tquestion\tsentence\tlabel\n"
+            + "".join(
+                f"{i}\t{a}\t{b}\t{'entailment' if g >= 3 else 'not_entailment'}\n" for i, (a, b, g) in enumerate(pairs)
+            ),
+            encoding="utf-8",
+        )
+        nli = [
+            "index",
+            "promptID",
+            "pairID",
+            "genre",
+            "s1bp",
+            "s2bp",
+            "s1p",
+            "s2p",
+            "sentence1",
+            "sentence2",
+            "label1",
+            "gold_label",
+        ]
+        label = lambda g: "entailment" if g >= 3.4 else "neutral" if g >= 1.7 else "contradiction"  # noqa: E731
+        (data / "MNLI").mkdir(parents=True, exist_ok=True)
+        (data / "MNLI" / ("train.tsv" if split == "train" else "dev_matched.tsv")).write_text(
+            "\t".join(nli)
+            + "\n"
+            + "".join(
+                "\t".join([str(i), "1", str(i), "g", a, b, a, b, a, b, label(g), label(g)]) + "\n"
+                for i, (a, b, g) in enumerate(pairs)
+            ),
+            encoding="utf-8",
+        )
+    return root, task

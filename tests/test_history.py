@@ -71,10 +71,10 @@ def test_damaged_lines_are_skipped_and_said(history, caplog):
     path = history / HISTORY_FILE
     lines = path.read_text().splitlines()
     edited = json.loads(lines[1])
-    edited["spearman"] = 99.0  # an edit the checksum catches
+    edited["score"] = 99.0  # an edit the checksum catches
     path.write_text("\n".join([lines[0], json.dumps(edited), *lines[2:], '{"schema": 1, "torn'][:5]) + "\n")
     entries = read_history(history)
-    assert len(entries) == 3 and all(e["spearman"] != 99.0 for e in entries)
+    assert len(entries) == 3 and all(e["score"] != 99.0 for e in entries)
     assert "skipped 2 damaged or unknown line(s)" in caplog.text
 
 

@@ -142,9 +142,9 @@ def test_error_lines_keep_whole_sentences():
 
 def long_row(aggregation: str, method: str, task: str, score: float) -> dict[str, Any]:
     group = {"aggregation": aggregation, "source": "senteval", "dtype": "fp32", "max_length": "128",
-             "first_last_layers": "0,-1"}
+             "first_last_layers": "0,-1", "metric": "spearman"}
     return {**group, "method": method, "backbone": "/models/tiny-bert", "kind": "embedding", "fit_set": "",
-            "task": task, "spearman": score, "ci_low": score - 2, "ci_high": score + 2}
+            "task": task, "score": score, "spearman": score, "ci_low": score - 2, "ci_high": score + 2}
 
 
 @pytest.fixture
@@ -193,9 +193,10 @@ def history_series(aggregations: tuple[str, ...], methods: tuple[str, ...]) -> l
     for aggregation in aggregations:
         for i, method in enumerate(methods):
             key = {"aggregation": aggregation, "source": "senteval", "dtype": "fp32", "max_length": "128",
-                   "first_last_layers": "0,-1", "method": method, "backbone": "/m/tiny", "kind": "embedding",
+                   "first_last_layers": "0,-1", "metric": "spearman", "method": method, "backbone": "/m/tiny",
+                   "kind": "embedding",
                    "fit_set": "", "task": "STS-B", "fingerprint": "f"}
-            points = [{"commit": f"{c:040x}", "date": f"2026-01-0{c}T00:00", "spearman": 70.0 + i + c,
+            points = [{"commit": f"{c:040x}", "date": f"2026-01-0{c}T00:00", "score": 70.0 + i + c,
                        "ci95": [68.0 + i + c, 72.0 + i + c]} for c in (1, 2, 3)]
             out.append(moves.Series(key, points))
     return out

@@ -319,6 +319,18 @@ def test_bert_flow_lists_the_qnli_table_and_the_missing_sts_rows(qnli_task):
         ("nli", 0.15, 2e-5)
 
 
+def test_a_given_source_without_the_task_leaves_the_papers_source(qnli_task):
+    """--source senteval (the fixtures' STS data) replaces the paper's source for the STS tasks only:
+    QNLI is not in SentEval's folder, so its rows still read GLUE's."""
+    cfg = from_cli(["--paper", "bert-flow", "--source", "senteval", "--glue-dir", "/g"])[0]
+    plans = resolve(load_paper("bert-flow"), cfg)
+    qnli = [plan for plan in plans if plan.row.metric == "roc_auc"]
+    assert qnli and all([source for source, _, _ in plan.runs] == ["glue"] for plan in qnli)
+    assert all(not any("source=senteval" in d for d in plan.departures) for plan in qnli)
+    sts = next(plan for plan in plans if plan.row.metric == "spearman" and plan.runs)
+    assert {source for source, _, _ in sts.runs} == {"senteval"}
+
+
 def test_qnli_rows_say_so_while_qnli_is_not_a_task(without_qnli):
     qnli = [plan for plan in resolve(load_paper("bert-flow"), from_cli(["--paper", "bert-flow"])[0])
             if plan.row.metric == "roc_auc"]

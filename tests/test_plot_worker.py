@@ -29,14 +29,15 @@ def long_rows() -> list[dict]:
     """Leaderboard rows of two methods on two tasks, as frames.long_rows makes them (the keys
     leaderboard_png reads)."""
     group = {"aggregation": "all", "source": "packaged", "dtype": "fp32", "max_length": 128,
-             "first_last_layers": "1,-1"}
+             "first_last_layers": "1,-1", "metric": "spearman"}
     assert set(group) == set(PROTOCOL_GROUP)
     rows = []
     for method, base in (("avg", 70.0), ("whitening", 76.5)):
         for task, shift in (("STS-B", 0.0), ("SICK-R", -3.25)):
             score = base + shift
             rows.append({"method": method, "backbone": "models/minilm", "kind": "embedding", "fit_set": "",
-                         **group, "task": task, "spearman": score, "ci_low": score - 1.5, "ci_high": score + 1.25})
+                         **group, "task": task, "score": score, "spearman": score, "ci_low": score - 1.5,
+                         "ci_high": score + 1.25})
     return rows
 
 
@@ -93,10 +94,10 @@ def test_an_error_raised_by_the_drawing_is_raised_in_the_parent_as_in_process(wo
         plot_worker.draw(plots.leaderboard_png, long_rows(), target)
     assert type(there.value) is type(here.value) and there.value.errno == here.value.errno
     assert any("plot worker" in note for note in there.value.__notes__)
-    with pytest.raises(KeyError) as missing:  # a row without its spearman column
-        plot_worker.draw(plots.leaderboard_png, [{k: v for k, v in long_rows()[0].items() if k != "spearman"}],
+    with pytest.raises(KeyError) as missing:  # a row without its score column
+        plot_worker.draw(plots.leaderboard_png, [{k: v for k, v in long_rows()[0].items() if k != "score"}],
                    tmp_path / "x.png")
-    assert missing.value.args == ("spearman",)
+    assert missing.value.args == ("score",)
     assert not worker.broken and plot_worker.draw(plots.leaderboard_png, long_rows(), tmp_path / "ok.png").is_file()
 
 

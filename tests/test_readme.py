@@ -106,6 +106,21 @@ def write_my_pairs(folder: Path) -> Path:
     return path
 
 
+def write_labelled_pairs(folder: Path, senteval_root: Path) -> Path:
+    """README's ``pairs_with_label.tsv``: the SentEval fixture's STS-B train and test pairs, class 1
+    where gold >= 3, with a split column (thresholds are chosen on train)."""
+    from harness.core.data.tasks import get_task, load_task
+
+    task = load_task(get_task("stsb"), "senteval", ["train", "test"], locations={"senteval": str(senteval_root)})
+    path = folder / "pairs_with_label.tsv"
+    lines = ["sentence1\tsentence2\tlabel\tsplit"] + [
+        f"{a}\t{b}\t{int(g >= 3)}\t{split}"
+        for split in ("train", "test")
+        for a, b, g in zip(task.splits[split].s1, task.splits[split].s2, task.splits[split].gold)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def write_my_tasks(folder: Path) -> Path:
     """The docs' ``my_tasks.toml``, as docs/BRING_YOUR_OWN.md shows it (its ``[[task]]`` block), beside
     my_pairs.tsv."""
@@ -149,6 +164,14 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
     argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
     argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes else a
             for a in argv]  # --data-dir senteval=~/SentEval/data/downstream
+    if "~/glue_data" in argv:  # GLUE's folder: the fixture's STS-B pairs, labelled (fixtures.write_labelled_glue)
+        from fixtures import write_labelled_glue
+
+        substitutes["~/glue_data"] = str(write_labelled_glue(tmp_path / "glue", senteval_root)[0])
+        argv = [substitutes.get(a, a) for a in argv]
+    if any("pairs_with_label.tsv" in a for a in argv):  # labelled pairs: STS-B's, gold >= 3 as class 1
+        argv = [a.replace("pairs_with_label.tsv", str(write_labelled_pairs(tmp_path, senteval_root)))
+                for a in argv]
     if any("my_pairs.tsv" in a or "my_tasks.toml" in a for a in argv):  # Tasks from files: fixture pairs
         argv = [a.replace("my_pairs.tsv", str(write_my_pairs(tmp_path))).replace(
             "my_tasks.toml", str(write_my_tasks(tmp_path))) for a in argv]

@@ -100,7 +100,7 @@ def test_a_history_link_is_replaced_and_its_target_untouched(bench, args, tmp_pa
     path = out / "history.jsonl"
     assert not path.is_symlink() and path.is_file()
     (entry,) = read_history(out)  # this run's line only: the target's lines were never read
-    assert entry["spearman"] == record(out)["scores"]["spearman"] and entry["method"] == "avg"
+    assert entry["score"] == record(out)["scores"]["spearman"] and entry["method"] == "avg"
 
 
 def test_a_fifo_under_the_history_name_is_one_line_not_a_hang(bench, args, tmp_path):

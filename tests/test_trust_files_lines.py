@@ -119,7 +119,7 @@ def test_a_history_line_with_a_line_separator_is_kept(bench, args, tiny_bert, se
     (path,) = (out / "runs").glob("*.json")
     spearman = json.loads(path.read_text(encoding="utf-8"))["scores"]["spearman"]
     (entry,) = read_history(out)
-    assert entry["backbone"] == str(backbone) and entry["spearman"] == spearman
+    assert entry["backbone"] == str(backbone) and entry["score"] == spearman and entry["metric"] == "spearman"
     history = out / "history.jsonl"
     assert "\u2028".encode() not in history.read_bytes() and len(history.read_bytes().split(b"\n")) == 2
     # A line written raw, as before the escaping, is one line too (not two damaged halves).

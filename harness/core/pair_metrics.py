@@ -337,7 +337,9 @@ def score_labelled(
     )
     undefined = undefined_reason(sim, gold_arr == positive_index)
     if undefined:
-        empty = {name: {"value": None, "ci95": None} for name in METRICS}
+        empty: dict[str, dict[str, float | list[float] | None]] = {
+            name: {"value": None, "ci95": None} for name in METRICS
+        }
         return PairScores(main_score, empty, decision, threshold, len(sim), n_zero, undefined)
     values = metric_values(sim, gold_arr, positive_index, None, threshold, decisions)
     resamples = (
@@ -414,4 +416,4 @@ def resampled_metrics(
         for k, name in enumerate(METRICS):
             memo.entries[f"{key}{k}"] = loaded[name]  # type: ignore[attr-defined]
         found = loaded
-    return {name: np.array(values) for name, values in found.items()}  # type: ignore[misc]
+    return {name: np.array(values) for name, values in found.items()}

@@ -33,7 +33,8 @@ WILLIAMS_TEST = "Williams t (Spearman, all pairs)"
 
 @dataclass(frozen=True)
 class Comparison:
-    """A − B in Spearman ×100 under one aggregation, with one test's interval and p-value."""
+    """A − B in the compared score ×100 (Spearman under one aggregation, or a labelled-pairs
+    metric), with one test's interval and p-value."""
 
     delta: float
     ci_low: float

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.core.data.splits import OwnSource, TaskSpec
+from harness.core.data.splits import SCORED_KINDS, OwnSource, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 
 KINDS = ("file", "hf")
@@ -137,16 +137,20 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
                 f"{where} {entry}: without a header, columns are field numbers from 1: "
                 f"{', '.join(bad)}"
             )
-    labelled = any(key in options for key in LABEL_KEYS) or (
-        kind == "file" and "score" not in options and _label_header(path, fmt, header)
+    found = (
+        _label_header(path, fmt, header)
+        if kind == "file" and "score" not in options and "label" not in options
+        else None
     )
+    labelled = any(key in options for key in LABEL_KEYS) or found is not None
     if labelled:
         if "score" in options:
             raise UserError(
                 f"{where} {entry}: score= is for graded pairs and label= for labelled ones; give "
                 "one of them"
             )
-        columns = (*columns, ("score", options.get("label", "label" if header else "3")))
+        column = options.get("label") or found or ("label" if header else "3")
+        columns = (*columns, ("score", column))
     name = options.get("name", default_name)
     if not _NAME.match(name):
         raise UserError(
@@ -193,8 +197,6 @@ def _labelled_spec(
     """A labelled-pairs task: ``classes`` (default ``0,1``) in label-index order, a label written
     as a class name or its index; ``positive`` (default the last class); ``metric`` (default ap);
     thresholds chosen on the file's train pairs when it has a split column with some."""
-    from harness.core.data.tasks import SCORED_KINDS
-
     classes = tuple(c.strip() for c in options.get("classes", "0,1").split(","))
     if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
         raise UserError(
@@ -230,29 +232,50 @@ def _labelled_spec(
     )
 
 
-def _label_header(path: Path, fmt: str, header: bool) -> bool:
-    """Whether the file's first line names a ``label`` column and no score column: a file of
-    labelled pairs. Reads the first line only."""
+def _label_header(path: Path, fmt: str, header: bool) -> str | None:
+    """The ``label`` column (any case) of a file of labelled pairs, None for any other file. A file
+    is one when its header names a ``label`` column and no score column, and that column holds
+    class labels: 0/1, or names. A ``label`` column of graded numbers (``4.5``) stays a gold
+    score, as sts-bench has always read it. Reads the file's text, not its pairs."""
+    import csv
+    import io
     import json
 
+    if not header and fmt != "jsonl":
+        return None
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            first = next((line for line in handle if line.strip()), "")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
-        return False  # the source reads the file and says what is wrong with it
-    if fmt == "jsonl":
-        try:
-            names = list(json.loads(first))
-        except (ValueError, TypeError):
-            return False
-    elif header:
-        import csv
-
-        names = first.rstrip("\r\n").split("\t") if fmt == "tsv" else next(csv.reader([first]), [])
-    else:
-        return False
-    folded = {str(n).strip().casefold() for n in names}
-    return "label" in folded and not folded & set(SCORE_NAMES)
+        return None  # the source reads the file and says what is wrong with it
+    try:
+        if fmt == "jsonl":
+            rows = [json.loads(line) for line in text.split("\n") if line.strip()]
+            if not rows or not all(isinstance(row, dict) for row in rows):
+                return None
+            names = [str(key) for key in rows[0]]
+        else:
+            lines = [line for line in text.split("\n") if line.strip()]
+            table = (
+                [line.rstrip("\r").split("\t") for line in lines]
+                if fmt == "tsv"
+                else list(csv.reader(io.StringIO(text, newline="")))
+            )
+            table = [row for row in table if any(cell.strip() for cell in row)]
+            if not table:
+                return None
+            names = [name.strip() for name in table[0]]
+            rows = [dict(zip(names, row)) for row in table[1:]]
+    except (ValueError, csv.Error):
+        return None
+    folded = {name.casefold(): name for name in names}
+    if "label" not in folded or set(folded) & set(SCORE_NAMES):
+        return None
+    column = folded["label"]
+    values = {str(row.get(column, "")).strip() for row in rows}
+    numbers = {decimal(v) for v in values}
+    if None in numbers:
+        return column  # names: classes
+    return column if numbers <= {0.0, 1.0} else None
 
 
 def _flag(text: str, entry: str, where: str) -> bool:

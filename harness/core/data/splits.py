@@ -11,6 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The kinds of task, and the scores each may be ranked by (the first is the default).
+# pairclass scores (harness.core.pair_metrics): ap, roc_auc, accuracy / f1 at the threshold chosen
+# on the task's threshold split, and accuracy_best / f1_best at MTEB's best threshold on the scored
+# split itself (a selection on the scored split: marked §).
+SCORED_KINDS = {
+    "sts": ("spearman",),
+    "pairclass": ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best"),
+}
+
 
 @dataclass(frozen=True)
 class OwnSource:

@@ -17,19 +17,11 @@ from collections.abc import Mapping, Sequence
 from harness.core.data.declared import is_declared, parse_entry
 from harness.core.data.pair_tasks import PAIR_TASKS
 from harness.core.data.sources import SOURCES, run_sources
-from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
+from harness.core.data.splits import SCORED_KINDS, LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 from harness.core.registry import Registry
 
 log = logging.getLogger("sts_bench.tasks")
-# The kinds of task, and the scores each may be ranked by (the first is the default).
-# pairclass scores (harness.core.pair_metrics): ap, roc_auc, accuracy / f1 at the threshold chosen
-# on the task's threshold split, and accuracy_best / f1_best at MTEB's best threshold on the scored
-# split itself (a selection on the scored split: marked §).
-SCORED_KINDS = {
-    "sts": ("spearman",),
-    "pairclass": ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best"),
-}
 
 
 def _check_task(name: str, spec: object) -> str | None:

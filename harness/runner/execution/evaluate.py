@@ -169,11 +169,11 @@ def build_record(
             "n_pairs": len(split),
             "subsets": split.subset_sizes(),
             "mteb_name": task.spec.mteb_name or None,
-            **_kind_fields(task),
+            **_kind_fields(task),  # type: ignore[typeddict-item]
         },
         "protocol": protocol,
         "fit": method.fit_info,
-        "scores": _scores_field(scores, cfg),
+        "scores": _scores_field(scores, cfg),  # type: ignore[typeddict-item]
         "subset_scores": strict(scores.subsets) if isinstance(scores, TaskScores) else {},
         "pairs": {
             "similarity": [float(x) for x in similarity],
@@ -257,7 +257,7 @@ def score(
             similarity = checked_scores(similarity, len(split.s1), who(kind), error=PluginError)
         t2 = time.perf_counter()
         threshold = None
-        if (tuning := threshold_pairs(task)) is not None:
+        if (tuning := threshold_pairs(task, cfg)) is not None:
             with guest(kind, "score_pairs()"):
                 tuned = method.score_pairs(tuning.s1, tuning.s2)
             if plugin:
@@ -287,7 +287,7 @@ def score(
     t2 = time.perf_counter()
     grid = cfg.vector_grid()
     calibration = calibrated_ranges(method, calibration_set, grid)
-    tuning = threshold_pairs(task)
+    tuning = threshold_pairs(task, cfg)
     tuning_sides = None
     if tuning is not None:
         with guest(kind, call):
@@ -386,7 +386,7 @@ def scored_record(
     }
     record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
     if decisions is not None:
-        record["pairs"]["predicted"] = [int(c) for c in decisions.predicted]  # type: ignore[typeddict-unknown-key]
+        record["pairs"]["predicted"] = [int(c) for c in decisions.predicted]
     with guest(kind, "annotate()"):
         extra = method.annotate(split, similarity)
     if is_guest(kind):
@@ -394,11 +394,12 @@ def scored_record(
     return cast("Record", {**record, **strict(extra)})
 
 
-def threshold_pairs(task: LoadedTask) -> SplitData | None:
+def threshold_pairs(task: LoadedTask, cfg: BenchConfig) -> SplitData | None:
     """The split a labelled task's accuracy / F1 thresholds are chosen on (its
-    ``threshold_split``), when the source has it; None for an STS task or without one."""
+    ``threshold_split``), when the source has it; None for an STS task, without one, or under
+    ``--pair-thresholds none``."""
     spec = task.spec
-    if spec.kind != "pairclass" or not spec.threshold_split:
+    if spec.kind != "pairclass" or not spec.threshold_split or cfg.pair_thresholds == "none":
         return None
     return task.splits.get(spec.threshold_split)
 

@@ -54,11 +54,12 @@ class Plan:
         return self.fit_sets[(task.spec.name, self.calibration_set)]
 
 
-def _threshold_split(task: LoadedTask) -> list[SplitData]:
+def _threshold_split(task: LoadedTask, cfg: BenchConfig) -> list[SplitData]:
     """The split a labelled task's thresholds are chosen on, when loaded: encoded with the scored
     one in the plan's shared pass."""
     spec = task.spec
-    split = task.splits.get(spec.threshold_split) if spec.kind == "pairclass" else None
+    wanted = spec.kind == "pairclass" and cfg.pair_thresholds == "task"
+    split = task.splits.get(spec.threshold_split) if wanted else None
     return [split] if split is not None and split is not task.eval else []
 
 
@@ -143,7 +144,11 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
         # a labelled task's accuracy / F1 thresholds are chosen on its threshold split
-        tuning = [spec.threshold_split] if spec.kind == "pairclass" and spec.threshold_split else []
+        tuning = (
+            [spec.threshold_split]
+            if spec.kind == "pairclass" and spec.threshold_split and cfg.pair_thresholds == "task"
+            else []
+        )
         splits = unique([spec.eval_split, *tuning, *extra])
         tasks.append(
             load_task(
@@ -178,7 +183,7 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     eval_sentences = unique(
         s
         for task in tasks
-        for split in (task.eval, *_threshold_split(task))
+        for split in (task.eval, *_threshold_split(task, cfg))
         for s in split.sentences()
     )
     jobs: dict[int, EncodeJob] = {}

@@ -343,6 +343,7 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
                     "kind": method.kind,
                     "fit_set": fit.name if fit is not None else "",
                     **group,
+                    "metric": task.spec.main_score,
                     "task": task.spec.title,
                     "fingerprint": task.eval.fingerprint,
                 }

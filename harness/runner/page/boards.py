@@ -19,6 +19,7 @@ from harness.runner.page.cells import (
     sort_value,
     table,
 )
+from harness.runner.records.schema import main_ci
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import AVG, ROW_KEYS
 
@@ -86,7 +87,7 @@ def _score(value: float, rec: Record | None, tied: bool) -> Cell:
         if why:
             return Cell("undefined", css="num", sort="", hint=why)
         return Cell("—", css="num", sort="")
-    ci = rec["scores"].get("spearman_ci95")
+    ci = main_ci(rec)
     return Cell(
         f"{value:.2f}",
         css="num score",

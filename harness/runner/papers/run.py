@@ -88,16 +88,21 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
         ]
         skipped = {t: f"{NOT_RUN} not an sts-bench task" for t in row.published if t not in TASKS}
         by_source: dict[str, list[str]] = {}
+
+        def source_for(task: str) -> str:
+            # --source replaces the paper's where it has the task; a task it does not have (QNLI
+            # under --source senteval) keeps the paper's source
+            given_has = "source" in given and TASKS[task].place(cfg.source) is not None
+            return cfg.source if given_has else paper.source_of(task).value
+
         for task in tasks:
             if task in TASKS:
-                by_source.setdefault(
-                    cfg.source if "source" in given else paper.source_of(task).value, []
-                ).append(task)
+                by_source.setdefault(source_for(task), []).append(task)
         if "source" in given:
             departures += [
                 f"source={cfg.source} (paper: {paper.source_of(t).value} for {t})"
                 for t in tasks
-                if t in TASKS and paper.source_of(t).value != cfg.source
+                if t in TASKS and source_for(t) != paper.source_of(t).value
             ]
         runs = [
             (

@@ -87,6 +87,7 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,7 @@ from harness.core.compression import HAMMING, SIMILARITIES, VectorSetting
 from harness.core.hashing import atomic_write_text, key_hash, strict_json
 from harness.runner.records.lock import NotAFile, read_inside, refuse_linked_folders
 from harness.runner.records.outputs import StepOutput
+from harness.runner.records.schema import main_value
 from harness.runner.records.store import file_slug
 
 if TYPE_CHECKING:
@@ -124,6 +126,12 @@ SCORE_KEYS = (
     "euclidean_spearman",
     "dot_pearson",
     "dot_spearman",
+    # PairClassification's keys (labelled pairs), in MTEB's order of similarity functions
+    *(
+        f"{prefix}_{metric}"
+        for prefix in ("similarity", "cosine", "manhattan", "euclidean", "dot", "max")
+        for metric in ("accuracy", "f1", "precision", "recall", "ap")
+    ),
 )
 MAIN_SCORE = "cosine_spearman"  # the main score of every MTEB STS task
 log = logging.getLogger("sts_bench.results")
@@ -269,6 +277,39 @@ def _subset_scores(
     }
 
 
+PAIR_MAIN_SCORE = "max_ap"  # the main score of MTEB's PairClassification tasks
+
+
+def _pair_values(similarity: np.ndarray, positive: np.ndarray, compared_by: str) -> dict[str, Any]:
+    """MTEB's PairClassification keys of labelled pairs compared by ``compared_by``: accuracy,
+    F1, its precision and recall at MTEB's best thresholds on these pairs, and AP, as fractions
+    (MTEB's evaluator on the same similarities gives the same numbers: tests/test_pair_metrics.py);
+    ``max_*`` over the one similarity sts-bench compared by."""
+    from harness.core.pair_metrics import Ranked, average_precision, best_accuracy, best_f1
+
+    ranked = Ranked.of(similarity, positive)
+    accuracy = float(best_accuracy(ranked)[0][0]) / 100
+    f1, threshold = (float(v[0]) for v in best_f1(ranked))
+    predicted = similarity >= threshold
+    tp = int((predicted & positive).sum())
+    precision = tp / int(predicted.sum()) if predicted.any() and math.isfinite(f1) else 0.0
+    recall = tp / int(positive.sum()) if math.isfinite(f1) else 0.0
+    one = {
+        "accuracy": accuracy,
+        "f1": f1 / 100 if math.isfinite(f1) else 0.0,
+        "precision": precision,
+        "recall": recall,
+        "ap": float(average_precision(ranked)[0]) / 100,
+    }
+    prefix = "cosine" if compared_by == "cosine" else compared_by
+    values = {f"{prefix}_{k}": v for k, v in one.items()}
+    if compared_by == "cosine":  # the model's own similarity function
+        values.update({f"similarity_{k}": v for k, v in one.items()})
+    values.update({f"max_{k}": v for k, v in one.items()})
+    values["main_score"] = values[PAIR_MAIN_SCORE]
+    return values
+
+
 def task_result(record: Record, task_name: str) -> dict[str, Any]:
     """MTEB's TaskResult JSON for one sts-bench record (an embedding method's): its similarity's
     keys (:func:`_correlations`), and ``main_score`` when it is the cosine row (else null)."""
@@ -286,9 +327,14 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     languages = _languages(task_name, list(groups), task["source"])
     version = mteb_version()
     scores = []
+    labelled = task.get("kind") == "pairclass"
     for subset, idx in groups.items():
-        values: dict[str, Any] = _correlations(similarity[idx], gold[idx], compared_by)
-        if compared_by == "cosine":
+        if labelled:
+            positive = gold[idx] == task["classes"].index(task["positive"])
+            values: dict[str, Any] = _pair_values(similarity[idx], positive, compared_by)
+        else:
+            values = _correlations(similarity[idx], gold[idx], compared_by)
+        if compared_by == "cosine" and not labelled:
             values["main_score"] = values[MAIN_SCORE]
         rounded = {k: None if v is None else round(v, 6) for k, v in values.items()}
         scores.append(_subset_scores(rounded, subset, languages[subset], version))
@@ -482,7 +528,7 @@ def write_mteb_result(out_dir: Path, record: Record) -> Path | None:
     model_meta.json; None for pair scorers, whose scores are not similarities of embeddings and
     have no MTEB STS counterpart."""
     folder = result_folder(out_dir, record)
-    if folder is None or record["scores"]["spearman"] is None:
+    if folder is None or main_value(record) is None:
         return None  # an undefined score has no MTEB score
     setting = vector_setting(record)
     assert setting is not None  # result_folder gave a folder

@@ -386,6 +386,14 @@ class BenchConfig:
     bootstrap: int = setting(
         1000, group=STATISTICS, metavar="N", minimum=0, help="rounds of the 95%% interval; 0: off"
     )
+    pair_thresholds: str = setting(
+        "task",
+        group=STATISTICS,
+        choices=lambda: ("task", "none"),
+        help="labelled pairs: where accuracy / F1 thresholds are chosen: task (its threshold "
+        "split, GLUE's train: encoded too), none (AP and ROC AUC need none; accuracy / F1 then "
+        "only at the scored split's best threshold, marked §)",
+    )
     seed: int = setting(
         1234,
         group=STATISTICS,

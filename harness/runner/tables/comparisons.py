@@ -91,6 +91,8 @@ def comparisons(
             tests = [paired_bootstrap(results[id(a)], results[id(b)])]
             if not labelled:  # Williams' t compares correlations; a labelled score is not one
                 tests.append(williams(results[id(a)], results[id(b)], pairs["gold"]))
+            else:  # every other metric of labelled pairs, on the same paired draws
+                tests += other_metrics(a, b, rounds, seed, memo)
             for test in tests:
                 rows.append(
                     {
@@ -124,8 +126,43 @@ def labelled_scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | No
     """A labelled-pairs record as :func:`harness.core.significance.paired_bootstrap` compares it:
     its main score and that score's resamples, drawn as every method's of the split are (the same
     draws: paired)."""
-    from harness.core.pair_metrics import Decisions, resampled_metrics
     from harness.core.significance import Scored
+
+    similarity, resamples = _labelled_resamples(rec, rounds, seed, memo)
+    return Scored(similarity, float(main_value(rec)), resamples[main_score(rec)])  # type: ignore[arg-type]
+
+
+def other_metrics(
+    a: Record, b: Record, rounds: int, seed: int, memo: ResampleMemo | None
+) -> list[Any]:
+    """Paired bootstraps of A − B on each labelled-pairs metric but the main one (whose test
+    decides ★), where both define it; the test column names the metric
+    (``paired bootstrap (B=1000) of roc_auc``)."""
+    from dataclasses import replace
+
+    from harness.core.pair_metrics import METRICS
+    from harness.core.significance import Scored, paired_bootstrap
+
+    out = []
+    sides = [_labelled_resamples(rec, rounds, seed, memo) for rec in (a, b)]
+    for name in METRICS:
+        values = [rec["scores"]["metrics"][name]["value"] for rec in (a, b)]
+        if name == main_score(a) or values[0] is None or values[1] is None:
+            continue
+        first, second = (
+            Scored(side[0], float(v or 0.0), side[1][name]) for side, v in zip(sides, values)
+        )
+        test = paired_bootstrap(first, second)
+        out.append(replace(test, test=f"{test.test} of {name}"))
+    return out
+
+
+def _labelled_resamples(
+    rec: Record, rounds: int, seed: int, memo: ResampleMemo | None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A labelled-pairs record's similarities and every metric's resamples (memoised: the run
+    resampled them once for the record's intervals)."""
+    from harness.core.pair_metrics import Decisions, resampled_metrics
 
     task, scores, pairs = rec["task"], rec["scores"], rec["pairs"]
     index = task["classes"].index(task["positive"])
@@ -138,7 +175,7 @@ def labelled_scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | No
     resamples = resampled_metrics(
         similarity, gold, index, rounds, seed, scores.get("threshold") or None, decisions, memo
     )
-    return Scored(similarity, float(main_value(rec)), resamples[main_score(rec)])  # type: ignore[arg-type]
+    return similarity, resamples
 
 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:

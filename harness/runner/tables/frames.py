@@ -204,7 +204,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     for rec in newest(records):
         scores = rec["scores"]
         ci = main_ci(rec) or [math.nan, math.nan]
-        metrics = scores.get("metrics") or {}
+        metrics: dict[str, Any] = dict(scores.get("metrics") or {})
         # An undefined score is NaN here (a cell without a number: never averaged, ranked or
         # starred) and its reason is kept beside it, so tables can say "undefined" instead of "not
         # run".

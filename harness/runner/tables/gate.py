@@ -223,7 +223,7 @@ def load_baseline(path: str | Path) -> Baseline:
 class Match:
     """One (row, task) of this run against its baseline score."""
 
-    cell: dict[str, Any]  # the long row: keys, task, spearman, ci_low, ci_high
+    cell: dict[str, Any]  # the long row: keys, task, score (the main score), ci_low, ci_high
     baseline: float
 
 
@@ -290,7 +290,7 @@ def verdict(matches: list[Match], tolerance: float) -> pd.DataFrame:
     drops = []
     for item in matches:
         cell, before = item.cell, item.baseline
-        now = cell["spearman"]
+        now = cell["score"]
         if now is not None and not _nan(now) and now >= before - CSV_ROUNDING:
             continue
         undefined = now is None or _nan(now)

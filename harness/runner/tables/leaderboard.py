@@ -279,7 +279,60 @@ class Leaderboards:
         paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks)
         paths.append(write_significance(significance, out))
         paths += write_frontier_files(long, significance, out, cfg.plots)
+        paths += write_pair_metrics(inputs.every_run, out)
         return StepOutput(paths, table)
+
+
+PAIR_COLUMNS = ("metric_name", "value", "ci_low", "ci_high", "decision", "threshold")
+
+
+def pair_metric_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """One row per (row, labelled task, metric) of the newest records: every metric of labelled
+    pairs with its 95 % interval, how accuracy / F1 decided and at what threshold (§: chosen on
+    the scored pairs themselves)."""
+    from harness.core.pair_metrics import METRICS, SELECTED_ON_SCORED
+    from harness.runner.tables.frames import newest, ordered_tasks
+
+    rows: list[dict[str, Any]] = []
+    for rec in newest(records):
+        scores = rec["scores"]
+        if "metrics" not in scores:
+            continue
+        threshold = scores.get("threshold") or {}
+        for name in METRICS:
+            entry = scores["metrics"][name]
+            ci = entry["ci95"] or [math.nan, math.nan]
+            rows.append(
+                {
+                    **record_keys(rec),
+                    "task": rec["task"]["title"],
+                    "metric_name": name + (" §" if name in SELECTED_ON_SCORED else ""),
+                    "value": math.nan if entry["value"] is None else entry["value"],
+                    "ci_low": ci[0],
+                    "ci_high": ci[1],
+                    "decision": scores.get("decision", "")
+                    if name in ("accuracy", "f1")
+                    else "best on the scored split"
+                    if name in SELECTED_ON_SCORED
+                    else "",
+                    "threshold": threshold.get(name, math.nan),
+                }
+            )
+    order = {t: i for i, t in enumerate(ordered_tasks(str(r["task"]) for r in rows))}
+    rows.sort(
+        key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), order[str(r["task"])])
+    )
+    return rows
+
+
+def write_pair_metrics(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    """pair_metrics.csv when any record is of labelled pairs (:func:`pair_metric_rows`)."""
+    rows = pair_metric_rows(records)
+    if not rows:
+        return []
+    path = out_dir / "pair_metrics.csv"
+    atomic_write_text(path, csv_text(rows, [*ROW_KEYS, *GROUP_KEYS, "task", *PAIR_COLUMNS]))
+    return [path]
 
 
 def write_frontier_files(

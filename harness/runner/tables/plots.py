@@ -173,7 +173,7 @@ def _bar_block(data: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[s
     tasks = ordered_tasks(row["task"] for row in data)
     by_row: dict[str, list[float]] = {}
     for row in data:
-        by_row.setdefault(bar_label(row), []).append(row["spearman"])
+        by_row.setdefault(bar_label(row), []).append(row["score"])
     means = {name: float(np.mean(values)) for name, values in by_row.items()}
     rows = sorted(means, key=lambda name: (math.isnan(means[name]), means[name], name))
     return tasks, rows, means
@@ -191,9 +191,7 @@ def _draw_bars(
     axes = subfigure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
     for ax, task in zip(axes, tasks):
         cells = {bar_label(row): row for row in data if row["task"] == task}
-        values = np.array(
-            [cells[r]["spearman"] if r in cells else np.nan for r in rows], dtype=float
-        )
+        values = np.array([cells[r]["score"] if r in cells else np.nan for r in rows], dtype=float)
         low = values - np.array(
             [cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float
         )

@@ -1,0 +1,317 @@
+"""Labelled sentence pairs (the pairclass kind): every metric against an independent computation
+(scikit-learn's average_precision_score / roc_auc_score, MTEB's PairClassification best-threshold
+search), resampled values against the metric of the resample written out, the thresholds chosen on
+another split, a classifier's decisions, and end to end: a pairs file with a label column."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fixtures import write_labelled_glue
+from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
+
+from harness.core import pair_metrics as pm
+
+
+def _mteb():
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification
+
+    return AbsTaskPairClassification
+
+
+def _cases(seed: int, count: int):
+    """Random labelled similarities, rounded so that many are tied (MTEB and scikit-learn must
+    agree on ties too)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(2, 80))
+        labels = rng.integers(0, 2, size=n)
+        similarity = np.round(rng.normal(size=n) + 0.8 * labels, int(rng.integers(0, 3)))
+        if labels.all() or not labels.any() or np.all(similarity == similarity[0]):
+            continue
+        yield similarity, labels
+
+
+def test_worked_example_of_the_docstring():
+    ranked = pm.Ranked.of([0.9, 0.8, 0.8, 0.3], np.array([1, 0, 1, 0], dtype=bool))
+    assert pm.average_precision(ranked)[0] == pytest.approx(100 * 5 / 6)
+    assert pm.roc_auc(ranked)[0] == pytest.approx(87.5)
+    assert [v[0] for v in pm.best_accuracy(ranked)] == pytest.approx([75.0, 0.85])
+    assert [v[0] for v in pm.best_f1(ranked)] == pytest.approx([80.0, 0.55])
+
+
+def test_ap_and_auc_equal_scikit_learn_and_best_thresholds_equal_mteb():
+    mteb = _mteb()
+    checked = 0
+    for similarity, labels in _cases(0, 300):
+        ranked = pm.Ranked.of(similarity, labels == 1)
+        assert pm.average_precision(ranked)[0] == pytest.approx(
+            100 * average_precision_score(labels, similarity), abs=1e-9
+        )
+        assert pm.roc_auc(ranked)[0] == pytest.approx(100 * roc_auc_score(labels, similarity), abs=1e-9)
+        accuracy, threshold = (v[0] for v in pm.best_accuracy(ranked))
+        their_accuracy, their_threshold = mteb._find_best_acc_and_threshold(None, list(similarity), labels, True)
+        assert accuracy == pytest.approx(100 * their_accuracy, abs=1e-9)
+        assert threshold == their_threshold
+        f1, f1_threshold = (v[0] for v in pm.best_f1(ranked))
+        their_f1, _, _, their_f1_threshold = mteb._find_best_f1_and_threshold(None, list(similarity), labels, True)
+        assert np.nan_to_num(f1) == pytest.approx(100 * their_f1, abs=1e-9)
+        if their_f1 > 0:
+            assert f1_threshold == their_f1_threshold
+        checked += 1
+    assert checked > 200
+
+
+def test_each_resample_scores_as_its_pairs_written_out():
+    """Row b of the weights is resample b: the metric of the pairs repeated as often as drawn."""
+    mteb = _mteb()
+    rng = np.random.default_rng(5)
+    for similarity, labels in _cases(1, 60):
+        weights = rng.integers(0, 3, size=(4, len(labels)))
+        threshold = {"accuracy": float(np.median(similarity)), "f1": float(similarity.min())}
+        values = pm.metric_values(similarity, labels.astype(float), 1, weights, threshold)
+        for b in range(len(weights)):
+            index = np.repeat(np.arange(len(labels)), weights[b])
+            y, s = labels[index], similarity[index]
+            if len(y) < 2 or y.all() or not y.any() or np.all(s == s[0]):
+                continue
+            assert values["ap"][b] == pytest.approx(100 * average_precision_score(y, s))
+            assert values["roc_auc"][b] == pytest.approx(100 * roc_auc_score(y, s))
+            best, _ = mteb._find_best_acc_and_threshold(None, list(s), y, True)
+            assert values["accuracy_best"][b] == pytest.approx(100 * best)
+            predicted_acc = (s >= threshold["accuracy"]).astype(int)
+            assert values["accuracy"][b] == pytest.approx(100 * accuracy_score(y, predicted_acc))
+            predicted_f1 = (s >= threshold["f1"]).astype(int)
+            assert values["f1"][b] == pytest.approx(100 * f1_score(y, predicted_f1))
+
+
+def test_thresholds_come_from_the_threshold_split_and_apply_to_the_scored_one():
+    rng = np.random.default_rng(2)
+    train_labels = rng.integers(0, 2, 400)
+    train = train_labels + rng.normal(size=400)
+    chosen = pm.choose_thresholds(train, train_labels.astype(float), 1)
+    best = pm.best_accuracy(pm.Ranked.of(train, train_labels == 1))[1][0]
+    assert chosen is not None and chosen["accuracy"] == best
+    test_labels = rng.integers(0, 2, 300)
+    test = test_labels + rng.normal(size=300)
+    scores = pm.score_labelled(
+        test, test_labels.astype(float), 1, bootstrap=0, threshold=chosen, threshold_split="train"
+    )
+    expected = 100 * accuracy_score(test_labels, (test >= chosen["accuracy"]).astype(int))
+    assert scores.metrics["accuracy"]["value"] == pytest.approx(expected)
+    assert scores.decision == "threshold:train"
+    # the best threshold on the scored split is at least as good as one chosen elsewhere
+    assert scores.metrics["accuracy_best"]["value"] >= scores.metrics["accuracy"]["value"]
+
+
+def test_the_positive_class_need_not_be_index_one_and_others_are_negatives():
+    """QNLI's positive class (entailment) is label 0; MNLI's neutral and contradiction are both
+    negatives of entailment."""
+    gold = np.array([0, 1, 2, 0, 2, 1, 0, 2])
+    similarity = np.array([0.9, 0.2, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3])
+    scores = pm.score_labelled(similarity, gold.astype(float), 0, bootstrap=0)
+    assert scores.metrics["ap"]["value"] == pytest.approx(100 * average_precision_score(gold == 0, similarity))
+    assert scores.metrics["roc_auc"]["value"] == pytest.approx(100 * roc_auc_score(gold == 0, similarity))
+
+
+def test_a_classifiers_argmax_gives_accuracy_over_every_class():
+    gold = np.array([0, 1, 2, 2, 1, 0])
+    predicted = np.array([0, 1, 1, 2, 1, 2])
+    similarity = np.array([2.0, -1.0, -0.5, -2.0, 0.1, -0.2])
+    scores = pm.score_labelled(similarity, gold.astype(float), 0, bootstrap=0, decisions=pm.Decisions(predicted, 3))
+    assert scores.decision == "argmax"
+    assert scores.metrics["accuracy"]["value"] == pytest.approx(100 * accuracy_score(gold, predicted))
+    assert scores.metrics["f1"]["value"] == pytest.approx(100 * f1_score(gold == 0, predicted == 0))
+
+
+def test_intervals_hold_their_values_and_one_class_is_undefined():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 200)
+    similarity = labels + rng.normal(size=200)
+    scores = pm.score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
+    for name in ("ap", "roc_auc", "accuracy_best", "f1_best"):
+        low, high = scores.metrics[name]["ci95"]
+        assert low <= scores.metrics[name]["value"] <= high and high - low > 1
+    assert scores.metrics["accuracy"] == {"value": None, "ci95": None}  # no threshold split
+    again = pm.score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
+    assert again.metrics == scores.metrics  # the same draws: paired across methods
+    one_class = pm.score_labelled(similarity, np.ones(200), 1, bootstrap=10)
+    assert one_class.undefined and one_class.main is None
+
+
+def _labelled_file(tmp_path, senteval_root):
+    """STS-B's pairs from the SentEval fixture, labelled 1 where gold >= 3, train and test."""
+    from harness.core.data.tasks import get_task, load_task
+
+    task = load_task(get_task("stsb"), "senteval", ["train", "test"], locations={"senteval": str(senteval_root)})
+    path = tmp_path / "pairs_with_label.tsv"
+    lines = ["sentence1\tsentence2\tlabel\tsplit"]
+    for split in ("train", "test"):
+        data = task.splits[split]
+        lines += [f"{a}\t{b}\t{int(g >= 3)}\t{split}" for a, b, g in zip(data.s1, data.s2, data.gold)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, task
+
+
+@pytest.mark.heavy
+def test_a_pairs_file_with_a_label_column_is_scored_by_its_metrics(bench, tmp_path, senteval_root, tiny_bert):
+    """The issue's command on fixtures: labelled pairs beside an STS task in one run; every metric
+    in the record equals scikit-learn / MTEB on the record's own similarities, the console and the
+    leaderboard name the score, STS keeps its table."""
+    path, task = _labelled_file(tmp_path, senteval_root)
+    code, out, err = bench(
+        "--methods",
+        "avg",
+        "whitening",
+        "--tasks",
+        f"file:{path}",
+        "stsb",
+        "--source",
+        "senteval",
+        "--senteval-dir",
+        str(senteval_root),
+        "--backbone",
+        str(tiny_bert),
+        "--bootstrap",
+        "200",
+    )
+    assert code == 0, err
+    assert "pairs_with_label AP" in out + err and "STS-B   Spearman" in out + err
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*.json")]
+    labelled = [r for r in records if r["task"].get("kind") == "pairclass"]
+    assert {r["method"]["name"] for r in labelled} == {"avg", "whitening"}
+    mteb = _mteb()
+    for record in labelled:
+        similarity = np.asarray(record["pairs"]["similarity"])
+        labels = np.asarray(record["pairs"]["gold"]).astype(int)
+        assert list(labels) == [int(g >= 3) for g in task.splits["test"].gold]
+        metrics = record["scores"]["metrics"]
+        assert metrics["ap"]["value"] == pytest.approx(100 * average_precision_score(labels, similarity))
+        assert metrics["roc_auc"]["value"] == pytest.approx(100 * roc_auc_score(labels, similarity))
+        best, _ = mteb._find_best_acc_and_threshold(None, list(similarity), labels, True)
+        assert metrics["accuracy_best"]["value"] == pytest.approx(100 * best)
+        threshold = record["scores"]["threshold"]["accuracy"]
+        assert metrics["accuracy"]["value"] == pytest.approx(
+            100 * accuracy_score(labels, (similarity >= threshold).astype(int))
+        )
+        assert record["protocol"]["decision"] == "threshold:train"
+        low, high = metrics["ap"]["ci95"]
+        assert low <= metrics["ap"]["value"] <= high
+    board = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "score=ap (labelled pairs)" in board
+    scores_csv = (tmp_path / "out" / "scores.csv").read_text()
+    assert ",ap," in scores_csv.splitlines()[1] or ",ap," in scores_csv
+    history = (tmp_path / "out" / "history.md").read_text()
+    assert "| ap " in history
+    mteb_file = next(p for p in (tmp_path / "out" / "mteb").rglob("pairs_with_label.json") if "__avg-" in str(p))
+    entry = json.loads(mteb_file.read_text())["scores"]["test"][0]
+    avg = next(r for r in labelled if r["method"]["name"] == "avg")
+    # MTEB's own PairClassification metrics of the same cosines: its file is MTEB's numbers
+    cls = _mteb()
+    theirs = cls._compute_metrics_values(
+        cls.__new__(cls), list(avg["pairs"]["similarity"]), np.asarray(avg["pairs"]["gold"]).astype(int), True
+    )
+    for key, value in theirs.items():
+        assert entry[f"cosine_{key}"] == pytest.approx(value, abs=1e-6), key
+    assert entry["main_score"] == pytest.approx(avg["scores"]["metrics"]["ap"]["value"] / 100, abs=1e-6)
+
+
+@pytest.mark.heavy
+def test_glue_tasks_from_their_folder_score_as_scikit_learn_and_mteb(bench, tmp_path, senteval_root, tiny_bert):
+    """--source glue on a GLUE-layout fixture: MRPC (positive 1), QNLI (positive "entailment",
+    label 0) and MNLI (3 classes, entailment against the other two) with thresholds chosen on
+    train; each metric equals the independent computation on the record's similarities."""
+    glue, task = write_labelled_glue(tmp_path / "glue", senteval_root)
+    code, _, err = bench(
+        "--methods",
+        "avg",
+        "--source",
+        "glue",
+        "--glue-dir",
+        str(glue),
+        "--tasks",
+        "mrpc",
+        "qnli",
+        "mnli",
+        "--backbone",
+        str(tiny_bert),
+        "--bootstrap",
+        "100",
+    )
+    assert code == 0, err
+    records = {
+        json.loads(p.read_text())["task"]["name"]: json.loads(p.read_text())
+        for p in (tmp_path / "out" / "runs").glob("*.json")
+    }
+    assert set(records) == {"mrpc", "qnli", "mnli"}
+    gold = np.asarray(task.splits["test"].gold)
+    expected_positive = {"mrpc": gold >= 3, "qnli": gold >= 3, "mnli": gold >= 3.4}
+    mteb = _mteb()
+    for name, record in records.items():
+        similarity = np.asarray(record["pairs"]["similarity"])
+        positive = expected_positive[name]
+        index = record["task"]["classes"].index(record["task"]["positive"])
+        assert list(np.asarray(record["pairs"]["gold"]) == index) == list(positive), name
+        metrics = record["scores"]["metrics"]
+        assert metrics["ap"]["value"] == pytest.approx(100 * average_precision_score(positive, similarity))
+        assert metrics["roc_auc"]["value"] == pytest.approx(100 * roc_auc_score(positive, similarity))
+        best, _ = mteb._find_best_acc_and_threshold(None, list(similarity), positive.astype(int), True)
+        assert metrics["accuracy_best"]["value"] == pytest.approx(100 * best)
+        best_f1, *_ = mteb._find_best_f1_and_threshold(None, list(similarity), positive.astype(int), True)
+        assert metrics["f1_best"]["value"] == pytest.approx(100 * best_f1)
+        threshold = record["scores"]["threshold"]
+        assert metrics["f1"]["value"] == pytest.approx(100 * f1_score(positive, similarity >= threshold["f1"]))
+        assert record["task"]["split"] == ("dev_matched" if name == "mnli" else "dev")
+    # --pair-thresholds none: no threshold split is read or encoded; accuracy / F1 only at the
+    # scored split's best threshold (§), AP and ROC AUC unchanged
+    code, _, err = bench(
+        "--methods",
+        "avg",
+        "--source",
+        "glue",
+        "--glue-dir",
+        str(glue),
+        "--tasks",
+        "mrpc",
+        "--backbone",
+        str(tiny_bert),
+        "--bootstrap",
+        "100",
+        "--pair-thresholds",
+        "none",
+        "--output-dir",
+        str(tmp_path / "none"),
+    )
+    assert code == 0, err
+    (path,) = (tmp_path / "none" / "runs").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["scores"]["decision"] == "none" and record["scores"]["threshold"] is None
+    assert record["scores"]["metrics"]["accuracy"] == {"value": None, "ci95": None}
+    assert record["scores"]["metrics"]["ap"] == records["mrpc"]["scores"]["metrics"]["ap"]
+
+
+@pytest.mark.heavy
+def test_the_gate_reads_a_labelled_tasks_main_score(bench, tmp_path, senteval_root, tiny_bert):
+    """--baseline compares the main score (AP) of a labelled task as it does Spearman: the same
+    run passes against itself; a baseline AP 20 points higher is a regression (exit 1)."""
+    import csv
+
+    path, _ = _labelled_file(tmp_path, senteval_root)
+    args = ("--methods", "avg", "--tasks", f"file:{path}", "--backbone", str(tiny_bert), "--bootstrap", "200")
+    assert bench(*args)[0] == 0
+    board = tmp_path / "out" / "leaderboard.csv"
+    code, out, err = bench(*args, "--baseline", str(board), "--output-dir", str(tmp_path / "again"))
+    assert code == 0, err
+    with board.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["metric"] == "ap"
+    rows[0]["pairs_with_label"] = str(float(rows[0]["pairs_with_label"]) + 20)
+    higher = tmp_path / "higher.csv"
+    with higher.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, out, err = bench(*args, "--baseline", str(higher), "--output-dir", str(tmp_path / "third"))
+    assert code == 1, out + err
