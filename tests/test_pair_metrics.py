@@ -315,3 +315,19 @@ def test_the_gate_reads_a_labelled_tasks_main_score(bench, tmp_path, senteval_ro
         writer.writerows(rows)
     code, out, err = bench(*args, "--baseline", str(higher), "--output-dir", str(tmp_path / "third"))
     assert code == 1, out + err
+
+
+def test_the_encode_line_counts_the_threshold_split(bench, tmp_path, senteval_root, tiny_bert):
+    """The threshold split is encoded with the scored one, and the encode line says so: its counts
+    add up to the unique sentences; --pair-thresholds none leaves it out."""
+    path, task = _labelled_file(tmp_path, senteval_root)
+    test = set(task.splits["test"].sentences())
+    train = set(task.splits["train"].sentences()) - test
+    args = ("--methods", "avg", "--tasks", f"file:{path}", "--backbone", str(tiny_bert), "--dry-run")
+    code, out, err = bench(*args)
+    assert code == 0, err
+    assert (f"{len(test | train)} unique sentences: pairs_with_label test {len(test)} (scored: avg); "
+            f"pairs_with_label train {len(train)} (accuracy / F1 thresholds)") in out + err
+    code, out, err = bench(*args, "--pair-thresholds", "none")
+    assert code == 0, err
+    assert f"{len(test)} unique sentences: pairs_with_label test {len(test)} (scored: avg); views" in out + err

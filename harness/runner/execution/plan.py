@@ -46,6 +46,8 @@ class Plan:
     # The fit set int8/uint8 ranges are calibrated on (the run's --fit-set), when one is asked for:
     # its sentences are encoded with the rest, so the calibration reads them from the cache.
     calibration_set: str | None = None
+    # A labelled task's threshold split (task name → its pairs), encoded with the scored split
+    threshold_splits: dict[str, SplitData] = field(default_factory=dict)
 
     def calibration(self, task: LoadedTask) -> FitSet | None:
         """The calibration sentences of ``task`` (None: no precision asked needs them)."""
@@ -206,4 +208,7 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         job.views.update(views)
         job.methods.append(method)
         job.sentences = unique(job.sentences + needed)
-    return Plan(methods, tasks, fit_sets, list(jobs.values()), own_model, calibration_set)
+    thresholds = {task.spec.name: split for task in tasks for split in _threshold_split(task, cfg)}
+    return Plan(
+        methods, tasks, fit_sets, list(jobs.values()), own_model, calibration_set, thresholds
+    )

@@ -4,7 +4,7 @@ said so. The encode stage prints it before encoding and ``--dry-run`` prints the
 
 Each sentence of the job is counted once, under the first thing that needs it, in the order the
 plan builds them: each task's scored split (the sentences every method of the job scores), then
-each fit set of a method of the job (only the sentences no earlier line counted, named by the
+each labelled task's threshold split, then each fit set of a method of the job (only the sentences no earlier line counted, named by the
 task's splits they come from, or by the fit set's own name for a corpus). The counts therefore add
 up to the job's unique sentences.
 """
@@ -47,6 +47,15 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
             f"scored: {scorers}",
         )
         for task in plan.tasks
+    ]
+    out += [  # labelled pairs: where accuracy / F1 thresholds are chosen
+        Need(
+            f"{task.spec.title} {task.spec.threshold_split}",
+            len(new(plan.threshold_splits[task.spec.name].sentences())),
+            "accuracy / F1 thresholds",
+        )
+        for task in plan.tasks
+        if task.spec.name in plan.threshold_splits
     ]
     fitters: dict[str, list[str]] = {}
     for method in job.methods:

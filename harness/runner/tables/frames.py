@@ -100,7 +100,8 @@ def record_keys(rec: Record) -> dict[str, str]:
 
 def record_marks(rec: Record) -> str:
     """† fitted/trained on the scored sentences; ‡ trained on labelled data built from the scored
-    task; § a setting chosen on labelled data (a demonstration picked on STS-B dev)."""
+    task (STS-B train for STS12-16, a GLUE task's own train split); § a setting chosen on labelled
+    data (a demonstration picked on STS-B dev, a threshold chosen on the scored pairs)."""
     protocol = rec["protocol"]
     return (
         ("†" if protocol.get("transductive") else "")
