@@ -4,9 +4,9 @@ said so. The encode stage prints it before encoding and ``--dry-run`` prints the
 
 Each sentence of the job is counted once, under the first thing that needs it, in the order the
 plan builds them: each task's scored split (the sentences every method of the job scores), then
-each labelled task's threshold split, then each fit set of a method of the job (only the sentences no earlier line counted, named by the
-task's splits they come from, or by the fit set's own name for a corpus). The counts therefore add
-up to the job's unique sentences.
+each labelled task's threshold split, then each fit set of a method of the job (only the sentences
+no earlier line counted, named by the task's splits they come from, or by the fit set's own name
+for a corpus). The counts therefore add up to the job's unique sentences.
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ LEGEND = (
     f"{TIED} best of its task or not significantly below it (paired bootstrap, p ≥ 0.05; all tests "
     "in significance.csv) · † fitted or trained on sentences of the scored split (transductive, "
     "the fit set holds them) · ‡ trained on labelled data built from the scored task (STS-B train "
-    "holds STS 2012-2017 pairs; a GLUE task's own train split) · § a setting chosen on labelled data (a demonstration picked on "
-    "STS-B dev; a threshold chosen on the scored pairs themselves)"
+    "holds STS 2012-2017 pairs; a GLUE task's own train split) · § a setting chosen on labelled "
+    "data (a demonstration picked on STS-B dev; a threshold chosen on the scored pairs themselves)"
 )
 UNDEFINED_LEGEND = (
     "undefined: the correlation cannot be computed (constant gold or similarity, or fewer than 3 "
