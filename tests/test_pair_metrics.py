@@ -331,3 +331,35 @@ def test_the_encode_line_counts_the_threshold_split(bench, tmp_path, senteval_ro
     code, out, err = bench(*args, "--pair-thresholds", "none")
     assert code == 0, err
     assert f"{len(test)} unique sentences: pairs_with_label test {len(test)} (scored: avg); views" in out + err
+
+
+@pytest.mark.heavy
+def test_an_mteb_pair_classification_task_runs_through_the_mteb_source(bench, tmp_path, senteval_root, tiny_bert):
+    """--source mteb on TwitterURLCorpus (its hub copy: the fixture's STS-B test pairs, labelled):
+    no threshold split, so accuracy / F1 only at the scored split's best threshold (§); the MTEB
+    result file holds MTEB's own metrics of the record's cosines, under MTEB's task name."""
+    from harness.core.data.tasks import get_task, load_task
+
+    task = load_task(get_task("stsb"), "senteval", ["test"], locations={"senteval": str(senteval_root)})
+    data = task.splits["test"]
+    folder = tmp_path / "hub" / "twitterurlcorpus-pairclassification"
+    folder.mkdir(parents=True)
+    folder.joinpath("test.jsonl").write_text("".join(
+        json.dumps({"sent1": a, "sent2": b, "labels": int(g >= 3)}) + "\n" for a, b, g in zip(data.s1, data.s2, data.gold)),
+        encoding="utf-8")
+    code, out, err = bench("--methods", "avg", "--source", "mteb", "--tasks", "TwitterURLCorpus",
+                           "--hub-root", str(tmp_path / "hub"), "--backbone", str(tiny_bert), "--bootstrap", "100")
+    assert code == 0, err
+    (path,) = (tmp_path / "out" / "runs").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["task"]["kind"] == "pairclass" and record["scores"]["decision"] == "none"
+    assert record["scores"]["metrics"]["accuracy"]["value"] is None
+    similarity = np.asarray(record["pairs"]["similarity"])
+    labels = np.asarray([int(g >= 3) for g in data.gold])
+    cls = _mteb()
+    theirs = cls._compute_metrics_values(cls.__new__(cls), list(similarity), labels, True)
+    assert record["scores"]["metrics"]["accuracy_best"]["value"] == pytest.approx(100 * theirs["accuracy"])
+    (result,) = (tmp_path / "out" / "mteb").rglob("TwitterURLCorpus.json")
+    entry = json.loads(result.read_text())["scores"]["test"][0]
+    assert entry["main_score"] == pytest.approx(theirs["ap"], abs=1e-6)
+    assert entry["cosine_f1"] == pytest.approx(theirs["f1"], abs=1e-6)
