@@ -344,10 +344,9 @@ def test_an_mteb_pair_classification_task_runs_through_the_mteb_source(bench, tm
     data = task.splits["test"]
     folder = tmp_path / "hub" / "twitterurlcorpus-pairclassification"
     folder.mkdir(parents=True)
-    folder.joinpath("test.jsonl").write_text("".join(
-        json.dumps({"sent1": a, "sent2": b, "labels": int(g >= 3)}) + "\n" for a, b, g in zip(data.s1, data.s2, data.gold)),
-        encoding="utf-8")
-    code, out, err = bench("--methods", "avg", "--source", "mteb", "--tasks", "TwitterURLCorpus",
+    rows = [{"sent1": a, "sent2": b, "labels": int(g >= 3)} for a, b, g in zip(data.s1, data.s2, data.gold)]
+    folder.joinpath("test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    code, _, err = bench("--methods", "avg", "--source", "mteb", "--tasks", "TwitterURLCorpus",
                            "--hub-root", str(tmp_path / "hub"), "--backbone", str(tiny_bert), "--bootstrap", "100")
     assert code == 0, err
     (path,) = (tmp_path / "out" / "runs").glob("*.json")
