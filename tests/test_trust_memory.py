@@ -302,7 +302,7 @@ def gate_says(spearman: float, ci: tuple[float, float] | None, baseline: float) 
     """The --baseline verdict (harness.runner.tables.gate) on one cell: a regression?"""
     from harness.runner.tables.gate import Match, verdict
 
-    cell = {"method": "m", "backbone": "b", "task": "STS-B", "spearman": spearman,
+    cell = {"method": "m", "backbone": "b", "task": "STS-B", "score": spearman, "spearman": spearman,
             "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None}
     table = verdict([Match(cell, baseline)], tolerance=1.0)
     return bool(table["regression"].iloc[0])
