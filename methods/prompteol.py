@@ -4,8 +4,11 @@ sentence's vector is the last layer's hidden state at the last token, where the 
 say the one word. With ``demo``, one in-context demonstration comes first (the paper's in-context
 setting: run_icl.sh picks one per OPT size, each chosen on STS-B dev).
 
-The sentence is prepared as the authors' ``evaluation.py`` does before the template (``rule``):
-a final ``.`` when it does not end in ``.?"'``, ``"`` made ``'``, a final ``?`` made ``.``.
+The sentence is prepared as the authors' ``evaluation.py`` sees and prepares it before the
+template (``rule``): split on whitespace and rejoined with one space (its batcher receives
+SentEval's tokens), then a final ``.`` when it does not end in ``.?"'``, ``"`` made ``'``, a final
+``?`` made ``.``. On every source, so the packaged STS-B's sentences with surrounding whitespace
+read as SentEval hands them over; other methods read the sentence as it is.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class PromptEOL(ViewMethod):
         Option(
             "rule",
             "prompteol",
-            "sentence preparation before the template: prompteol (its code's) or none",
+            "sentence preparation before the template: prompteol (its code's: whitespace split and "
+            "rejoined, then its final '.'/quote rule) or none (the sentence as it is)",
             choices=tuple(Prompt.RULES),
         ),
         Option("prompt", "", f"the template; empty: PromptEOL's {Prompt.PROMPTEOL.template!r}"),

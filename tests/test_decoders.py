@@ -22,7 +22,9 @@ DELTAS: dict[str, float] = {}  # family/method → max |Δ|, printed by the last
 
 
 def _prepared(sentence: str) -> str:
-    """kongds/scaling_sentemb evaluation.py's batcher, step by step."""
+    """kongds/scaling_sentemb evaluation.py's batcher, step by step, on what SentEval hands it: the
+    sentence's tokens (``str.split()``) joined with one space."""
+    sentence = " ".join(sentence.split())
     if len(sentence) > 0 and sentence[-1] not in ".?\"'":
         sentence += "."
     sentence = sentence.replace('"', "'")
@@ -312,6 +314,60 @@ def test_prompteol_demonstration_goes_before_the_template_and_is_marked_selected
     code, _, err = bench("--backbone", str(folder), "--tasks", f"file:{pairs_file}", "--methods", "prompteol",
                          "--set", "prompteol.demo=no word here")
     assert code == 2 and "SENTENCE=>WORD" in err
+
+
+def _batcher(folder: Path, batch: list[list[str]]) -> np.ndarray:
+    """PromptEOL's batcher (evaluation.py) re-written: SentEval's batch of token lists joined with
+    ' ', the rule and the template (``.strip()``-ed), the tokenizer padding left with pad id 0, and
+    the last layer's state at position -1 of every row."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.pad_token_id = 0
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    template = 'This_sentence_:_"*sent_0*"_means_in_one_word:"'.replace("_", " ")
+    texts = []
+    for s in (" ".join(tokens) for tokens in batch):
+        if len(s) > 0 and s[-1] not in ".?\"'":
+            s += "."
+        s = s.replace('"', "'")
+        if len(s) > 0 and s[-1] == "?":
+            s = s[:-1] + "."
+        texts.append(template.replace("*sent 0*", s).strip())
+    # batch_encode_plus(texts, padding=True) as the batcher calls it (transformers 5 spells it __call__)
+    encoded = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        states = model(output_hidden_states=True, return_dict=True, **encoded).hidden_states
+    return states[-1][:, -1, :].numpy()
+
+
+def test_prompteol_on_the_packaged_stsb_equals_its_batcher_on_every_sentence(bench, tiny_decoders, tmp_path):
+    """Issue 41: the packaged STS-B holds sentences with trailing whitespace that SentEval's loader
+    (``text.split()``) drops; the authors' batcher never sees it, so neither may prompteol's rule
+    (before, such a sentence got an extra '.': ``one... ."`` for ``one..."``)."""
+    from harness.core.data.sources.packaged import stsb_dir
+
+    folder = tiny_decoders["opt"]
+    code, _, err = bench("--backbone", str(folder), "--methods", "prompteol", "--tasks", "stsb", "--source",
+                         "packaged", "--export-embeddings", str(tmp_path / "v"), "--no-plots")
+    assert code == 0, err
+    sentences, vectors = _export(tmp_path / "v", folder, "prompteol")
+    # Every sentence of the file's test split (the packaged file read here as SentEval's loader reads
+    # its copy: fields 6 and 7 of each tab-separated line), and the ones with surrounding whitespace.
+    lines = (stsb_dir() / "sts-test.csv").read_text(encoding="utf-8").splitlines()
+    raw = {field for line in lines if line.strip() for field in line.split("\t")[5:7]}
+    assert set(sentences) == raw and len(raw) == 2552
+    padded = [s for s in sentences if s != s.strip()]
+    assert len(padded) == 9, padded
+    expected = np.concatenate([_batcher(folder, [s.split() for s in sentences[i:i + 16]])
+                               for i in range(0, len(sentences), 16)])  # SentEval's batch size (test mode)
+    DELTAS["opt prompteol packaged stsb"] = float(np.abs(vectors - expected).max())
+    np.testing.assert_allclose(vectors, expected, atol=1e-5, rtol=0)
+    at = [sentences.index(s) for s in padded]
+    unprepared = _batcher(folder, [[s] for s in padded])  # the raw text, whitespace kept: what the old rule read
+    assert np.abs(vectors[at] - unprepared).max() > 1e-2  # the test tells the two apart on this model
 
 
 def test_zz_deltas_for_the_note(capsys):

@@ -32,13 +32,19 @@ SLOT = "{sentence}"
 
 
 def prompteol_rule(sentence: str) -> str:
-    """PromptEOL's sentence preparation, as its ``evaluation.py`` applies it before the template:
-    a final ``.`` when the sentence does not end in one of ``.?"'``, every ``"`` made ``'`` (the
-    template quotes the sentence), then a final ``?`` made ``.``.
+    """PromptEOL's sentence preparation, as its ``evaluation.py`` sees and prepares a sentence
+    before the template. Its batcher receives SentEval's tokens (each sentence split on whitespace)
+    and joins them with one space, so the text is first split and rejoined on whitespace (leading,
+    trailing and repeated whitespace gone, on every source); then a final ``.`` when it does not
+    end in one of ``.?"'``, every ``"`` made ``'`` (the template quotes the sentence), then a final
+    ``?`` made ``.``.
 
     >>> prompteol_rule("a dog runs"), prompteol_rule("is it?"), prompteol_rule('say "hi"')
     ('a dog runs.', 'is it.', "say 'hi'")
+    >>> prompteol_rule("This is a great one... "), prompteol_rule(" two  dogs ")
+    ('This is a great one...', 'two dogs.')
     """
+    sentence = " ".join(sentence.split())
     if sentence and sentence[-1] not in ".?\"'":
         sentence += "."
     sentence = sentence.replace('"', "'")
