@@ -5,22 +5,31 @@ flow, sn, abtt) and of ``prompteol``.
 Every view method takes a prompt (``--set METHOD.prompt='query: {sentence}'``; ``prompt2`` for the
 second sentence of each pair): the prompt is part of the view it reads, so it is in the vector cache
 key, the record and the protocol header, and methods with equal (backbone, prompt, pooling, layer)
-share one forward pass.
+share one forward pass. Those that do not fit take per-task and per-side prompts too
+(``--set METHOD.task_prompts=@FILE``, MTEB's convention: :mod:`methods.task_prompts`): the prompt of
+a (task, side) is then the view that task reads, in its record and cache key likewise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import methods.task_prompts as task_prompts
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
 from harness.core.encoding import Prompt
+from harness.core.errors import UserError
 
 if TYPE_CHECKING:
+    from harness.core.data.splits import TaskSpec
     from harness.core.encoding import View
+
+log = logging.getLogger("sts_bench.methods")
 
 # The pooled views a post-processor may start from (``--set whitening.view=...`` and the like).
 BASE_VIEWS = ("first-last", "avg", "cls", "last", "prompteol")
@@ -38,6 +47,15 @@ PROMPT_OPTIONS = (
         SAME,
         "the second sentence's prompt of each pair (per-side prompts); same: prompt's; "
         "none: no prompt",
+    ),
+    # Not on methods that fit (whitening, sn, abtt, flow): one fit reads one prompt per side.
+    Option(
+        "task_prompts",
+        "",
+        "per-task and per-side prompts, MTEB's model_prompts convention: @FILE, a TOML (or .json) "
+        "table keyed by task name, kind (sts, pairclass, STS, PairClassification), query/document "
+        "or KEY-query/KEY-document; a task without an entry reads prompt/prompt2; empty: none",
+        type=task_prompts.option,
     ),
 )
 
@@ -69,18 +87,55 @@ class ViewMethod(EmbeddingMethod):
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # Every view method (plugins deriving from it too) takes the prompt options.
+        # Every view method (plugins deriving from it too) takes the prompt options it does not
+        # declare itself; per-task prompts only where nothing is fitted.
         super().__init_subclass__(**kwargs)
-        if not any(option.name == "prompt" for option in cls.options):
-            cls.options = (*cls.options, *PROMPT_OPTIONS)
+        names = {option.name for option in cls.options}
+        cls.options = (
+            *cls.options,
+            *(
+                option
+                for option in PROMPT_OPTIONS
+                if option.name not in names
+                and not (option.name == "task_prompts" and cls.uses_fit_set)
+            ),
+        )
+
+    # The task begun (per-task prompts read its entry) and the per-task prompts' table; set per
+    # instance in __init__, here too for a subclass whose own __init__ does not call it.
+    _task: TaskSpec | None = None
+    _task_prompts: Mapping[str, str] = MappingProxyType({})
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        super().__init__(spec, ctx)
+        self._task = None
+        try:
+            self._task_prompts = task_prompts.read(str(spec.params.get("task_prompts") or ""))
+        except ValueError as err:  # checked when the option was read; the file may have gone
+            raise UserError(f"{self.name}: task_prompts: {err}") from None
+
+    def begin_task(self, task: TaskSpec) -> None:
+        super().begin_task(task)
+        self._task = task
 
     def base_prompt(self) -> Prompt:
         """The prompt the method reads when its ``prompt`` option is empty."""
         return Prompt.NONE
 
+    def task_prompt(self, side: int) -> tuple[str, str] | None:
+        """(key, prompt) of the per-task prompts' entry the task begun reads on ``side``; None
+        without one (or before any task): the method's own prompt."""
+        if not self._task_prompts or self._task is None:
+            return None
+        return task_prompts.resolve(self._task_prompts, self._task, side)
+
     def side_prompt(self, side: int) -> Prompt:
-        """The prompt of the first (``side`` 1) or second (2) sentence of each pair."""
+        """The prompt of the first (``side`` 1) or second (2) sentence of each pair: the task's
+        entry of ``task_prompts`` when it has one, else ``prompt`` / ``prompt2``."""
         params, base = self.spec.params, self.base_prompt()
+        entry = self.task_prompt(side)
+        if entry is not None:  # taken verbatim: TOML and JSON have their own escapes
+            return Prompt("" if entry[1].lower() == "none" else entry[1], base.rule)
         given = str(params.get("prompt", ""))
         if side == 2 and str(params.get("prompt2", SAME)) != SAME:
             given = str(params["prompt2"])
@@ -104,11 +159,29 @@ class ViewMethod(EmbeddingMethod):
     def backbone_views(self) -> list[View]:
         return list(dict.fromkeys([*self.side_views(1), *self.side_views(2)]))
 
+    def views_by_task(self, tasks: Sequence[TaskSpec]) -> dict[str, list[View]]:
+        """Under per-task prompts, each task's own views (its entries' prompts); says which entries
+        reach no task of the run when that looks like a mistake."""
+        if not self._task_prompts:
+            return super().views_by_task(tasks)
+        for note in task_prompts.unmatched(self._task_prompts, tasks):
+            log.warning("%s: task_prompts: %s", self.label(), note)
+        held, out = self._task, {}
+        try:
+            for task in tasks:
+                self._task = task
+                out[task.name] = self.backbone_views()
+        finally:
+            self._task = held
+        return out
+
     def inputs(self) -> str | None:
         first, second = self.side_prompt(1), self.side_prompt(2)
         if not first and not second:
             return None
-        return str(first) if first == second else f"sentence 1: {first} · sentence 2: {second}"
+        said = str(first) if first == second else f"sentence 1: {first} · sentence 2: {second}"
+        keys = dict.fromkeys(entry[0] for side in (1, 2) if (entry := self.task_prompt(side)))
+        return said + (f" (task_prompts: {', '.join(keys)})" if keys else "")
 
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
         provider = self.ctx.views(self.spec)
@@ -137,8 +210,6 @@ class ViewMethod(EmbeddingMethod):
                 s2
             )  # a subclass's own encode (a plugin's) is honoured
         if type(self).encode is not ViewMethod.encode:
-            from harness.core.errors import UserError
-
             raise UserError(
                 f"{self.name}: prompt2 (a prompt per side) needs the method to encode as "
                 "transform(pooled(...)); this class overrides encode(): give both sides one prompt"

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from fixtures import DECODER_FAMILIES, pairs
 
+from harness.runner.execution.export import read_embeddings
+
 PROMPTEOL_TEXT = 'This sentence : "{}" means in one word:"'
 DELTAS: dict[str, float] = {}  # family/method → max |Δ|, printed by the last test for the closing note
 
@@ -154,6 +156,90 @@ def test_per_side_prompts_read_each_side_under_its_own(bench, tiny_decoders, tmp
     np.testing.assert_allclose(vectors, _independent(folder, texts), atol=1e-4, rtol=0)
     record = _record(tmp_path / "out", "last[prompt=query: ,prompt2=passage: {sentence}]")
     assert record["protocol"]["prompt"] == "sentence 1: 'query: {sentence}' · sentence 2: 'passage: {sentence}'"
+
+
+def _task_file(folder: Path, name: str, seed: int, marks: tuple[str, str]) -> Path:
+    """A pairs file whose sentences carry their task's and side's mark (no sentence in two tasks or
+    on both sides of an asymmetric one, so each export row is one (task, side)'s vector)."""
+    rows = pairs(np.random.default_rng(seed), 10)
+    path = folder / f"{name}.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(
+        f"{a} {marks[0]}{i}\t{b} {marks[1]}{i}\t{g}\n" for i, (a, b, g) in enumerate(rows)), encoding="utf-8")
+    return path
+
+
+PER_TASK = """# MTEB's model_prompts keys: a task, a task-side, a kind
+sym = "Retrieve semantically similar text: {sentence}"
+asym-query = "Question: "
+asym-document = "Passage: {sentence}"
+pairclass = "never read: no pairclass task in the run"
+"""
+
+
+def test_per_task_and_per_side_prompts_reach_the_tokenizer_and_the_record(bench, tiny_decoders, tmp_path):
+    """Issue 41: each task reads its own entry (a side each on an asymmetric task), a task without
+    one reads the method's own prompt, a second run encodes nothing, and no task's prompt is run on
+    another task's sentences."""
+    folder = tiny_decoders["qwen2"]
+    (tmp_path / "prompts.toml").write_text(PER_TASK, encoding="utf-8")
+    tasks = ["--tasks", f"file:{_task_file(tmp_path, 'sym', 1, ('s', 's'))}",
+             f"file:{_task_file(tmp_path, 'asym', 2, ('q', 'd'))}?sides=query,document",
+             f"file:{_task_file(tmp_path, 'plain', 3, ('p', 'p'))}"]
+    common = ["--backbone", str(folder), *tasks, "--methods", "last", "prompteol", "--set", "last.prompt=Default: ",
+              "--set", f"last.task_prompts=@{tmp_path / 'prompts.toml'}", "--set",
+              f"prompteol.task_prompts=@{tmp_path / 'prompts.toml'}"]
+    code, out, err = bench(*common, "--export-embeddings", str(tmp_path / "v"))
+    assert code == 0, err
+    entries = {"sym": ("Retrieve semantically similar text: {}",) * 2, "asym": ("Question: {}", "Passage: {}")}
+    for method, fallback, prepare in (("last", "Default: {}", str), ("prompteol", PROMPTEOL_TEXT, _prepared)):
+        label = next(p.name for p in (tmp_path / "v" / folder.name).iterdir() if p.name.startswith(f"{method}["))
+        for task in ("sym", "asym", "plain"):
+            read = read_embeddings(tmp_path / "v" / folder.name / label / task / "test")
+            first, second = entries.get(task, (fallback, fallback))
+            texts = [(first if re.search(r" [sqp]\d+$", s) else second).format(prepare(s)) for s in read.sentences]
+            np.testing.assert_allclose(read.vectors, _independent(folder, texts), atol=1e-4, rtol=0,
+                                       err_msg=f"{method} on {task}")
+    # Each task's sentences under its own prompts only (both sides' on the asymmetric task, as prompt2
+    # does): 2 methods × (sym 20 + asym 20 × 2 + plain 20), not each of 4 prompts on all 60 sentences
+    assert _summary_encoded(err + out) == 2 * 80
+    protocol = {(r["method"]["spec"]["name"], r["task"]["name"]): r["protocol"]["prompt"]
+                for r in map(lambda p: json.loads(p.read_text(encoding="utf-8")),
+                             sorted((tmp_path / "out" / "runs").rglob("*.json")))}
+    assert protocol["last", "sym"] == "'Retrieve semantically similar text: {sentence}' (task_prompts: sym)"
+    assert protocol["last", "asym"] == ("sentence 1: 'Question: {sentence}' · sentence 2: 'Passage: {sentence}' "
+                                        "(task_prompts: asym-query, asym-document)")
+    assert protocol["last", "plain"] == "'Default: {sentence}'"
+    assert protocol["prompteol", "plain"] == ("'This sentence : \"{sentence}\" means in one word:\"' "
+                                              "(sentence rule: prompteol)")
+    board = (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "'Retrieve semantically similar text: {sentence}' (task_prompts: sym) on sym;" in board
+    code, out, err = bench(*common)  # warm: nothing encoded
+    assert code == 0 and _summary_encoded(err + out) == 0, err
+    (tmp_path / "prompts.toml").write_text(PER_TASK.replace("Question: ", "Query: "), encoding="utf-8")
+    code, out, err = bench(*common, "--dry-run")  # the plan says which views are read on some tasks only
+    assert code == 0 and "'Query: {sentence}' (20 sentences: per-task prompt)" in out + err, out + err
+    (tmp_path / "prompts.toml").write_text(PER_TASK.replace("Question: ", "Query: "), encoding="utf-8")
+    code, out, err = bench(*common)  # one entry changed: its task alone is encoded again under it, per method
+    assert code == 0 and _summary_encoded(err + out) == 2 * 20, err
+
+
+def test_per_task_prompts_are_refused_where_they_cannot_apply(bench, tiny_decoders, pairs_file, tmp_path, caplog):
+    folder = tiny_decoders["opt"]
+    common = ["--backbone", str(folder), "--tasks", f"file:{pairs_file}"]
+    (tmp_path / "nested.toml").write_text('[qnli]\nquery = "q: "\n', encoding="utf-8")
+    code, _, err = bench(*common, "--methods", "last", "--set", f"last.task_prompts=@{tmp_path / 'nested.toml'}")
+    assert code == 2 and "'qnli-query' or 'qnli-document', MTEB's spelling" in err, err
+    code, _, err = bench(*common, "--methods", "last", "--set", "last.task_prompts=sts=q: ")
+    assert code == 2 and "@FILE" in err, err
+    (tmp_path / "p.toml").write_text('sts = "q: "\n', encoding="utf-8")
+    code, _, err = bench(*common, "--methods", "whitening", "--set", f"whitening.task_prompts=@{tmp_path / 'p.toml'}")
+    assert code == 2 and "unknown option 'task_prompts' for method whitening" in err, err
+    (tmp_path / "typo.toml").write_text(f'{pairs_file.stem}x = "q: "\nquery = "q: "\n', encoding="utf-8")
+    code, _, err = bench(*common, "--methods", "last", "--set", f"last.task_prompts=@{tmp_path / 'typo.toml'}")
+    assert code == 0, err
+    said = caplog.text  # warnings go through logging ("WARNING: ..." on the console)
+    assert f"'{pairs_file.stem}x' names no task, kind or side of this run (did you mean '{pairs_file.stem}'?)" in said
+    assert "'query' is a side entry and pairs has no sides" in said
 
 
 def test_mean_over_the_sentence_own_tokens_leaves_the_prompt_out(bench, tiny_decoders, pairs_file, tmp_path):

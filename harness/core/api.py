@@ -227,6 +227,14 @@ class Method:
         model)."""
         return []
 
+    def views_by_task(self, tasks: Sequence[TaskSpec]) -> dict[str, list[View]]:
+        """The views this method reads on each of ``tasks`` (by task name), asked once at planning,
+        before any task begins, so each task's sentences are encoded under the views that task
+        reads. The default: :meth:`backbone_views` on every task; a method whose prompt depends on
+        the task (per-task prompts) says which. It leaves the method as it found it."""
+        views = self.backbone_views()
+        return {task.name: views for task in tasks}
+
     def prepare(self, sentences: Sequence[str]) -> None:
         """Encode-ahead hook for methods with their own model: called once with every sentence
         (all tasks, all fit sets) so they can batch and cache in one go."""

@@ -14,7 +14,9 @@ Keys: ``s1``, ``s2``, ``score``, ``split``, ``subset`` (which column holds what;
 usual names are looked for), ``name`` (default: the file's stem or the dataset folder's name),
 ``range`` (the gold scale, ``LOW,HIGH``, default 0,5: a score outside it is an error naming its
 ``file:line``), ``eval`` (the split scored, default test), ``format`` (csv, tsv, jsonl; default from
-the extension), ``header`` (yes/no, csv and tsv), ``revision`` (a hub id's pinned revision).
+the extension), ``header`` (yes/no, csv and tsv), ``revision`` (a hub id's pinned revision),
+``sides`` (``query,document`` for an asymmetric task whose first sentence asks and second answers:
+per-task prompts' query/document entries then apply; default symmetric).
 
 >>> spec = parse_entry("hf:my-org/my_pairs?score=label&range=-1,1")
 >>> spec.name, spec.gold_range, spec.source, spec.own.column("score")
@@ -28,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,18 @@ COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
 # A labelled-pairs task (kind pairclass): the label column, its classes, the positive one, the
 # score it is ranked by. A file whose header has a ``label`` column and no score column is one.
 LABEL_KEYS = ("label", "classes", "positive", "metric")
-KEYS = (*COLUMN_KEYS, "name", "range", "eval", "format", "header", "revision", *LABEL_KEYS)
+KEYS = (
+    *COLUMN_KEYS,
+    "name",
+    "range",
+    "eval",
+    "format",
+    "header",
+    "revision",
+    "sides",
+    *LABEL_KEYS,
+)
+SIDES = ("query", "document")  # sides=query,document: an asymmetric task (s1 asks, s2 answers)
 SCORE_NAMES = ("score", "gold", "gold_score", "similarity", "relatedness_score", "relatedness")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 # What a split is called in files and datasets → sts-bench's split.
@@ -171,8 +185,10 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         revision=options.get("revision", ""),
         entry=entry,
     )
+    sides = _sides(options.get("sides", ""), entry, where)
     if labelled:
-        return _labelled_spec(name, kind, location, eval_split, own, options, entry, where)
+        spec = _labelled_spec(name, kind, location, eval_split, own, options, entry, where)
+        return replace(spec, sides=sides)
     return TaskSpec(
         name=name,
         title=name,
@@ -180,8 +196,27 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         splits=SPLITS,
         eval_split=eval_split,
         gold_range=_range(options.get("range", "0,5"), entry, where),
+        sides=sides,
         own=own,
     )
+
+
+def _sides(text: str, entry: str, where: str) -> tuple[str, ...]:
+    """``sides=query,document`` (or ``document,query``): the MTEB prompt type of each sentence of a
+    pair; empty: a symmetric task.
+
+    >>> _sides("query,document", "e", "--tasks"), _sides("", "e", "--tasks")
+    (('query', 'document'), ())
+    """
+    if not text:
+        return ()
+    sides = tuple(part.strip().lower() for part in text.split(","))
+    if len(sides) != 2 or set(sides) != set(SIDES):
+        raise UserError(
+            f"{where} {entry}: sides={text}: expected query,document (the first sentence asks, "
+            "the second answers) or document,query"
+        )
+    return sides
 
 
 def _labelled_spec(
@@ -321,7 +356,7 @@ def table_entry(table: Mapping[str, Any], base: Path | None, where: str = "[[tas
                 f"{where}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {kind}, "
                 f"{', '.join(KEYS)}"
             )
-        if key == "range" and isinstance(value, list):
+        if key in ("range", "sides") and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         elif isinstance(value, bool):
             value = "yes" if value else "no"

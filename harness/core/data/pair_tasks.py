@@ -165,6 +165,7 @@ PAIR_TASKS: tuple[TaskSpec, ...] = (
         positive="entailment",
         threshold_split="train",
         gold_range=(0.0, 1.0),
+        sides=("query", "document"),  # a question, then a sentence that may answer it
         citation="Rajpurkar et al. 2016, SQuAD: 100,000+ Questions for Machine Comprehension of "
         f"Text (EMNLP); {GLUE_CITATION}",
         where={

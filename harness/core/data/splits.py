@@ -79,6 +79,10 @@ class TaskSpec:
     classes: tuple[str, ...] = ()
     positive: str = ""
     threshold_split: str = ""
+    # MTEB's input1/input2 prompt types: ("query", "document") for an asymmetric task whose first
+    # sentence asks and whose second answers (QNLI's question and sentence); () for a symmetric one.
+    # Per-task prompts' query/document entries apply to the sides of an asymmetric task only.
+    sides: tuple[str, ...] = ()
     where: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     own: OwnSource | None = None  # a declared task's own source; None = the run's --source
 

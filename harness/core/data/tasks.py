@@ -45,6 +45,8 @@ def _check_task(name: str, spec: object) -> str | None:
             )
         if spec.threshold_split and spec.threshold_split not in spec.splits:
             return f"its threshold split '{spec.threshold_split}' is not among its splits"
+    if spec.sides and (len(spec.sides) != 2 or not set(spec.sides) <= {"query", "document"}):
+        return f"its sides {spec.sides} are not two of 'query', 'document' (or none: symmetric)"
     if spec.eval_split not in spec.splits:
         return f"its eval split '{spec.eval_split}' is not among its splits {spec.splits}"
     if not spec.gold_range[0] < spec.gold_range[1]:

@@ -31,9 +31,11 @@ def describe(plan: Plan, ctx: RunContext) -> str:
         "encode jobs (one forward pass per sentence per backbone):",
     ]
     for job in plan.encode_jobs:
-        views = sorted(job.views)
+        # each view over the sentences it is read on (all of them unless its prompt is per task)
+        wanted = {view: sentences for sentences, views in job.parts() for view in views}
+        views = sorted(wanted)
         windows = WindowTask.cut(job.sentences, job.provider.settings.window)
-        missing = {view: set(job.provider.store(view).missing(job.sentences)) for view in views}
+        missing = {view: set(job.provider.store(view).missing(wanted[view])) for view in views}
         todo = [s for s in job.sentences if any(s in m for m in missing.values())]
         # a pass per prompt: each reads the prompted text of the sentences its views miss
         prompted = [
@@ -42,7 +44,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
             for s in missing[view]
         ]
         cached = ", ".join(
-            f"{v} {len(job.sentences) - len(missing[v])}/{len(job.sentences)}" for v in views
+            f"{v} {len(wanted[v]) - len(missing[v])}/{len(wanted[v])}" for v in views
         )
         lines += [
             f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique "

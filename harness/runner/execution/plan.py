@@ -23,17 +23,36 @@ from harness.runner.settings.config import BenchConfig
 
 if TYPE_CHECKING:
     from harness.core.api import Method
-    from harness.core.encoding import View, ViewProvider
+    from harness.core.encoding import Prompt, View, ViewProvider
 
 
 @dataclass
 class EncodeJob:
     provider: ViewProvider
-    views: set[View] = field(default_factory=set)
-    sentences: list[str] = field(default_factory=list)
+    views: set[View] = field(default_factory=set)  # read on every sentence of the job
+    sentences: list[str] = field(default_factory=list)  # every sentence the job encodes
     methods: list[Method] = field(
         default_factory=list
     )  # the methods reading it (for the console's why-line)
+    # Views only some tasks read (per-task prompts), each with those tasks' sentences: a task's
+    # prompt is not run on the other tasks' sentences.
+    only: dict[View, list[str]] = field(default_factory=dict)
+
+    def parts(self) -> list[tuple[list[str], list[View]]]:
+        """(sentences, views) to encode: every sentence under :attr:`views`, then each view of
+        :attr:`only` not among them under its tasks' sentences, one part per prompt (a window
+        missing one view is encoded whole under its part's views: a changed prompt re-encodes
+        nothing else)."""
+        out = [(self.sentences, sorted(self.views))] if self.views else []
+        groups: dict[tuple[tuple[str, ...], Prompt], list[View]] = {}
+        for view, sentences in self.only.items():
+            if view not in self.views:
+                groups.setdefault((tuple(sentences), view.prompt), []).append(view)
+        return out + [(list(sentences), sorted(views)) for (sentences, _), views in groups.items()]
+
+    def all_views(self) -> list[View]:
+        """Every view the job encodes."""
+        return sorted(self.views | set(self.only))
 
 
 @dataclass
@@ -191,12 +210,14 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     jobs: dict[int, EncodeJob] = {}
     own_model: dict[str, list[str]] = {}
     for method in methods:
+
+        def fits(name: str, method: Method = method) -> bool:
+            return (method.uses_fit_set and name == method.fit_set_name()) or (
+                name == calibration_set and isinstance(method, EmbeddingMethod)
+            )
+
         fit_sentences = [
-            s
-            for (_, name), fit in fit_sets.items()
-            if (method.uses_fit_set and name == method.fit_set_name())
-            or (name == calibration_set and isinstance(method, EmbeddingMethod))
-            for s in fit.sentences
+            s for (_, name), fit in fit_sets.items() if fits(name) for s in fit.sentences
         ]
         needed = unique(eval_sentences + fit_sentences)
         views = method.backbone_views()
@@ -205,9 +226,31 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
             continue
         provider = ctx.views(method.spec)
         job = jobs.setdefault(id(provider), EncodeJob(provider))
-        job.views.update(views)
         job.methods.append(method)
-        job.sentences = unique(job.sentences + needed)
+        by_task = method.views_by_task([task.spec for task in tasks])
+        if all(set(by_task[task.spec.name]) == set(views) for task in tasks):
+            job.views.update(views)
+            job.sentences = unique(job.sentences + needed)
+            continue
+        for task in tasks:  # per-task views: each over its own task's sentences only
+            own = unique(
+                [
+                    *(
+                        s
+                        for split in (task.eval, *_threshold_split(task, cfg))
+                        for s in split.sentences()
+                    ),
+                    *(
+                        s
+                        for (name_of_task, name), fit in fit_sets.items()
+                        if name_of_task == task.spec.name and fits(name)
+                        for s in fit.sentences
+                    ),
+                ]
+            )
+            for view in by_task[task.spec.name]:
+                job.only[view] = unique(job.only.get(view, []) + own)
+            job.sentences = unique(job.sentences + own)
     thresholds = {task.spec.name: split for task in tasks for split in _threshold_split(task, cfg)}
     return Plan(
         methods, tasks, fit_sets, list(jobs.values()), own_model, calibration_set, thresholds

@@ -134,7 +134,8 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
 
     for job in plan.encode_jobs:
         say(f"encode: {why_line(plan, job)}")  # what is encoded and which method needs it
-        job.provider.ensure(job.sentences, sorted(job.views))
+        for sentences, views in job.parts():  # one part unless a method's prompt is per task
+            job.provider.ensure(sentences, views)
         for prefix, (whole, part, none) in job.provider.shared_prefixes().items():
             say(
                 f"encode: prefix {prefix!r} computed once: shared whole by {whole} text(s), in "
@@ -160,9 +161,10 @@ def encodes_any(plan: Plan) -> bool:
     left for the encode stage to raise, in its place."""
     try:
         return any(
-            job.provider.store(view).missing(job.sentences)
+            job.provider.store(view).missing(sentences)
             for job in plan.encode_jobs
-            for view in job.views
+            for sentences, views in job.parts()
+            for view in views
         )
     except Exception:
         return False

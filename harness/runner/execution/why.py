@@ -94,9 +94,16 @@ def why_line(plan: Plan, job: EncodeJob) -> str:
     12729 (fit set 'target' of whitening); views mean@1, mean@6``"""
     parts = "; ".join(f"{need.what} {need.count} ({need.why})" for need in needs(plan, job))
     provider = job.provider
-    prompts = dict.fromkeys(view.prompt for view in sorted(job.views) if view.prompt)
+    views = job.all_views()
+    prompts = dict.fromkeys(view.prompt for view in views if view.prompt)
     notes = [note for prompt in prompts if (note := provider.prefix_note(prompt))]
+    shown = [
+        f"{view} ({len(job.only[view])} sentences: per-task prompt)"
+        if view in job.only and view not in job.views
+        else str(view)
+        for view in views
+    ]
     return (
         f"{provider.ref.name} — {len(job.sentences)} unique sentences: {parts}; views "
-        f"{', '.join(str(v) for v in sorted(job.views))}" + "".join(f"; {n}" for n in notes)
+        f"{', '.join(shown)}" + "".join(f"; {n}" for n in notes)
     )

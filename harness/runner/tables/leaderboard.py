@@ -74,16 +74,36 @@ def own_data_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
 
 def inputs_line(long: list[dict[str, Any]], group: dict[str, Any]) -> str:
     """The rows of a protocol group that read their sentences under a prompt, or whose weights were
-    loaded in another dtype than fp32 (a decoder under --dtype bf16); "" when there are none."""
-    seen: dict[str, str] = {}
+    loaded in another dtype than fp32 (a decoder under --dtype bf16); "" when there are none. A row
+    whose prompt differs between tasks (per-task prompts) names the tasks of each.
+
+    >>> group, q = dict.fromkeys(GROUP_KEYS, ""), "'q: {sentence}'"
+    >>> row = {**group, "method": "last", "backbone": "qwen", "weights": "fp32"}
+    >>> reads = (("STS-B", q), ("SICK-R", q), ("QNLI", ""))
+    >>> rows = [{**row, "task": task, "prompt": prompt} for task, prompt in reads]
+    >>> inputs_line(rows, group)
+    "Inputs: last (qwen): prompt 'q: {sentence}' on STS-B, SICK-R"
+    >>> inputs_line(rows[:2], group)
+    "Inputs: last (qwen): prompt 'q: {sentence}'"
+    """
+    seen: dict[str, dict[str, list[str]]] = {}  # row → what it read → on which tasks
     for row in long:
         if not all(str(row[k]) == str(group[k]) for k in GROUP_KEYS):
             continue
         parts = [f"prompt {row['prompt']}"] * bool(row.get("prompt"))
         parts += [f"weights {row['weights']}"] * (row.get("weights") not in ("", "fp32", None))
-        if parts:
-            seen.setdefault(f"{row['method']} ({row['backbone']})", ", ".join(parts))
-    return "Inputs: " + "; ".join(f"{row}: {what}" for row, what in seen.items()) if seen else ""
+        tasks = seen.setdefault(f"{row['method']} ({row['backbone']})", {})
+        tasks.setdefault(", ".join(parts), []).append(str(row.get("task", "")))
+    said = {
+        row: "; ".join(
+            what if len(reads) == 1 else f"{what} on {', '.join(tasks)}"
+            for what, tasks in reads.items()
+            if what
+        )
+        for row, reads in seen.items()
+    }
+    said = {row: what for row, what in said.items() if what}
+    return "Inputs: " + "; ".join(f"{row}: {what}" for row, what in said.items()) if said else ""
 
 
 def markdown(
