@@ -44,6 +44,10 @@ max_length, params) and ``self.ctx`` (:class:`MethodContext`), and implements:
 ``backbone_views() -> list[View]``
     the pooled views it reads from the run's shared backbone pass, so the run encodes each
     sentence once for every method; ``[]`` (the default) for a method with its own model.
+``views_by_task(tasks) -> dict[str, list[View]]``
+    the views it reads on each task (by name), asked once at planning; the default is
+    ``backbone_views()`` on every task. A :class:`ViewMethod` with per-task prompts
+    (``task_prompts``) answers each task's own, and each task's sentences are encoded under them.
 ``make_spec(request, ctx)`` (classmethod)
     the spec from the run's :class:`SpecRequest` (backbone, revision, max_length,
     first_last_layers, seed, options); override to change pooling or layers by an option, or to
