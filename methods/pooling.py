@@ -87,19 +87,14 @@ class ViewMethod(EmbeddingMethod):
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # Every view method (plugins deriving from it too) takes the prompt options it does not
-        # declare itself; per-task prompts only where nothing is fitted.
+        # Every view method (plugins deriving from it too) takes the prompt options (prompteol
+        # declares its own prompt and prompt2); per-task prompts only where nothing is fitted.
         super().__init_subclass__(**kwargs)
         names = {option.name for option in cls.options}
-        cls.options = (
-            *cls.options,
-            *(
-                option
-                for option in PROMPT_OPTIONS
-                if option.name not in names
-                and not (option.name == "task_prompts" and cls.uses_fit_set)
-            ),
-        )
+        added = [o for o in PROMPT_OPTIONS if o.name != "task_prompts" and "prompt" not in names]
+        if "task_prompts" not in names and not cls.uses_fit_set:
+            added += [o for o in PROMPT_OPTIONS if o.name == "task_prompts"]
+        cls.options = (*cls.options, *added)
 
     # The task begun (per-task prompts read its entry) and the per-task prompts' table; set per
     # instance in __init__, here too for a subclass whose own __init__ does not call it.
