@@ -225,3 +225,17 @@ def test_a_prompt_of_a_set_is_labelled_by_its_name_and_the_chosen_row_by_the_set
     assert method.label() == "last[prompt=query]"
     method.prompt_of_set = PromptOfSet("@p.toml", "0" * 64, "query", ("query", "plain"), select="dev")
     assert method.label() == "last[prompt=@p.toml]"
+
+
+def test_the_plan_says_what_a_prompt_set_encodes_and_scores(bench, tiny_decoders, task_file, prompt_file):
+    common = ["--backbone", str(tiny_decoders["qwen2"]), "--methods", "last", "--tasks", f"file:{task_file}",
+              "--set", f"last.prompt=@{prompt_file}", "--dry-run"]
+    code, out, err = bench(*common)
+    assert code == 0, err
+    assert "(scored: last[prompt=query] last[prompt=passage] last[prompt=plain])" in out
+    assert "score jobs: 3 (3 method(s) × 1 task(s))" in out
+    code, out, err = bench(*common, "--set", "last.prompt_select=dev")
+    assert code == 0, err
+    dev = sum(line.endswith("\tdev") for line in task_file.read_text(encoding="utf-8").splitlines())
+    assert f"pairs dev {2 * dev} (prompt chosen: last[prompt=@{prompt_file},prompt_select=dev])" in out
+    assert "score jobs: 1 (1 method(s) × 1 task(s))" in out
