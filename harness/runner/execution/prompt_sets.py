@@ -75,11 +75,11 @@ def read_prompt_set(value: str, method: str) -> PromptSet:
     ``name = "template"``, each name made of letters, digits, ``_ . -``, each template taking
     ``{sentence}`` at most once. Every refusal is one line naming the option and the file.
 
-    >>> import tempfile, os
-    >>> folder = tempfile.mkdtemp()
-    >>> path = os.path.join(folder, "p.toml")
-    >>> _ = open(path, "w").write('query = "query: {sentence}"\\nplain = ""\\n')
-    >>> read_prompt_set("@" + path, "last").prompts
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder, "p.toml")
+    ...     _ = path.write_text('query = "query: {sentence}"\\nplain = ""\\n', encoding="utf-8")
+    ...     read_prompt_set(f"@{path}", "last").prompts
     (('query', 'query: {sentence}'), ('plain', ''))
     """
     said = f"{method}.prompt={value}"

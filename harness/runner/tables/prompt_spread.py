@@ -8,7 +8,8 @@ best and which worst, and whether the best is significantly above the worst: a p
 on the pairs both scored (:func:`harness.core.significance.paired_bootstrap` of
 :func:`~harness.core.significance.scored`, the same resamples as ``significance.csv``). For the
 average, each round's score is the mean over tasks of that round's task scores (pairs resampled
-within each task), and the test is the same paired bootstrap on those means. Rows chosen on a dev
+within each task, each task's rounds those of its own interval: the run's seed), and the test is the
+same paired bootstrap on those means. Rows chosen on a dev
 split (``prompt_select=dev``) are one prompt per task, not a spread: they are left out.
 
 Worked example: prompts ``a``, ``b``, ``c`` score 70, 72 and 75 on STS-B: min 70 (a), median 72,
