@@ -31,7 +31,8 @@ PROMPT_OPTIONS = (
         "prompt",
         "",
         "the text read for each sentence: a template with {sentence}, or a prefix (e.g. "
-        "'query: '); empty: the method's own (none for most)",
+        "'query: '); empty: the method's own (none for most); @FILE: a prompt set (a TOML file "
+        "of name = 'template' lines), each prompt a row of its own",
     ),
     Option(
         "prompt2",
@@ -39,6 +40,16 @@ PROMPT_OPTIONS = (
         "the second sentence's prompt of each pair (per-side prompts); same: prompt's; "
         "none: no prompt",
     ),
+)
+
+# A prompt set's named protocol (harness/runner/execution/prompt_sets.py): every prompt a row, or
+# the one best on each task's dev split scored as one row, marked §. Every view method takes it.
+PROMPT_SELECT = Option(
+    "prompt_select",
+    "none",
+    "with a prompt set (prompt=@FILE): none scores every prompt as a row; dev scores, per task, "
+    "the prompt best on its dev split (one row, marked §)",
+    choices=("none", "dev"),
 )
 
 
@@ -73,6 +84,8 @@ class ViewMethod(EmbeddingMethod):
         super().__init_subclass__(**kwargs)
         if not any(option.name == "prompt" for option in cls.options):
             cls.options = (*cls.options, *PROMPT_OPTIONS)
+        if not any(option.name == PROMPT_SELECT.name for option in cls.options):
+            cls.options = (*cls.options, PROMPT_SELECT)
 
     def base_prompt(self) -> Prompt:
         """The prompt the method reads when its ``prompt`` option is empty."""
