@@ -22,8 +22,8 @@ from harness.runner.page.cells import (
 )
 from harness.runner.records.schema import main_ci
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
-from harness.runner.tables.frames import AVG, ROW_KEYS
-from harness.runner.tables.leaderboard import RANK, rank_text
+from harness.runner.tables.frames import AVG, RANK, ROW_KEYS
+from harness.runner.tables.leaderboard import rank_text
 
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record

@@ -333,7 +333,7 @@ NUMERIC = ("delta", "ci_low", "ci_high", "p_value")
 def read_ranks(out_dir: Path) -> dict[tuple, dict[str, float]]:
     """Each row's rank and Avg. interval as leaderboard.csv holds them (what :func:`compare`
     computed), by (group, row key): the page shows them without resampling again."""
-    from harness.runner.tables.leaderboard import RANK_COLUMNS
+    from harness.runner.tables.frames import RANK_COLUMNS
 
     with (out_dir / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
         board = list(csv.DictReader(handle))

@@ -16,6 +16,9 @@ from harness.runner.tables.frames import (
     FINGERPRINTS,
     GROUP_KEYS,
     LONG_COLUMNS,
+    RANK,
+    RANK_COLUMNS,
+    RANK_NUMBERS,
     ROW_KEYS,
     UNDEFINED,
     long_rows,
@@ -49,13 +52,6 @@ def mark_tied(wide: list[dict[str, Any]], tasks: list[str], marks: set) -> list[
     """Add ``not_below_best``: the tasks (and ``Avg.``) where a row is best or not significantly
     below the best."""
     return [{**row, "not_below_best": tied_tasks(row, [*tasks, AVG], marks)} for row in wide]
-
-
-# Each row's average as an estimate and its rank (harness.runner.tables.comparisons.averages):
-# leaderboard.csv's numbers; the markdown, the console and the page show RANK as "1" or "1–2".
-RANK = "rank"
-RANK_NUMBERS = ("rank_low", "rank_high", "avg_ci_low", "avg_ci_high")
-RANK_COLUMNS = (RANK, *RANK_NUMBERS)
 
 
 def with_ranks(
