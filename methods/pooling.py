@@ -40,7 +40,8 @@ PROMPT_OPTIONS = (
         "prompt",
         "",
         "the text read for each sentence: a template with {sentence}, or a prefix (e.g. "
-        "'query: '); empty: the method's own (none for most)",
+        "'query: '); empty: the method's own (none for most); @FILE: a prompt set (a TOML file "
+        "of name = 'template' lines), each prompt a row of its own",
     ),
     Option(
         "prompt2",
@@ -57,6 +58,16 @@ PROMPT_OPTIONS = (
         "or KEY-query/KEY-document; a task without an entry reads prompt/prompt2; empty: none",
         type=task_prompts.option,
     ),
+)
+
+# A prompt set's named protocol (harness/runner/execution/prompt_sets.py): every prompt a row, or
+# the one best on each task's dev split scored as one row, marked §. Every view method takes it.
+PROMPT_SELECT = Option(
+    "prompt_select",
+    "none",
+    "with a prompt set (prompt=@FILE): none scores every prompt as a row; dev scores, per task, "
+    "the prompt best on its dev split (one row, marked §)",
+    choices=("none", "dev"),
 )
 
 
@@ -92,6 +103,8 @@ class ViewMethod(EmbeddingMethod):
         super().__init_subclass__(**kwargs)
         names = {option.name for option in cls.options}
         added = [o for o in PROMPT_OPTIONS if o.name != "task_prompts" and "prompt" not in names]
+        if PROMPT_SELECT.name not in names:
+            added.append(PROMPT_SELECT)
         if "task_prompts" not in names and not cls.uses_fit_set:
             added += [o for o in PROMPT_OPTIONS if o.name == "task_prompts"]
         cls.options = (*cls.options, *added)
@@ -108,6 +121,12 @@ class ViewMethod(EmbeddingMethod):
             self._task_prompts = task_prompts.read(str(spec.params.get("task_prompts") or ""))
         except ValueError as err:  # checked when the option was read; the file may have gone
             raise UserError(f"{self.name}: task_prompts: {err}") from None
+        if self._task_prompts and str(spec.params.get("prompt", "")).startswith("@"):
+            raise UserError(
+                f"{self.name}: task_prompts and a prompt set (prompt=@FILE) both choose the prompt "
+                "a task reads; give one: a set compares its prompts as rows, task_prompts gives "
+                "each task its own prompt in one row"
+            )
 
     def begin_task(self, task: TaskSpec) -> None:
         super().begin_task(task)

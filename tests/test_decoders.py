@@ -234,6 +234,10 @@ def test_per_task_prompts_are_refused_where_they_cannot_apply(bench, tiny_decode
     (tmp_path / "p.toml").write_text('sts = "q: "\n', encoding="utf-8")
     code, _, err = bench(*common, "--methods", "whitening", "--set", f"whitening.task_prompts=@{tmp_path / 'p.toml'}")
     assert code == 2 and "unknown option 'task_prompts' for method whitening" in err, err
+    (tmp_path / "set.toml").write_text('a = "a: "\nb = "b: "\n', encoding="utf-8")
+    code, _, err = bench(*common, "--methods", "last", "--set", f"last.prompt=@{tmp_path / 'set.toml'}", "--set",
+                         f"last.task_prompts=@{tmp_path / 'p.toml'}")
+    assert code == 2 and "task_prompts and a prompt set (prompt=@FILE) both choose" in err, err
     (tmp_path / "typo.toml").write_text(f'{pairs_file.stem}x = "q: "\nquery = "q: "\n', encoding="utf-8")
     code, _, err = bench(*common, "--methods", "last", "--set", f"last.task_prompts=@{tmp_path / 'typo.toml'}")
     assert code == 0, err

@@ -115,8 +115,12 @@ def test_significance_csv_is_rebuilt_from_the_result_files(bench, senteval_root,
     table = pd.read_csv(tmp_path / "out" / "significance.csv")
     assert list(table.columns[:8]) == ["task", "method_a", "method_b", "delta", "ci_low", "ci_high", "p_value",
                                        "test"]
-    assert len(table) == 2 * 3 * 2  # 3 pairs of methods × 2 tasks × 2 tests
-    assert set(table["test"]) == {"paired bootstrap (B=1000)", "Williams t (Spearman, all pairs)"}
+    tasks = table[table["task"] != "Avg."]
+    assert len(tasks) == 2 * 3 * 2  # 3 pairs of methods × 2 tasks × 2 tests
+    assert set(tasks["test"]) == {"paired bootstrap (B=1000)", "Williams t (Spearman, all pairs)"}
+    # and each pair of rows on their average over the 2 tasks (issue 41)
+    averaged = table[table["task"] == "Avg."]["test"]
+    assert list(averaged) == ["paired bootstrap (B=1000) of the average over 2 task(s)"] * 3
     boot = table[table["test"].str.startswith("paired")]
     assert (boot["delta"] >= 0).all() and (boot["ci_low"] <= boot["ci_high"]).all()
     assert table["p_value"].between(0, 1).all()

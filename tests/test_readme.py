@@ -162,7 +162,7 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
     argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
-    argv = [a.replace("=@examples/", f"=@{ROOT}/examples/") for a in argv]  # an option's @FILE (task_prompts)
+    argv = [a.replace("=@examples/", f"=@{ROOT}/examples/") for a in argv]  # an option's @FILE: prompt, task_prompts
     argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes else a
             for a in argv]  # --data-dir senteval=~/SentEval/data/downstream
     if "~/glue_data" in argv:  # GLUE's folder: the fixture's STS-B pairs, labelled (fixtures.write_labelled_glue)

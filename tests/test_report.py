@@ -192,3 +192,30 @@ def test_the_embedded_default_in_chromium(real_cache, tmp_path):
     slack = {k: 0.1 if k.startswith("flow") else 0.011 for k in shown}
     assert old.keys() == shown.keys() and all(abs(old[k] - shown[k]) <= slack[k] for k in shown), \
         f"{SCREENSHOT} shows {old}, this code scores {shown}; {fix}"
+
+
+def test_chromium_shows_each_rows_rank_with_its_interval(page, tmp_path):
+    """The rank column (a settled rank alone, else its 95 % interval) and the Avg. interval, as
+    leaderboard.csv holds them, in every board of the page."""
+    import csv
+
+    from harness.runner.tables.leaderboard import rank_text
+
+    need_chromium()
+    with (page.parent / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        board = list(csv.DictReader(handle))
+    expected = sorted(rank_text({k: float(v) if v else float("nan") for k, v in row.items()
+                                 if k in ("rank", "rank_low", "rank_high")}) for row in board)
+    assert any("(" in text for text in expected) or all(text for text in expected)
+    with Browser(tmp_path / "profile") as browser:
+        browser.open(page.as_uri())
+        assert browser.errors == []
+        shown = browser.evaluate(
+            "Array.from(document.querySelectorAll('table.board')).flatMap(t => {"
+            "const i = Array.from(t.tHead.rows[0].cells).findIndex(c => c.textContent === 'rank');"
+            "return Array.from(t.tBodies[0].rows).map(r => r.cells[i].textContent.trim()); })")
+        assert sorted(shown) == expected
+        text = browser.evaluate("document.body.innerText")
+    for row in board:
+        if row["avg_ci_low"]:
+            assert f"{float(row['avg_ci_low']):.2f} – {float(row['avg_ci_high']):.2f}" in text

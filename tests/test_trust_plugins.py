@@ -335,7 +335,8 @@ def test_a_post_processor_with_a_view_option_runs_with_the_prompt_options_added(
     code, _, err = run(source, "--backbone", str(tiny_bert), "--set", "bad.view=cls")
     assert code == 0, err
     record = records(tmp_path / "out")["bad[view=cls] on pairs"]
-    assert record["method"]["spec"]["params"] == {"view": "cls", "prompt": "", "prompt2": "same"}
+    assert record["method"]["spec"]["params"] == {"view": "cls", "prompt": "", "prompt2": "same",
+                                                  "prompt_select": "none"}
 
 
 def test_register_method_checks_the_contract_too():

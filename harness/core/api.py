@@ -99,6 +99,39 @@ class SpecRequest:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name in shared}
 
 
+@dataclass(frozen=True)
+class PromptOfSet:
+    """Which prompt of a prompt set (``--set METHOD.prompt=@FILE``) a method instance reads. The
+    run builds one instance per prompt of the set, each configured exactly as a run given that one
+    prompt, and sets this on it: the set as the user named it (``source``), its content's sha256,
+    this prompt's ``name`` and every name of the set in the file's order. The row is labelled by the
+    prompt's name (``last[prompt=query]``). ``select``: the named protocol that chooses one prompt
+    per task (``dev``: on the task's dev split); the instances then share one row, labelled by the
+    set (``last[prompt=@prompts.toml,prompt_select=dev]``), and its records say which was chosen.
+    """
+
+    source: str
+    sha256: str
+    name: str
+    names: tuple[str, ...]
+    select: str | None = None
+
+    def shown(self) -> str:
+        """The ``prompt`` value the row label shows: the prompt's name, or the set's when the run
+        chooses one prompt per task."""
+        return self.source if self.select else self.name
+
+    def record(self) -> dict[str, Any]:
+        """As the record's ``protocol.prompt_set`` keeps it."""
+        return {
+            "set": self.source,
+            "sha256": self.sha256,
+            "name": self.name,
+            "names": list(self.names),
+            "select": self.select,
+        }
+
+
 class MethodContext(Protocol):
     """All a method may use of the run. The runner's ``RunContext`` implements it; tests pass a
     small fake (``tests/fakes.py``) to build a method with no CLI and no config."""
@@ -144,6 +177,8 @@ class Method:
     # Labelled (task, split)s the method trains on, e.g. STS-B train: the runner warns and marks a
     # score on a task built from the same pairs (STS-B was assembled from STS 2012-2017).
     labelled_training: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Set by the run on each instance it builds from a prompt set (one per prompt); None otherwise
+    prompt_of_set: PromptOfSet | None = None
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         self.spec = spec
@@ -209,11 +244,15 @@ class Method:
         return (type(self).__module__,)
 
     def label(self) -> str:
-        """Leaderboard row name: the method name plus any option that differs from its default."""
+        """Leaderboard row name: the method name plus any option that differs from its default (a
+        prompt of a prompt set by its name in the set: :class:`PromptOfSet`)."""
+        of_set = self.prompt_of_set
+        shown = {**self.spec.params, **({"prompt": of_set.shown()} if of_set else {})}
         changed = [
-            f"{o.name}={self.spec.params[o.name]}"
+            f"{o.name}={shown[o.name]}"
             for o in self.options
-            if o.in_label and self.spec.params.get(o.name) != o.default
+            if o.in_label
+            and (self.spec.params.get(o.name) != o.default or (of_set and o.name == "prompt"))
         ]
         return f"{self.name}[{','.join(changed)}]" if changed else self.name
 

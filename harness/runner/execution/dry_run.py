@@ -88,10 +88,12 @@ def describe(plan: Plan, ctx: RunContext) -> str:
                     f"  {method.label()} × {title}: {line}" for title, line in per_task.items()
                 ]
     lines += fit_lines or ["  (none)"]
-    scored = len(plan.methods) * len(plan.tasks)
+    # a prompt set choosing its prompt per task scores one row (its other prompts only on dev)
+    rows = len(plan.methods) - sum(len(members) - 1 for members in plan.selections.values())
+    scored = rows * len(plan.tasks)
     lines += [
         "",
-        f"score jobs: {scored} ({len(plan.methods)} method(s) × {len(plan.tasks)} task(s)), "
+        f"score jobs: {scored} ({rows} method(s) × {len(plan.tasks)} task(s)), "
         f"aggregation {cfg.aggregation}, bootstrap {cfg.bootstrap}",
     ]
     return "\n".join(lines)

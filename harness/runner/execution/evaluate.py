@@ -135,6 +135,8 @@ def build_record(
     protocol["labelled_training"] = leakage
     protocol["prompt"] = method.inputs()
     protocol["selected_on"] = method.selected_on()
+    if method.prompt_of_set is not None:  # one prompt of a prompt set (.prompt_sets)
+        protocol["prompt_set"] = method.prompt_of_set.record()
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
     if isinstance(scores, PairScores):

@@ -67,6 +67,10 @@ class Plan:
     calibration_set: str | None = None
     # A labelled task's threshold split (task name → its pairs), encoded with the scored split
     threshold_splits: dict[str, SplitData] = field(default_factory=dict)
+    # Prompt sets whose prompt is chosen per task (method name → one instance per prompt), and the
+    # split of each task it is chosen on (task name → its pairs): .prompt_sets
+    selections: dict[str, list[Method]] = field(default_factory=dict)
+    selection_splits: dict[str, SplitData] = field(default_factory=dict)
 
     def calibration(self, task: LoadedTask) -> FitSet | None:
         """The calibration sentences of ``task`` (None: no precision asked needs them)."""
@@ -147,7 +151,15 @@ def single_subset_aggregation(cfg: BenchConfig, tasks: list[LoadedTask]) -> Benc
 
 def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     """Build every method and load every task and fit set; group the encode work by backbone."""
-    methods = ctx.build_methods(unique(cfg.methods))
+    from harness.runner.execution import prompt_sets
+
+    request = cfg.spec_request()
+    methods = [
+        one
+        for method in ctx.build_methods(unique(cfg.methods))
+        for one in prompt_sets.expand(method, ctx.registry, request, ctx)
+    ]
+    selections = prompt_sets.selections(methods)
     specs = [get_task(name, cfg.source) for name in unique(cfg.tasks)]
     calibration_set = (
         cfg.fit_set
@@ -170,7 +182,8 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
             if spec.kind == "pairclass" and spec.threshold_split and cfg.pair_thresholds == "task"
             else []
         )
-        splits = unique([spec.eval_split, *tuning, *extra])
+        chosen_on = prompt_sets.split_names(selections)
+        splits = unique([spec.eval_split, *tuning, *extra, *chosen_on])
         tasks.append(
             load_task(
                 spec,
@@ -201,6 +214,14 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
                 "--fit-set"
             )
 
+    selection_splits = {
+        task.spec.name: prompt_sets.selection_split(task, members)
+        for members in selections.values()
+        for task in tasks
+    }
+    selection_sentences = unique(
+        s for split in selection_splits.values() for s in split.sentences()
+    )
     eval_sentences = unique(
         s
         for task in tasks
@@ -219,7 +240,8 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         fit_sentences = [
             s for (_, name), fit in fit_sets.items() if fits(name) for s in fit.sentences
         ]
-        needed = unique(eval_sentences + fit_sentences)
+        chooses = method.prompt_of_set is not None and method.prompt_of_set.select is not None
+        needed = unique(eval_sentences + fit_sentences + (selection_sentences if chooses else []))
         views = method.backbone_views()
         if not views:
             own_model[method.name] = needed
@@ -246,6 +268,11 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
                         if name_of_task == task.spec.name and fits(name)
                         for s in fit.sentences
                     ),
+                    *(
+                        selection_splits[task.spec.name].sentences()
+                        if chooses and task.spec.name in selection_splits
+                        else ()
+                    ),
                 ]
             )
             for view in by_task[task.spec.name]:
@@ -253,5 +280,13 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
             job.sentences = unique(job.sentences + own)
     thresholds = {task.spec.name: split for task in tasks for split in _threshold_split(task, cfg)}
     return Plan(
-        methods, tasks, fit_sets, list(jobs.values()), own_model, calibration_set, thresholds
+        methods,
+        tasks,
+        fit_sets,
+        list(jobs.values()),
+        own_model,
+        calibration_set,
+        thresholds,
+        selections,
+        selection_splits,
     )

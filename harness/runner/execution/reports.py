@@ -21,6 +21,7 @@ from harness.runner.records.outputs import ReportInputs, ReportStep, StepOutput
 from harness.runner.studies.cost import Cost
 from harness.runner.studies.diagnostics import Diagnostics
 from harness.runner.tables.leaderboard import Leaderboards
+from harness.runner.tables.prompt_spread import PromptSpread
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactStore
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 # In order: the page reads what the leaderboards and the history wrote.
 STEPS: tuple[ReportStep, ...] = (
     Leaderboards(),
+    PromptSpread(),
     MtebFiles(),
     Diagnostics(),
     Cost(),
@@ -62,12 +64,13 @@ def run_step(step: ReportStep, inputs: ReportInputs, artifacts: ArtifactStore) -
 def report_stage(
     inputs: ReportInputs, artifacts: ArtifactStore, steps: tuple[ReportStep, ...] = STEPS
 ) -> tuple[str, list[Path]]:
-    """Every enabled step; returns the console table and the files written. The caller holds the
-    output folder's lock (:mod:`harness.runner.records.lock`)."""
-    text, paths = "", []
+    """Every enabled step; returns what they print, in order (the leaderboard, then a prompt set's
+    spread), and the files written. The caller holds the output folder's lock
+    (:mod:`harness.runner.records.lock`)."""
+    texts, paths = [], []
     for step in steps:
         if step.enabled(inputs.cfg):
             written = run_step(step, inputs, artifacts)
-            text = text or written.text
+            texts += [written.text] if written.text else []
             paths += written.paths
-    return text, paths
+    return "\n".join(texts), paths

@@ -35,6 +35,7 @@ from harness.runner.execution.plugin_calls import (
     scored_as_guest,
     what_failed,
 )
+from harness.runner.execution.prompt_sets import choose
 from harness.runner.execution.why import why_line
 from harness.runner.records.schema import Record, main_value, score_title
 from harness.runner.settings.config import BenchConfig
@@ -327,6 +328,8 @@ def planned_cells(plan: Plan, cfg: BenchConfig) -> list[dict[str, str]]:
     cells = []
     for task in plan.tasks:
         for method in plan.methods:
+            if method.name in plan.selections and method is not plan.selections[method.name][0]:
+                continue  # a prompt set choosing one prompt per task: one row
             fit = (
                 plan.fit_sets.get((task.spec.name, method.fit_set_name()))
                 if method.uses_fit_set
@@ -390,6 +393,22 @@ def score_stage(
                 if method.uses_fit_set
                 else None
             )
+            choice = None
+            if method.name in plan.selections:  # a prompt set scoring one prompt per task
+                members = plan.selections[method.name]
+                if method is not members[0]:
+                    continue  # the set's row is scored once, by the prompt chosen for the task
+                try:
+                    choice = choose(
+                        members, task, plan.selection_splits[task.spec.name], fit_set, cfg
+                    )
+                except PluginError as err:
+                    broken.append((method.label(), task.spec.title, err))
+                    said = what_failed(err)
+                    say(f"{method.label():>16} · {task.spec.title:<7} not scored: {said}")
+                    continue
+                method = choice.method
+                say(f"{method.label():>16} · {task.spec.title:<7} {choice.selected_on}")
             try:
                 every_setting = scored_as_guest(
                     method,
@@ -406,6 +425,8 @@ def score_stage(
                 continue
             for scored in every_setting:
                 record = scored.record
+                if choice is not None:
+                    choice.annotate(record)
                 record["timings"]["encode_stage_s"] = round(encode_s, 4)
                 if cfg.export_embeddings and scored.left is not None and scored.right is not None:
                     vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)

@@ -4,7 +4,8 @@ said so. The encode stage prints it before encoding and ``--dry-run`` prints the
 
 Each sentence of the job is counted once, under the first thing that needs it, in the order the
 plan builds them: each task's scored split (the sentences every method of the job scores), then
-each labelled task's threshold split, then each fit set of a method of the job (only the sentences
+each labelled task's threshold split, then each task's dev split where a prompt set chooses its
+prompt, then each fit set of a method of the job (only the sentences
 no earlier line counted, named by the task's splits they come from, or by the fit set's own name
 for a corpus). The counts therefore add up to the job's unique sentences.
 """
@@ -39,7 +40,7 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
         counted.update(fresh)
         return fresh
 
-    scorers = " ".join(method.label() for method in job.methods)
+    scorers = " ".join(dict.fromkeys(method.label() for method in job.methods))
     out = [
         Need(
             f"{task.spec.title} {task.spec.eval_split}",
@@ -56,6 +57,17 @@ def needs(plan: Plan, job: EncodeJob) -> list[Need]:
         )
         for task in plan.tasks
         if task.spec.name in plan.threshold_splits
+    ]
+    choosers = " ".join(  # prompt sets choosing their prompt on each task's dev split
+        dict.fromkeys(
+            m.label() for m in job.methods if m.prompt_of_set is not None and m.prompt_of_set.select
+        )
+    )
+    titles = {task.spec.name: task.spec.title for task in plan.tasks}
+    out += [
+        Need(f"{titles[name]} dev", len(new(split.sentences())), f"prompt chosen: {choosers}")
+        for name, split in plan.selection_splits.items()
+        if choosers
     ]
     fitters: dict[str, list[str]] = {}
     for method in job.methods:

@@ -5,6 +5,7 @@ under the row's "settings" expander) with the group's paired tests (:class:`Pair
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,8 @@ from harness.runner.page.cells import (
 )
 from harness.runner.records.schema import main_ci
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
-from harness.runner.tables.frames import AVG, ROW_KEYS
+from harness.runner.tables.frames import AVG, RANK, ROW_KEYS
+from harness.runner.tables.leaderboard import rank_text
 
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
@@ -98,6 +100,29 @@ def _score(value: float, rec: Record | None, tied: bool) -> Cell:
     )
 
 
+RANK_HINT = (
+    "rank by Avg. (1 = highest); in brackets its 95 % interval over the bootstrap resamples: a "
+    "single value is a settled rank"
+)
+
+
+def _average(row: dict[str, Any], tied: bool) -> Cell:
+    """The Avg. cell: the mean over the group's tasks, ★ and its 95 % interval (over the same
+    resamples as its tasks), or — without one."""
+    value = row[AVG]
+    if value != value:
+        return Cell("—", css="num", sort="")
+    low, high = row.get("avg_ci_low", math.nan), row.get("avg_ci_high", math.nan)
+    shown = low == low and high == high
+    return Cell(
+        f"{value:.2f}",
+        css="num score",
+        sort=f"{value:.4f}",
+        star=tied,
+        interval=f"{number(low)} – {number(high)}" if shown else None,
+    )
+
+
 def board_table(
     group: list[dict[str, Any]],
     tasks: list[str],
@@ -108,7 +133,7 @@ def board_table(
     """One protocol group's leaderboard (its :func:`~harness.runner.tables.frames.wide_rows`);
     ``tasks`` are the group's task columns, ``extra`` the method-declared columns any of its rows
     fills, ``cells`` the newest record of each (group, row, task)."""
-    numeric = (*tasks, AVG, *extra)
+    numeric = (*tasks, AVG, RANK, *extra)
     head = [Head(h, h in numeric) for h in ("method", "backbone", "fit set", "marks", *numeric)]
     rows = []
     for row in group:
@@ -124,7 +149,10 @@ def board_table(
             Cell(str(row["marks"]), css="marks"),
         ]
         out += [_score(row[task], rec, task in tied) for task, rec in zip(tasks, recs)]
-        out += [Cell(number(row[c]), css="num", sort=sort_value(row[c])) for c in (AVG, *extra)]
+        out.append(_average(row, AVG in tied))
+        rank = row.get(RANK, math.nan)
+        out.append(Cell(rank_text(row), css="num", sort=sort_value(rank), hint=RANK_HINT))
+        out += [Cell(number(row[c]), css="num", sort=sort_value(row[c])) for c in extra]
         rows.append(out)
     return Table("sortable board", head, rows)
 

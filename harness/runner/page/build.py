@@ -20,14 +20,19 @@ if TYPE_CHECKING:
 
 
 def write_pages(
-    cfg: BenchConfig, every_run: Sequence[Record], marks: set, significance: list[dict[str, Any]]
+    cfg: BenchConfig,
+    every_run: Sequence[Record],
+    marks: set,
+    significance: list[dict[str, Any]],
+    ranks: dict[tuple, dict[str, float]] | None = None,
 ) -> tuple[list[Path], str]:
-    """Write the history report and the report page; returns their paths and the history as text."""
+    """Write the history report and the report page; returns their paths and the history as text.
+    ``ranks``: each row's rank and Avg. interval (leaderboard.csv's)."""
     out_dir = Path(cfg.output_dir)
     history = history_report(out_dir, cfg.bootstrap or 1000, cfg.seed, cfg.plots)
     return [
         *history.paths,
-        write_report(every_run, marks, significance, out_dir, history),
+        write_report(every_run, marks, significance, out_dir, history, ranks),
     ], history.table
 
 
@@ -38,13 +43,13 @@ def history_pages(cfg: BenchConfig) -> tuple[list[Path], str]:
     (:mod:`harness.runner.records.lock`)."""
     from harness.runner.records.lock import output_lock
     from harness.runner.records.store import load_results
-    from harness.runner.tables.comparisons import comparisons
+    from harness.runner.tables.comparisons import compare
 
     out = Path(cfg.output_dir)
     with output_lock(out):
         every_run = load_results(out / "runs")
-        significance, marks = comparisons(every_run, cfg.bootstrap or 1000, cfg.seed)
-        return write_pages(cfg, every_run, marks, significance)
+        significance, marks, ranks = compare(every_run, cfg.bootstrap or 1000, cfg.seed)
+        return write_pages(cfg, every_run, marks, significance, ranks)
 
 
 class Page:
@@ -61,8 +66,9 @@ class Page:
         return None
 
     def write(self, inputs: ReportInputs) -> StepOutput:
-        from harness.runner.tables.comparisons import read_back
+        from harness.runner.tables.comparisons import read_back, read_ranks
 
         significance, marks = read_back(inputs.out_dir)
-        paths, history = write_pages(inputs.cfg, inputs.every_run, marks, significance)
+        ranks = read_ranks(inputs.out_dir)
+        paths, history = write_pages(inputs.cfg, inputs.every_run, marks, significance, ranks)
         return StepOutput(paths, notes={"history": history})

@@ -38,6 +38,7 @@ from harness.runner.page.paper_deltas import MODEL_DIFFERS, NOT_RUN, PAPER_COLUM
 from harness.runner.page.pngs import Figure, plots, png_uri
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import (
+    AVG,
     GROUP_KEYS,
     ROW_KEYS,
     long_rows,
@@ -47,7 +48,7 @@ from harness.runner.tables.frames import (
     wide_rows,
 )
 from harness.runner.tables.frontier import PARETO_MARK
-from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line
+from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line, with_ranks
 
 if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
@@ -132,9 +133,11 @@ def boards(
     marks: set,
     significance: list[dict[str, Any]],
     long: list[dict[str, Any]] | None = None,
+    ranks: dict[tuple, dict[str, float]] | None = None,
 ) -> list[Board]:
     """One :class:`Board` per protocol group of ``records`` (the newest record of each cell);
-    ``long``: their long rows, when the caller has them already."""
+    ``long``: their long rows, when the caller has them already; ``ranks``: each row's rank and
+    Avg. interval (:func:`harness.runner.tables.comparisons.compare`)."""
     long = long_rows(records)[0] if long is None else long
     wide, all_tasks, all_extra = wide_rows(long)
     cells = {}
@@ -145,7 +148,10 @@ def boards(
     found = []
     # wide is sorted by group
     for values, rows in groupby(wide, key=lambda row: tuple(row[k] for k in GROUP_KEYS)):
-        group = [{**row, "not_below_best": tied_tasks(row, all_tasks, marks)} for row in rows]
+        group = with_ranks(
+            [{**row, "not_below_best": tied_tasks(row, [*all_tasks, AVG], marks)} for row in rows],
+            ranks,
+        )
         group_dict = dict(zip(GROUP_KEYS, values))
         tasks = [t for t in all_tasks if any(row[t] == row[t] for row in group)]  # NaN != NaN
         extra = [c for c in all_extra if any(row[c] == row[c] for row in group)]
@@ -166,8 +172,9 @@ def render(
     significance: list[dict[str, Any]],
     out_dir: Path,
     history: HistoryReport | None = None,
+    ranks: dict[tuple, dict[str, float]] | None = None,
 ) -> str:
-    """The whole page as one HTML string."""
+    """The whole page as one HTML string; ``ranks``: each row's rank and Avg. interval."""
     from harness.core import __version__
     from harness.runner.records.store import git_sha, now_iso
 
@@ -188,7 +195,7 @@ def render(
             version=__version__,
             commit=str(git_sha())[:12],
             legend=LEGEND,
-            boards=boards(records, marks, significance, long),
+            boards=boards(records, marks, significance, long, ranks),
             frontier=frontier,
             papers=papers(out_dir),
             history=history_section(history, images.get("history")),
@@ -203,8 +210,9 @@ def write_report(
     significance: list[dict[str, Any]],
     out_dir: Path,
     history: HistoryReport | None = None,
+    ranks: dict[tuple, dict[str, float]] | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` (atomically) and return its path."""
     path = out_dir / "index.html"
-    atomic_write_text(path, render(records, marks, significance, out_dir, history))
+    atomic_write_text(path, render(records, marks, significance, out_dir, history, ranks))
     return path

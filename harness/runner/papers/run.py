@@ -262,13 +262,13 @@ def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:
     from harness.runner.page.build import write_pages
     from harness.runner.records.lock import output_lock
     from harness.runner.records.store import load_results
-    from harness.runner.tables.comparisons import read_back
+    from harness.runner.tables.comparisons import read_back, read_ranks
 
     if not (out / "significance.csv").is_file() or not (out / "leaderboard.csv").is_file():
         return []  # no row ran here yet: there is no leaderboard to put beside the paper table
     with output_lock(out):
         significance, marks = read_back(out)
-        return write_pages(cfg, load_results(out / "runs"), marks, significance)[0]
+        return write_pages(cfg, load_results(out / "runs"), marks, significance, read_ranks(out))[0]
 
 
 def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:

@@ -52,12 +52,32 @@ def comparisons(
     memo: ResampleMemo | None = None,
 ) -> tuple[list[dict[str, Any]], set[Mark]]:
     """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
-    significantly below the best. ``memo``: the run's resampled scores (its records' intervals
-    were resampled into it, so a run resamples each method once); None keeps nothing."""
+    significantly below the best, the Avg. column's included (:func:`compare`)."""
+    rows, marks, _ = compare(records, rounds, seed, memo)
+    return rows, marks
+
+
+def compare(
+    records: Iterable[Record],
+    rounds: int = 1000,
+    seed: int = 1234,
+    memo: ResampleMemo | None = None,
+) -> tuple[list[dict[str, Any]], set[Mark], dict[tuple, dict[str, float]]]:
+    """:func:`comparisons`, and each row's average over its group's tasks as an estimate
+    (:func:`averages`: its interval and its rank interval, by (group, row key)). ``memo``: the
+    run's resampled scores (its records' intervals were resampled into it, so a run resamples each
+    method once); None keeps nothing."""
     from harness.core.significance import paired_bootstrap, scored, williams
 
+    per_row: dict[tuple, dict[str, Any]] = {}  # (group, row key) → task → its Scored
+    group_tasks: dict[tuple, set[str]] = {}
+    everything = newest(records)
+    for rec in everything:
+        keys = record_keys(rec)
+        group_tasks.setdefault(tuple(keys[k] for k in GROUP_KEYS), set()).add(rec["task"]["title"])
+
     by_split: dict[tuple, list[Record]] = {}
-    for rec in newest(records):
+    for rec in everything:
         if rec.get("pairs") and main_value(rec) is not None:  # an undefined score is never compared
             keys = record_keys(rec)
             group = tuple(keys[k] for k in GROUP_KEYS)
@@ -84,6 +104,9 @@ def comparisons(
             )
             for r in recs
         }
+        for r in recs:
+            keys = record_keys(r)
+            per_row.setdefault((group, tuple(keys[k] for k in ROW_KEYS)), {})[task] = results[id(r)]
         ranked = sorted(recs, key=lambda r: -results[id(r)].spearman)
         best = ranked[0]
         for a, b in combinations(ranked, 2):
@@ -119,7 +142,111 @@ def comparisons(
             )
             if tied:
                 marks.add((group, tuple(keys[k] for k in ROW_KEYS), task))
-    return rows, marks
+    summary: dict[tuple, dict[str, float]] = {}
+    for group, tasks in sorted(group_tasks.items()):
+        complete = {
+            key: scores
+            for (g, key), scores in per_row.items()
+            if g == group and set(scores) == tasks
+        }
+        summary.update({(group, key): v for key, v in averages(complete, sorted(tasks)).items()})
+        rows += average_tests(group, complete, sorted(tasks), marks)
+    return rows, marks, summary
+
+
+def average_of(scores: dict[str, Any], tasks: list[str]) -> Any:
+    """A row's average over ``tasks`` as a :class:`~harness.core.significance.Scored`: the mean of
+    its task scores, and per resample the mean of its tasks' resampled scores (each task resampled
+    within its own pairs, by its own draws)."""
+    from harness.core.significance import Scored
+
+    point = float(np.mean([scores[t].spearman for t in tasks]))
+    resamples = np.mean([scores[t].resamples for t in tasks], axis=0)
+    return Scored(np.empty(0), point, resamples)
+
+
+def averages(rows: dict[tuple, dict[str, Any]], tasks: list[str]) -> dict[tuple, dict[str, float]]:
+    """Each row's average over ``tasks`` with its 95 % percentile interval, and its rank (1 = the
+    highest average) with the 95 % interval of its rank over the same resamples: in resample b the
+    rank of a row is 1 + the rows whose average in b is higher. A rank interval of one value is a
+    settled rank.
+
+    Worked example (the unit test's): rows A and B on tasks T1, T2 with 4 resamples::
+
+        A: T1 80 (resamples 79 81 80 78), T2 70 (71 69 70 72) → Avg. 75, resamples 75 75 75 75
+        B: T1 70 (70 72 69 70),           T2 79 (80 78 81 79) → Avg. 74.5, resamples 75 75 75 74.5
+        ranks of A over the resamples: 1 1 1 1 (ties count as not higher) → rank 1, interval 1–1
+        ranks of B: 1 1 1 2 → rank 2 (by its average), interval 1–2
+    """
+    from harness.core.bootstrap import percentile_interval
+
+    out: dict[tuple, dict[str, float]] = {}
+    if not rows:
+        return out
+    keys = list(rows)
+    mean = {key: average_of(rows[key], tasks) for key in keys}
+    matrix = np.array([mean[key].resamples for key in keys])  # rows × resamples
+    usable = np.all(np.isfinite(matrix), axis=0)
+    matrix = matrix[:, usable]
+    points = np.array([mean[key].spearman for key in keys])
+    # rank 1 + the rows strictly above: a tie shares the better rank
+    ranks = 1 + (matrix[None, :, :] > matrix[:, None, :]).sum(axis=1)
+    point_ranks = 1 + (points[None, :] > points[:, None]).sum(axis=1)
+    for i, key in enumerate(keys):
+        low, high = percentile_interval(mean[key].resamples)
+        value = mean[key].spearman
+        entry = {"avg": value, "avg_ci_low": math.nan, "avg_ci_high": math.nan}
+        if math.isfinite(low) and math.isfinite(high):
+            entry.update(avg_ci_low=min(low, value), avg_ci_high=max(high, value))
+        rank = int(point_ranks[i])
+        if matrix.shape[1]:
+            rank_low = int(np.percentile(ranks[i], 2.5, method="lower"))
+            rank_high = int(np.percentile(ranks[i], 97.5, method="higher"))
+        else:
+            rank_low = rank_high = rank
+        entry.update(rank=rank, rank_low=min(rank_low, rank), rank_high=max(rank_high, rank))
+        out[key] = entry
+    return out
+
+
+def average_tests(
+    group: tuple, rows: dict[tuple, dict[str, Any]], tasks: list[str], marks: set[Mark]
+) -> list[dict[str, Any]]:
+    """The paired test of every two rows on their average (significance.csv rows of task
+    ``Avg.``), and the Avg. cells best or not significantly below the best (added to ``marks``)."""
+    from harness.core.significance import paired_bootstrap
+    from harness.runner.tables.frames import AVG
+
+    if not rows:
+        return []
+    mean = {key: average_of(scores, tasks) for key, scores in rows.items()}
+    ranked = sorted(mean, key=lambda key: -mean[key].spearman)
+    out = []
+    for a, b in combinations(ranked, 2):
+        test = paired_bootstrap(mean[a], mean[b])
+        ka, kb = dict(zip(ROW_KEYS, a)), dict(zip(ROW_KEYS, b))
+        out.append(
+            {
+                "task": AVG,
+                "method_a": ka["method"],
+                "method_b": kb["method"],
+                "delta": test.delta,
+                "ci_low": test.ci_low,
+                "ci_high": test.ci_high,
+                "p_value": test.p_value,
+                "test": f"{test.test} of the average over {len(tasks)} task(s)",
+                "backbone_a": ka["backbone"],
+                "backbone_b": kb["backbone"],
+                "fit_set_a": ka["fit_set"],
+                "fit_set_b": kb["fit_set"],
+                **dict(zip(GROUP_KEYS, group)),
+            }
+        )
+    best = ranked[0]
+    for key in ranked:
+        if key == best or paired_bootstrap(mean[best], mean[key]).p_value >= ALPHA:
+            marks.add((group, key, AVG))
+    return out
 
 
 def labelled_scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | None) -> Any:
@@ -201,6 +328,22 @@ def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
 
 
 NUMERIC = ("delta", "ci_low", "ci_high", "p_value")
+
+
+def read_ranks(out_dir: Path) -> dict[tuple, dict[str, float]]:
+    """Each row's rank and Avg. interval as leaderboard.csv holds them (what :func:`compare`
+    computed), by (group, row key): the page shows them without resampling again."""
+    from harness.runner.tables.frames import RANK_COLUMNS
+
+    with (out_dir / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        board = list(csv.DictReader(handle))
+    return {
+        (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS)): {
+            c: _number(row.get(c) or "") for c in RANK_COLUMNS
+        }
+        for row in board
+        if all(k in row for k in (*GROUP_KEYS, *ROW_KEYS))
+    }
 
 
 def read_back(out_dir: Path) -> tuple[list[dict[str, Any]], set[Mark]]:

@@ -76,6 +76,11 @@ LONG_COLUMNS = (
 UNDEFINED = (
     "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
 )
+# Each row's average as an estimate and its rank (harness.runner.tables.comparisons.averages):
+# leaderboard.csv's numbers; the markdown, the console and the page show RANK as "1" or "1–2".
+RANK = "rank"
+RANK_NUMBERS = ("rank_low", "rank_high", "avg_ci_low", "avg_ci_high")
+RANK_COLUMNS = (RANK, *RANK_NUMBERS)
 # A wide table's column: ``TASK=<sha256 of its pairs>`` per task of the row, "; "-separated. Last in
 # leaderboard.csv, so readers that pick columns by name or position before it read what they did.
 FINGERPRINTS = "task_fingerprints"

@@ -49,7 +49,19 @@ SHOWN = 3  # unmatched cells named in the error line
 
 BASELINE_HINT = "pass a leaderboard.csv written by run_bench.py (results/leaderboard.csv)"
 # Columns a leaderboard.csv has beside its keys and tasks: never a task's score.
-NOT_TASKS = ("marks", AVG, "not_below_best", UNDEFINED, FINGERPRINTS)
+# the rank and the Avg. interval columns (harness.runner.tables.leaderboard.RANK_COLUMNS)
+NOT_TASKS = (
+    "marks",
+    AVG,
+    "not_below_best",
+    UNDEFINED,
+    FINGERPRINTS,
+    "rank",
+    "rank_low",
+    "rank_high",
+    "avg_ci_low",
+    "avg_ci_high",
+)
 
 
 def task_columns(columns: Iterable[Any]) -> list[str]:

@@ -16,6 +16,9 @@ from harness.runner.tables.frames import (
     FINGERPRINTS,
     GROUP_KEYS,
     LONG_COLUMNS,
+    RANK,
+    RANK_COLUMNS,
+    RANK_NUMBERS,
     ROW_KEYS,
     UNDEFINED,
     long_rows,
@@ -46,8 +49,36 @@ UNDEFINED_LEGEND = (
 
 
 def mark_tied(wide: list[dict[str, Any]], tasks: list[str], marks: set) -> list[dict[str, Any]]:
-    """Add ``not_below_best``: the tasks where a row is best or not significantly below the best."""
-    return [{**row, "not_below_best": tied_tasks(row, tasks, marks)} for row in wide]
+    """Add ``not_below_best``: the tasks (and ``Avg.``) where a row is best or not significantly
+    below the best."""
+    return [{**row, "not_below_best": tied_tasks(row, [*tasks, AVG], marks)} for row in wide]
+
+
+def with_ranks(
+    wide: list[dict[str, Any]], summary: dict[tuple, dict[str, float]] | None
+) -> list[dict[str, Any]]:
+    """The wide rows with their rank and Avg. interval (NaN where a row has no average)."""
+    out = []
+    for row in wide:
+        key = (tuple(row[k] for k in GROUP_KEYS), tuple(row[k] for k in ROW_KEYS))
+        entry = (summary or {}).get(key, {})
+        out.append({**row, **{c: entry.get(c, math.nan) for c in RANK_COLUMNS}})
+    return out
+
+
+def rank_text(row: dict[str, Any]) -> str:
+    """A row's rank as shown: ``1`` when settled (its 95 % rank interval is one value), else
+    ``2 (1–3)``; empty without an average.
+
+    >>> rank_text({"rank": 2, "rank_low": 1, "rank_high": 3}), rank_text({"rank": 1, "rank_low": 1,
+    ...     "rank_high": 1}), rank_text({"rank": float("nan")})
+    ('2 (1–3)', '1', '')
+    """
+    rank = row.get(RANK)
+    if rank is None or _missing(rank):
+        return ""
+    low, high = int(row["rank_low"]), int(row["rank_high"])
+    return f"{int(rank)}" if low == high else f"{int(rank)} ({low}–{high})"
 
 
 def _missing(value: Any) -> bool:
@@ -143,6 +174,10 @@ def markdown(
         for row in group:
             tied = (row.get("not_below_best") or "").split(",")
             undefined = (row.get(UNDEFINED) or "").split(",")
+            if AVG in row and not _missing(row[AVG]):
+                row[AVG] = f"{row[AVG]:.2f}" + (f" {TIED}" if AVG in tied else "")
+            if RANK in row:
+                row[RANK] = rank_text(row)
             for task in tasks:
                 value = row[task]
                 if not _missing(value):
@@ -152,7 +187,7 @@ def markdown(
         shown = [
             c
             for c in columns
-            if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED)
+            if c not in (*GROUP_KEYS, "not_below_best", UNDEFINED, *RANK_NUMBERS)
             and c not in absent
             and not all(_missing(row[c]) for row in group)
             and not (c == "marks" and not any(r[c] for r in group))
@@ -205,19 +240,25 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 def write_leaderboard(
-    long: list[dict[str, Any]], out_dir: Path, plots: bool = True, marks: set | None = None
+    long: list[dict[str, Any]],
+    out_dir: Path,
+    plots: bool = True,
+    marks: set | None = None,
+    summary: dict[tuple, dict[str, float]] | None = None,
 ) -> list[Path]:
     """Write leaderboard.csv/.md, scores.csv and (optionally) plots/leaderboard.png under
     ``out_dir``, from :func:`~harness.runner.tables.frames.long_rows` (the one table representation:
-    the page is built from the same rows)."""
+    the page is built from the same rows). ``summary``: each row's average as an estimate and its
+    rank (:func:`harness.runner.tables.comparisons.compare`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, tasks, extra = wide_rows(long)
-    wide = mark_tied(rows, tasks, marks or set())
+    wide = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
     wide_columns = [
         *ROW_KEYS,
         "marks",
         *tasks,
         AVG,
+        *RANK_COLUMNS,
         *extra,
         UNDEFINED,
         *GROUP_KEYS,
@@ -243,7 +284,10 @@ def write_leaderboard(
 
 
 def console_table(
-    records: Sequence[Record], every_run: Sequence[Record] | None = None, marks: set | None = None
+    records: Sequence[Record],
+    every_run: Sequence[Record] | None = None,
+    marks: set | None = None,
+    summary: dict[tuple, dict[str, float]] | None = None,
 ) -> str:
     """This run's leaderboard, as printed at the end of a run: the rows of leaderboard.md that this
     run wrote (its (method row, protocol group)s), cell for cell as the file has them, ★ included.
@@ -257,10 +301,20 @@ def console_table(
     rows, tasks, extra = wide_rows(long)
     rows = [
         row
-        for row in mark_tied(rows, tasks, marks or set())
+        for row in with_ranks(mark_tied(rows, tasks, marks or set()), summary)
         if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine
     ]
-    columns = [*ROW_KEYS, "marks", *tasks, AVG, *extra, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+    columns = [
+        *ROW_KEYS,
+        "marks",
+        *tasks,
+        AVG,
+        *RANK_COLUMNS,
+        *extra,
+        UNDEFINED,
+        *GROUP_KEYS,
+        "not_below_best",
+    ]
     return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
 
@@ -286,17 +340,17 @@ class Leaderboards:
         }
 
     def write(self, inputs: ReportInputs) -> StepOutput:
-        from harness.runner.tables.comparisons import comparisons, write_significance
+        from harness.runner.tables.comparisons import compare, write_significance
 
         cfg, out = inputs.cfg, inputs.out_dir
         # One significance computation, for the file; the console's rows are cut from the same
         # table.
-        significance, marks = comparisons(
+        significance, marks, summary = compare(
             inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
         )
-        table = console_table(inputs.records, inputs.every_run, marks)
+        table = console_table(inputs.records, inputs.every_run, marks, summary)
         long = long_rows(inputs.every_run)[0]
-        paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks)
+        paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks, summary=summary)
         paths.append(write_significance(significance, out))
         paths += write_frontier_files(long, significance, out, cfg.plots)
         paths += write_pair_metrics(inputs.every_run, out)
