@@ -59,7 +59,7 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     assert board.loc["flow", "fit_set"] == "target" and board.loc["flow", "STS-B"] > 70
     assert board.loc["whitening", "marks"] == "†"  # target holds the scored sentences
     significance = pd.read_csv(tmp_path / "out" / "significance.csv")
-    boot = significance[significance["test"].str.startswith("paired bootstrap")]
+    boot = significance[significance["test"].str.startswith("paired bootstrap") & (significance["task"] != "Avg.")]
 
     def compared(a: str, b: str) -> pd.Series:
         row = boot[((boot["method_a"] == a) & (boot["method_b"] == b)) | ((boot["method_a"] == b)
@@ -70,6 +70,25 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
     same = compared("avg", "sbert")  # the same vectors, by two code paths
     assert same["delta"] == 0 and same["p_value"] == 1
     assert compared("avg", "cls")["p_value"] < 0.01
+    # Ranks with their uncertainty (issue 41): avg and sbert share rank 1 and cannot be told from
+    # first-last; cls and random are settled; shown on the console, in leaderboard.md and on the page
+    assert board.loc["avg", "rank"] == board.loc["sbert", "rank"] == 1
+    assert (board.loc["random", "rank"], board.loc["random", "rank_low"], board.loc["random", "rank_high"]) == (7, 7, 7)
+    assert board.loc["first-last", "rank_low"] == 1
+    assert "| 1 (1–2) |" in out and "| 7       |" in out
+    assert "| 1 (1–2) |" in (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    from browser import Browser, chromium_binary
+
+    if chromium_binary() is not None:
+        with Browser(tmp_path / "profile") as browser:
+            browser.open((tmp_path / "out" / "index.html").as_uri())
+            assert browser.errors == []
+            shown = browser.evaluate(
+                "(() => { const t = document.querySelector('table.board');"
+                "const i = Array.from(t.tHead.rows[0].cells).findIndex(c => c.textContent === 'rank');"
+                "return Array.from(t.tBodies[0].rows).map(r => r.cells[0].firstChild.textContent.trim() + ' '"
+                " + r.cells[i].textContent.trim()); })()")
+        assert "avg 1 (1–2)" in shown and "random 7" in shown
 
 
 def test_a_ci_job_with_a_persisted_cache_catches_a_changed_method(shared_cache, tmp_path):
