@@ -211,13 +211,9 @@ def undefined_reason(similarity: np.ndarray | None, positive: np.ndarray) -> str
         return (
             "every pair has the same label (" + ("positive" if positive.all() else "negative") + ")"
         )
-    if similarity is not None:
-        sim = np.asarray(similarity, dtype=np.float64)
-        if not np.all(np.isfinite(sim)):
-            return "a similarity is not a finite number"
-        if np.all(sim == sim[0]):
-            return "every similarity is equal"
-    return None
+    from harness.core.scoring import similarity_undefined
+
+    return None if similarity is None else similarity_undefined(similarity)
 
 
 @dataclass(frozen=True)

@@ -117,12 +117,17 @@ def undefined_reason(
         return f"fewer than {MIN_PAIRS} pairs ({len(gold_arr)})"
     if np.all(gold_arr == gold_arr[0]):
         return "every gold score is equal"
-    if similarity is not None:
-        sim = np.asarray(similarity, dtype=np.float64)
-        if not np.all(np.isfinite(sim)):
-            return "a similarity is not a finite number"
-        if np.all(sim == sim[0]):
-            return "every similarity is equal"
+    return None if similarity is None else similarity_undefined(similarity)
+
+
+def similarity_undefined(similarity: Sequence[float] | np.ndarray) -> str | None:
+    """Why no score can rank these similarities (a non-finite one, or all equal); None: it can.
+    Shared by every task kind (:mod:`harness.core.pair_metrics` too)."""
+    sim = np.asarray(similarity, dtype=np.float64)
+    if not np.all(np.isfinite(sim)):
+        return "a similarity is not a finite number"
+    if np.all(sim == sim[0]):
+        return "every similarity is equal"
     return None
 
 

@@ -236,48 +236,34 @@ def score(
             checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
-    if task.spec.kind == "pairclass" and classifies(method):
+    decisions: Decisions | None = None
+    threshold: dict[str, float] | None = None
+    if task.spec.kind == "pairclass" and classifies(method):  # its own classes: no threshold
         similarity, decisions = classified(method, split.s1, split.s2, task)
-        t2 = time.perf_counter()
-        record = scored_record(
-            method,
-            task,
-            fit_set,
-            cfg,
-            ctx,
-            leakage,
-            similarity,
-            0,
-            (t0, t1, t2),
-            decisions=decisions,
-        )
-        return [Scored(record)]
-    if isinstance(method, PairScoringMethod):
-        with guest(kind, "score_pairs()"):
-            similarity = method.score_pairs(split.s1, split.s2)
-        if plugin:
-            similarity = checked_scores(similarity, len(split.s1), who(kind), error=PluginError)
-        t2 = time.perf_counter()
-        threshold = None
+    elif isinstance(method, PairScoringMethod):
+        similarity = pair_scores(method, split.s1, split.s2)
         if (tuning := threshold_pairs(task, cfg)) is not None:
-            with guest(kind, "score_pairs()"):
-                tuned = method.score_pairs(tuning.s1, tuning.s2)
-            if plugin:
-                tuned = checked_scores(tuned, len(tuning.s1), who(kind), error=PluginError)
+            tuned = pair_scores(method, tuning.s1, tuning.s2)
             threshold = chosen_thresholds(tuned, tuning, task)
-        record = scored_record(
-            method,
-            task,
-            fit_set,
-            cfg,
-            ctx,
-            leakage,
-            similarity,
-            0,
-            (t0, t1, t2),
-            threshold=threshold,
-        )
-        return [Scored(record)]
+    if decisions is not None or isinstance(method, PairScoringMethod):  # scored as its pairs are
+        clock = (t0, t1, time.perf_counter())
+        return [
+            Scored(
+                scored_record(
+                    method,
+                    task,
+                    fit_set,
+                    cfg,
+                    ctx,
+                    leakage,
+                    similarity,
+                    0,
+                    clock,
+                    threshold=threshold,
+                    decisions=decisions,
+                )
+            )
+        ]
     if not isinstance(method, EmbeddingMethod):
         raise TypeError(
             f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
@@ -415,6 +401,16 @@ def chosen_thresholds(
     return choose_thresholds(
         np.asarray(similarity, np.float64), np.asarray(tuning.gold), task.spec.positive_index
     )
+
+
+def pair_scores(method: Method, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
+    """A pair scorer's scores of the pairs (s1[i], s2[i]), a plugin's checked."""
+    kind = type(method)
+    with guest(kind, "score_pairs()"):
+        scores = method.score_pairs(s1, s2)  # type: ignore[attr-defined]
+    if is_guest(kind):
+        scores = checked_scores(scores, len(s1), who(kind), error=PluginError)
+    return np.asarray(scores)
 
 
 def classifies(method: Method) -> bool:
