@@ -25,11 +25,14 @@ from harness.core import authenticity
 from harness.core.authenticity import secret_from_env
 from harness.core.codekeys import CodeDigests
 from harness.core.hashing import (
+    NotAFile,
     atomic_write_bytes,
     atomic_write_text,
     canonical_json,
     file_sha256,
     key_hash,
+    read_regular,
+    read_regular_text,
     strict_json,
 )
 from harness.core.vector_store import CACHE_SCHEMA, VectorStore
@@ -126,7 +129,7 @@ class ArtifactDir:
         if not meta_path.is_file():
             return False, None if not meta_path.exists() else f"{meta_path} is not a file"
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(read_regular_text(meta_path))
         except (OSError, ValueError) as err:
             return False, f"{meta_path} is unreadable ({err.__class__.__name__})"
         if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
@@ -144,7 +147,11 @@ class ArtifactDir:
             path = self.dir / name
             if not path.is_file() or path.is_symlink():
                 return False, f"{path} is missing"
-            if file_sha256(path) != digest:
+            try:
+                actual = file_sha256(path)
+            except OSError as err:  # a FIFO or a device under the name: never hashed
+                return False, f"{path} is unreadable ({err.strerror or err.__class__.__name__})"
+            if actual != digest:
                 return False, f"{path} does not match its checksum (altered or truncated)"
         return True, None
 
@@ -163,11 +170,14 @@ class ArtifactDir:
         return self.dir / name
 
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.dir / "meta.json").read_text(encoding="utf-8"))
+        return json.loads(read_regular_text(self.dir / "meta.json"))
 
     def read(self, name: str) -> bytes:
         """The bytes of committed file ``name``, checked against meta.json as they are read."""
-        data = (self.dir / name).read_bytes()
+        try:
+            data = read_regular(self.dir / name)
+        except NotAFile as err:  # swapped for a FIFO or a device after verify(): never read
+            raise ArtifactCorrupt(f"{self.dir / name} {err.strerror}") from None
         if hashlib.sha256(data).hexdigest() != self.meta()["files"].get(name):
             raise ArtifactCorrupt(f"{self.dir / name} does not match its checksum")
         return data

@@ -58,7 +58,7 @@ import numpy as np
 from harness.core.authenticity import tag, valid
 from harness.core.codekeys import code_digest
 from harness.core.errors import ResourceError
-from harness.core.hashing import atomic_write_bytes, npy_bytes
+from harness.core.hashing import atomic_write_bytes, npy_bytes, read_regular
 
 ALL = "\x00all"  # the plan's key for every pair; no subset label is this string
 # Resample × pair cells ranked at once. Measured on 2 cores: 50k pairs × 200 resamples take 25-28
@@ -307,9 +307,9 @@ class ResampleMemo:
         assert self.folder is not None and self.secret
         for path in self.folder.glob(f"{key}-*.npy"):
             try:
-                data = path.read_bytes()
+                data = read_regular(path)
             except OSError:
-                continue  # removed by another run meanwhile
+                continue  # removed by another run meanwhile, or a FIFO or device: never read
             if not valid(
                 self.secret, key.encode("ascii") + b"\x00" + data, path.stem.rsplit("-", 1)[1]
             ):

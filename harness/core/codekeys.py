@@ -39,7 +39,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.core.hashing import atomic_write_text, canonical_json
+from harness.core.hashing import atomic_write_text, canonical_json, read_regular_text
 
 FIRST_PARTY = ("harness", "methods")
 MEMO_SCHEMA = 2  # bump when _normalised_tree or _imports change: the memo holds their results
@@ -282,8 +282,8 @@ def _imports(tree: ast.Module, package: str) -> Iterable[str]:
 
 def _read_memo(path: Path) -> dict[str, dict]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular_text(path))
+    except (OSError, ValueError):  # missing, damaged, or a FIFO or device: never read
         return {}
     if (
         not isinstance(data, dict)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +51,81 @@ def text_digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
+class NotAFile(OSError):
+    """A path that is not a regular file where one is read: a FIFO, a device (a link to
+    ``/dev/zero``), a socket or a folder, or (for readers that do not follow links) a link.
+    Never read: opening a FIFO waits for a writer and a device never ends, so hashing one would
+    hang the run. An ``OSError``: a reader that discards damaged files discards it; uncaught, it
+    is one exit-3 line."""
+
+
+def open_regular(path: Path, *, follow: bool = True) -> tuple[int, int]:
+    """``(descriptor, size)`` of the regular file ``path``, opened read-only and non-blocking (a
+    FIFO under the name does not hang the open) and checked on the descriptor (``fstat``), so the
+    size is known before a byte is read. Links are followed unless ``follow`` is False (then a
+    link is a :class:`NotAFile` too). Anything else: :class:`NotAFile`; the caller closes the
+    descriptor."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise NotAFile(errno.ELOOP, "is a symbolic link", str(path)) from None
+        if err.errno == errno.EISDIR:
+            raise NotAFile(errno.EISDIR, "is a folder, not a file", str(path)) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else _kind(info.st_mode)
+        raise NotAFile(errno.EINVAL, f"is {kind}, not a regular file", str(path))
+    return fd, info.st_size
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def _read_fd(fd: int, size: int, block: int = 1 << 20) -> Iterator[bytes]:
+    """At most ``size`` bytes (the size known when it was opened): a file that grows meanwhile is
+    not followed forever."""
+    left = size
+    while left > 0 and (chunk := os.read(fd, min(block, left))):
+        left -= len(chunk)
+        yield chunk
+
+
+def read_regular(path: Path, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`): never a FIFO or a device."""
+    fd, size = open_regular(path, follow=follow)
+    try:
+        return b"".join(_read_fd(fd, size))
+    finally:
+        os.close(fd)
+
+
+def read_regular_text(path: Path, *, follow: bool = True) -> str:
+    return read_regular(path, follow=follow).decode("utf-8")
+
+
 def file_sha256(path: Path, block: int = 1 << 20) -> str:
+    """sha256 of a regular file's bytes; anything else (a FIFO, a link to ``/dev/zero``) is a
+    :class:`NotAFile` before a byte is read."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(block):
+    fd, size = open_regular(path)
+    try:
+        for chunk in _read_fd(fd, size, block):
             digest.update(chunk)
+    finally:
+        os.close(fd)
     return digest.hexdigest()
 
 
@@ -90,7 +162,7 @@ def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
     memo: dict[str, Any] = {}
     if memo_file is not None and memo_file.is_file():
         try:
-            memo = json.loads(memo_file.read_text(encoding="utf-8"))
+            memo = json.loads(read_regular_text(memo_file))
         except (OSError, ValueError):
             memo = {}  # a damaged memo only costs a re-hash
         entry = memo.get(str(folder))

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ from harness.core.hashing import (
     file_sha256,
     key_hash,
     npy_bytes,
+    read_regular,
+    read_regular_text,
     text_digest,
 )
 
@@ -78,7 +81,7 @@ class VectorStore:
         if not meta_path.is_file():
             return self._index
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(read_regular_text(meta_path))
             ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(
                 meta.get("dim"), int
             )
@@ -152,9 +155,9 @@ class VectorStore:
     def _authentic(self, path: Path, expected: str) -> bool:
         """Whether the part's bytes carry the tag its name claims (only asked with a secret)."""
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError:
-            return True  # unreadable: _open_part's own checks say so
+            return True  # unreadable or not a regular file: _open_part's own checks say so
         if hmac.compare_digest(self._name_digest(data), expected):
             return True
         log.warning(
@@ -168,6 +171,15 @@ class VectorStore:
 
     def _open_part(self, path: Path) -> np.ndarray | None:
         expected = path.stem.removeprefix("part-")
+        if not path.is_dir() and not path.is_file() and os.path.lexists(path):
+            # a FIFO, a device (a link to /dev/zero), a socket or a dangling link: hashing or
+            # loading it would hang or fail; it is removed like a damaged part
+            log.warning(
+                "cache: %s is not a regular file; removing it, its sentences will be encoded again",
+                path,
+            )
+            path.unlink(missing_ok=True)
+            return None
         if self.secret and path.is_file() and not self._authentic(path, expected):
             return None  # left in place: it may be another user's (cache shared without the secret)
         if path.is_dir() and not path.is_symlink():

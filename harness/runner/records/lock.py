@@ -38,6 +38,10 @@ from pathlib import Path
 
 from harness.core.errors import ResourceError
 
+# What read_inside raises for a link, a link on the way, a FIFO or a folder: not a file the tool
+# wrote, so not read. Shared with the cache's readers (harness.core.hashing.open_regular).
+from harness.core.hashing import NotAFile
+
 try:
     import fcntl
 except ImportError:  # not POSIX: runs sharing a folder are not serialised there
@@ -49,11 +53,6 @@ FOLDERS = ("runs", "plots", "mteb", "history")
 # Without O_NOFOLLOW (not POSIX) a link is caught by the lstat before the open instead.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 log = logging.getLogger("sts_bench.results")
-
-
-class NotAFile(OSError):
-    """What :func:`read_inside` raises for a link, a link on the way, a FIFO or a folder: not a file
-    the tool wrote, so not read. An ``OSError``: uncaught, it is one exit-3 line."""
 
 
 def link_target(path: Path) -> str:
