@@ -192,3 +192,63 @@ def test_a_whole_safetensors_file_passes_the_check(tiny_bert):
 
     header = safetensors_header(tiny_bert / "model.safetensors")
     assert any(key.endswith("word_embeddings.weight") for key in header)
+
+
+# -- (d) an output subfolder that is a link ----------------------------------------------------------------
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    found: dict[str, bytes | str] = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            found[str(path.relative_to(folder))] = ("-> " + os.readlink(path) if path.is_symlink()
+                                                    else path.read_bytes() if path.is_file() else "dir")
+    return found
+
+
+def test_a_linked_embeddings_folder_in_the_output_is_refused_not_written_through(bench, model, tmp_path):
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    os.symlink(outside, out / "embeddings")
+    code, _, err = bench(*pairs_args(tmp_path, model), "--export-embeddings", str(out / "embeddings"))
+    assert code == 3, err  # main: exit 0, the vectors written into outside/
+    assert error_lines(err) == [
+        f"error: {out / 'embeddings'} is a symbolic link (to {outside}) inside the output folder {out}; sts-bench "
+        "reads and writes there only through real folders, so nothing of it lands elsewhere: remove the link (or "
+        "move what it points to into its place)"]
+    assert snapshot(outside) == {}  # not even the writability probe
+    assert not (out / "runs").exists()  # refused before anything was computed
+
+
+def test_an_export_folder_outside_the_output_may_itself_be_a_link(bench, model, tmp_path):
+    real, link = tmp_path / "real-export", tmp_path / "export"
+    real.mkdir()
+    os.symlink(real, link)  # where the user keeps exports is the user's choice
+    code, _, err = bench(*pairs_args(tmp_path, model), "--export-embeddings", str(link))
+    assert code == 0, err
+    assert list(real.rglob("meta.json"))
+
+
+# -- (e) a folder given as a file ------------------------------------------------------------------------
+
+def test_a_directory_given_as_a_pairs_file_is_called_a_directory(bench, model, tmp_path):
+    folder = tmp_path / "pairs-dir"
+    folder.mkdir()
+    args = pairs_args(tmp_path, model)
+    args[args.index("--tasks") + 1] = f"file:{folder}"
+    code, _, err = bench(*args)
+    assert code == 2, err  # main: "no such file"
+    (line,) = error_lines(err)
+    assert f"{folder}: is a directory, not a file (a CSV, TSV or JSONL file of sentence pairs)" in line, line
+    assert "no such file" not in line
+
+
+@pytest.mark.parametrize("flag", ["--baseline", "--config"])
+def test_a_directory_given_as_a_baseline_or_config_is_called_a_directory(bench, model, tmp_path, flag):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    code, _, err = bench(*pairs_args(tmp_path, model), flag, str(folder))
+    assert code == 2, err
+    (line,) = error_lines(err)
+    assert line.startswith(f"error: {flag} {folder}: is a directory, not a file"), line

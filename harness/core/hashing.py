@@ -84,6 +84,22 @@ def open_regular(path: Path, *, follow: bool = True) -> tuple[int, int]:
     return fd, info.st_size
 
 
+def not_a_file(path: Path) -> str:
+    """Why ``path`` is not a file to read, for an error line: ``"no such file"``, ``"is a
+    directory, not a file"``, or ``"is a FIFO, not a regular file"`` (a device, a socket).
+
+    >>> not_a_file(Path("/"))
+    'is a directory, not a file'
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "no such file"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    return f"is {_kind(mode)}, not a regular file" if not stat.S_ISREG(mode) else "not readable"
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"

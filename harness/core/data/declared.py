@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.core.data.splits import SCORED_KINDS, OwnSource, TaskSpec
 from harness.core.errors import UserError, did_you_mean
+from harness.core.hashing import not_a_file
 
 KINDS = ("file", "hf")
 COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
@@ -121,8 +122,8 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         path = Path(location).expanduser()
         if not path.is_file():
             raise UserError(
-                f"{where} {entry}: {path}: no such file (a CSV, TSV or JSONL file of sentence "
-                "pairs)"
+                f"{where} {entry}: {path}: {not_a_file(path)} (a CSV, TSV or JSONL file of "
+                "sentence pairs)"
             )
         fmt = options.get("format", "").lower() or FORMATS.get(path.suffix.lower(), "")
         if fmt not in FORMATS.values():

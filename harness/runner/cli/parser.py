@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserError, did_you_mean
+from harness.core.hashing import not_a_file
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.declaration import Setting, by_name, commands, groups
 
@@ -283,7 +284,7 @@ def load_config_file(path: str) -> dict[str, Any]:
 
     file = Path(path).expanduser()
     if not file.is_file():
-        raise UserError(f"--config {path}: no such file")
+        raise UserError(f"--config {path}: {not_a_file(file)}")
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:

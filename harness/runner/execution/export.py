@@ -118,9 +118,15 @@ def folder_of(root: Path, record: Record) -> Path:
     )
 
 
-def write_embeddings(root: Path, record: Record, rows: SentenceVectors) -> Path:
-    """Write one (method, task, split)'s export (see the module docstring); returns its folder."""
+def write_embeddings(
+    root: Path, record: Record, rows: SentenceVectors, output_dir: Path | None = None
+) -> Path:
+    """Write one (method, task, split)'s export (see the module docstring); returns its folder.
+    An export folder inside ``output_dir`` (``OUT/embeddings``) is itself no link: the output
+    folder is closed (:mod:`harness.runner.records.lock`)."""
     folder = folder_of(root, record)
+    if output_dir is not None:
+        refuse_linked_folders(Path(output_dir).expanduser(), folder / "meta.json")
     refuse_linked_folders(Path(root).expanduser(), folder / "meta.json", "the export folder")
     vectors = npy_bytes(np.ascontiguousarray(rows.vectors, dtype=np.float32))
     lines = "".join(

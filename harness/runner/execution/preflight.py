@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import ResourceError, UserError
+from harness.runner.records.lock import refuse_linked_folders
 
 if TYPE_CHECKING:
     from harness.runner.settings.config import BenchConfig
@@ -123,6 +124,12 @@ def preflight(cfg: BenchConfig) -> Baseline | None:
         check_writable(cfg.output_dir, "--output-dir")
         check_writable(cfg.cache_dir, "--cache-dir")
         if cfg.export_embeddings:
+            # Inside the output folder, the export goes through real folders only, as every other
+            # output does: a linked OUT/embeddings is refused before even the probe is written.
+            refuse_linked_folders(
+                Path(cfg.output_dir).expanduser(),
+                Path(cfg.export_embeddings).expanduser() / "meta.json",
+            )
             check_writable(cfg.export_embeddings, "--export-embeddings")
         for sub in _existing_subfolders(Path(cfg.output_dir).expanduser(), depth=1):
             check_writable(sub, "--output-dir")

@@ -430,7 +430,11 @@ def score_stage(
                 record["timings"]["encode_stage_s"] = round(encode_s, 4)
                 if cfg.export_embeddings and scored.left is not None and scored.right is not None:
                     vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
-                    exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
+                    exported.append(
+                        write_embeddings(
+                            Path(cfg.export_embeddings), record, vectors, Path(cfg.output_dir)
+                        )
+                    )
                 elif cfg.export_embeddings and task is plan.tasks[0] and "vector" not in record:
                     say(
                         f"export: {method.label()} scores pairs as a whole; it has no sentence "

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UserError
+from harness.core.hashing import not_a_file
 from harness.runner.tables.frames import (
     AVG,
     FINGERPRINTS,
@@ -85,7 +86,7 @@ def read_baseline(path: str | Path) -> pd.DataFrame:
 
     file = Path(path).expanduser()
     if not file.is_file():
-        raise UserError(f"--baseline {path}: no such file; {BASELINE_HINT}")
+        raise UserError(f"--baseline {path}: {not_a_file(file)}; {BASELINE_HINT}")
     try:
         # every cell as its text: keys are normalised from it, scores converted below, and an error
         # line quotes a cell as the file has it ('1e999', not the inf pandas would make of it)

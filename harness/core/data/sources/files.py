@@ -30,6 +30,7 @@ from harness.core.data.sources import Source
 from harness.core.data.sources.columns import PairSplits, find_columns
 from harness.core.data.splits import OwnSource, SplitData, TaskSpec
 from harness.core.errors import UserError
+from harness.core.hashing import NotAFile, not_a_file, read_regular
 
 
 def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
@@ -39,9 +40,9 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
     assert own is not None and own.kind == "file"
     path = Path(own.location).expanduser()
     try:
-        data = path.read_bytes()  # bytes: text mode would also end a line at a lone "\r"
-    except FileNotFoundError:
-        raise UserError(f"{own.entry}: {path}: no such file") from None
+        data = read_regular(path)  # bytes: text mode would also end a line at a lone "\r"
+    except (FileNotFoundError, NotAFile):
+        raise UserError(f"{own.entry}: {path}: {not_a_file(path)}") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
