@@ -198,8 +198,10 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         for task in tasks
         for name in fit_names
     }
-    from harness.core.bootstrap import check_fits
+    from harness.core.bootstrap import check_fits, check_rounds
 
+    # every method's resampled scores of every task are kept for the paired tests
+    check_rounds(cfg.bootstrap, len(tasks) * max(len(methods), 1))
     for task in tasks:
         check_scorable(task, cfg)
         check_fits(

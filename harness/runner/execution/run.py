@@ -472,6 +472,12 @@ def report_stage(
     )
     with output_lock(out):
         inputs = ReportInputs(
-            cfg, out, records, load_results(out / "runs"), plan.methods, pool, ctx.resamples
+            cfg,
+            out,
+            records,
+            load_results(out / "runs", ctx.resamples),  # this run's resamples: checked, not redrawn
+            plan.methods,
+            pool,
+            ctx.resamples,
         )
         return run_steps(inputs, ctx.artifacts)

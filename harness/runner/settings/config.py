@@ -142,6 +142,15 @@ def _batch_size(text: str) -> int:
     return parse_batch_size(text)
 
 
+def _rounds(rounds: int) -> None:
+    from harness.core.bootstrap import rounds_problem
+    from harness.core.errors import UserError
+
+    problem = rounds_problem(rounds)
+    if problem:
+        raise UserError(f"--bootstrap: {problem}")
+
+
 def _some(flag: str) -> Any:
     def check(names: Sequence[str]) -> None:
         from harness.core.errors import UserError
@@ -384,7 +393,12 @@ class BenchConfig:
         "all", group=STATISTICS, choices=_aggregations, protocol=True, help="over a task's subsets"
     )
     bootstrap: int = setting(
-        1000, group=STATISTICS, metavar="N", minimum=0, help="rounds of the 95%% interval; 0: off"
+        1000,
+        group=STATISTICS,
+        metavar="N",
+        minimum=0,
+        help="rounds of the 95%% interval (at least 41); 0: off",
+        check=_rounds,
     )
     pair_thresholds: str = setting(
         "task",
