@@ -320,8 +320,9 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     (None: it is). A line's checksum is no evidence (anyone appending a line can compute it): its
     Spearman is computed again from the similarities and gold it names, under its aggregation,
     and its interval from its rounds and seed, as a record's are
-    (:func:`harness.runner.records.schema.evidence_problem`). A line of another metric (labelled pairs) carries no positive class nor
-    thresholds to recompute from, and is shown on its checksum alone."""
+    (:func:`harness.runner.records.schema.evidence_problem`). A line of another metric (labelled
+    pairs) carries no positive class nor thresholds to recompute from, and is shown on its
+    checksum alone."""
     from harness.core.scoring import AGGREGATIONS, score_split
     from harness.runner.records.schema import AGREE
 
