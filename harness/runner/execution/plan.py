@@ -198,13 +198,12 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         for task in tasks
         for name in fit_names
     }
-    from harness.core.bootstrap import check_fits
+    from harness.core.bootstrap import RUN_BYTES_PER_PAIR, check_fits
 
     for task in tasks:
         check_scorable(task, cfg)
-        check_fits(
-            len(task.eval.gold), cfg.bootstrap
-        )  # a task too large to score fails before encoding
+        # a task too large to score fails before encoding, counting what the run holds per pair
+        check_fits(len(task.eval.gold), cfg.bootstrap, held=RUN_BYTES_PER_PAIR)
     for fit in fit_sets.values():
         distinct = len(set(fit.sentences))
         if distinct < 2:
