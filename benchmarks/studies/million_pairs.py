@@ -1,6 +1,6 @@
 """Peak memory of ``run_bench.py --methods avg --tasks file:1M_pairs.tsv``, sentences cached.
 
-    .venv/bin/python benchmarks/studies/million_pairs.py            # 1M pairs, ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/studies/million_pairs.py   # 1M pairs, ~2 minutes on 2 cores
     .venv/bin/python benchmarks/studies/million_pairs.py --pairs 300000 --bootstrap 0
     .venv/bin/python benchmarks/studies/million_pairs.py --out docs/measurements/million_pairs.md
 
