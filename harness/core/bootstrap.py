@@ -70,6 +70,11 @@ CHUNK_CELLS = 1 << 18
 # sides' rank plans, the Spearman of all pairs, subset codes: up to 58 measured), with margins.
 BYTES_PER_CELL = 48
 BYTES_PER_PAIR = 128
+# What a run holds per pair besides the scoring (checked before encoding, :func:`check_fits`'s
+# ``held``): the pairs' sentences as read, gold and labels, each side's row of every pair and its
+# similarity, and the record's per-pair lists (Python floats) and their JSON. Measured with
+# benchmarks/studies/million_pairs.py: (peak at 1M pairs - peak at 100k) / 900k, with a margin.
+RUN_BYTES_PER_PAIR = 1024
 GIB = 2**30
 # The fewest resamples a 95 % percentile interval is drawn from: each end must lie inside the
 # resamples, with one resample beyond it (0.025 × (N − 1) ≥ 1, so N ≥ 41); with fewer an end is the
@@ -152,10 +157,11 @@ def check_rounds(rounds: int, kept: int, available: int | None = None) -> None:
         )
 
 
-def check_fits(n: int, rounds: int, available: int | None = None) -> int:
+def check_fits(n: int, rounds: int, available: int | None = None, held: int = 0) -> int:
     """Raise :class:`ResourceError` (one line) when scoring ``n`` pairs cannot fit in the memory
     available (``available`` bytes; None reads the machine's, and an unknown amount passes); else
-    return the resamples per chunk to use.
+    return the resamples per chunk to use. ``held``: bytes per pair the caller keeps besides the
+    scoring (the run's check before encoding passes :data:`RUN_BYTES_PER_PAIR`).
 
     Worked example: 20M pairs need 20M × 128 B = 2.4 GiB outside the chunks and 20M × 48 B = 0.9
     GiB for a chunk of one resample (2^18 cells are less than a row), 3.3 GiB in all: refused with
@@ -167,8 +173,8 @@ def check_fits(n: int, rounds: int, available: int | None = None) -> int:
         available = machine.available_bytes("cpu")
     if available is None:
         return chunk_rounds(n, rounds)
-    step = chunk_rounds(n, rounds, available)
-    need = scoring_bytes(n, rounds, step)
+    step = chunk_rounds(n, rounds, max(0, available - held * n))
+    need = scoring_bytes(n, rounds, step) + held * n
     if need > available:
         raise ResourceError(
             f"scoring {n:,} pairs needs about {need / GIB:.1f} GiB of memory and this machine has "

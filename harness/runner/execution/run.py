@@ -429,7 +429,8 @@ def score_stage(
                     choice.annotate(record)
                 record["timings"]["encode_stage_s"] = round(encode_s, 4)
                 if cfg.export_embeddings and scored.left is not None and scored.right is not None:
-                    vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
+                    s1, s2 = scored.sentences or (task.eval.s1, task.eval.s2)
+                    vectors = unique_rows(s1, s2, scored.left, scored.right)
                     exported.append(write_embeddings(Path(cfg.export_embeddings), record, vectors))
                 elif cfg.export_embeddings and task is plan.tasks[0] and "vector" not in record:
                     say(

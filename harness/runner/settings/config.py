@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 BACKENDS = ("local", "dask", "ray")  # where encode windows run (harness.runner.execution.backends)
 MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
+# torch.set_num_threads(100000) ends the process with a segmentation fault (exit 139, no message);
+# no CPU a run is given has more than this many hardware threads
+MAX_THREADS = 4096
 VERIFY_UNDER_BASELINE = 32  # --verify-cache's default when a run gates on --baseline
 DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "flow", "sbert", "random")
 
@@ -149,6 +152,12 @@ def _rounds(rounds: int) -> None:
     problem = rounds_problem(rounds)
     if problem:
         raise UserError(f"--bootstrap: {problem}")
+
+
+def _devices(value: str) -> None:
+    from harness.core.machine import check_devices
+
+    check_devices(value)
 
 
 def _some(flag: str) -> Any:
@@ -320,6 +329,7 @@ class BenchConfig:
         "auto",
         group=ENCODING,
         help="auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)",
+        check=_devices,
         reaches=("encode",),
     )
     encoder_impl: str = setting(
@@ -364,6 +374,9 @@ class BenchConfig:
         group=SCHEDULING,
         metavar="N",
         minimum=0,
+        maximum=MAX_THREADS,
+        why_maximum="more threads than any CPU has: torch crashes there; 0 uses the cores this "
+        "process may use",
         shown="the cores this process may use",
         help="CPU threads for torch",
         reaches=("encode",),
@@ -568,11 +581,20 @@ class BenchConfig:
         (choices, range, its own check; in field order, the first bad one is the one line said),
         with plugin references (``x.py:Class``) loaded and replaced by their methods' names
         (``harness.run(BenchConfig(methods=("x.py:Class",)))`` as the CLI)."""
+        from harness.core.errors import UserError
         from harness.runner.settings.validate import check_fields, check_setting, method_names
 
         check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
         for s in declared(BenchConfig):
             check_setting(s, getattr(self, s.name))
         self.locations()  # an older spelling and --data-dir naming two locations of a source
+        if self.dry_run and self.history:
+            # --history only writes (history.md and index.html, from disk): a dry run of it wrote
+            # them all the same
+            raise UserError(
+                "--dry-run and --history do not combine: --history computes nothing, it only "
+                "rewrites history.md and index.html from the records on disk; drop --dry-run to "
+                "rewrite them, or --history to plan a run"
+            )
         methods = method_names(self.methods)
         return self if methods == self.methods else replace(self, methods=methods)
