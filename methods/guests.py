@@ -190,6 +190,19 @@ def printing_as(prefix: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def importing_as(prefix: str) -> Iterator[None]:
+    """While a plugin's module is imported: its prints go to stderr as ``prefix`` lines, its
+    ``os._exit`` raises (:class:`CalledOsExit`, an exit the loader reports) and a working directory
+    it changes is put back."""
+    folder = _cwd()
+    try:
+        with _os_exit_raises(), printing_as(prefix):
+            yield
+    finally:
+        _back_to(folder)
+
+
+@contextlib.contextmanager
 def guest(cls: type, call: str) -> Iterator[None]:
     """Run the body, a call into method class ``cls``'s code (``call``: ``"encode()"``, for the
     message), as a guest's: a plugin's prints go to stderr, and whatever it raises or exits with

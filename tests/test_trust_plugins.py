@@ -475,6 +475,12 @@ def test_a_plugin_calling_os_exit_0_is_exit_5_and_the_rest_is_kept(tmp_path):
     assert "random" in (tmp_path / "o" / "leaderboard.csv").read_text()
 
 
+def test_a_plugin_file_calling_os_exit_on_import_is_one_line_exit_2(tmp_path):
+    done = cli(tmp_path, "import os\nos._exit(0)\n")
+    one_plugin_error(done.returncode, done.stderr, 2, "importing bad.py called os._exit(0) at bad.py:2",
+                     named="--methods bad.py:Bad")
+
+
 def test_a_forked_child_of_a_plugin_still_exits_with_os_exit(run, tmp_path):
     """The guard is the plugin's process's only: a child it forks (multiprocessing, a data loader)
     ends through ``os._exit`` as it always did, and never unwinds the run's stack a second time."""
