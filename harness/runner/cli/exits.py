@@ -11,9 +11,10 @@ code   meaning
        I/O error, out of memory (:class:`~harness.core.errors.ResourceError`, ``OSError``,
        ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
-5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited, or
-       returned vectors or scores of the wrong shape, type or count; the line names the plugin and
-       its file, and the other methods' results are written
+5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited
+       (``os._exit`` too), changed the working directory, failed to allocate memory in its own
+       code, left a thread running, or returned vectors or scores of the wrong shape, type or
+       count; the line names the plugin and its file, and the other methods' results are written
 130    interrupted (Ctrl-C); what was finished stays cached
 141    the reader of standard output went away (``sts-bench list | head -3``): no message, as
        ``git``
