@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import os
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from harness.core.errors import PluginError, ResourceError, UserError
 
@@ -103,8 +105,11 @@ def _location(err: BaseException, cls: type) -> str:
 
 
 def what_happened(err: BaseException) -> str:
-    """``Type: first line of its message`` (``called sys.exit(CODE)`` for an exit), at most 200
+    """``Type: first line of its message`` (``called sys.exit(CODE)`` for an exit,
+    ``called os._exit(CODE)`` for the exit :func:`guest` turned into an exception), at most 200
     characters."""
+    if isinstance(err, CalledOsExit):
+        return f"called os._exit({err.code!r})"
     if isinstance(err, SystemExit):
         return f"called sys.exit({err.code!r})"
     first = (str(err).strip().splitlines() or [""])[0][:200]
@@ -113,12 +118,9 @@ def what_happened(err: BaseException) -> str:
 
 def _stays(err: BaseException) -> bool:
     """What a plugin may let through as it is: Ctrl-C and SIGTERM (the run stops, exit 130/143), its
-    own UserError (bad input, exit 2: docs/PLUGINS.md), and the machine failing (exit 3)."""
-    if isinstance(err, KeyboardInterrupt | UserError | ResourceError | MemoryError):
-        return True
-    if type(err).__name__ == "OutOfMemoryError" or (
-        isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
-    ):
+    own UserError (bad input, exit 2: docs/PLUGINS.md), and the machine failing (exit 3; memory
+    the plugin's own code failed to allocate is its fault, :func:`guest` says so first)."""
+    if isinstance(err, KeyboardInterrupt | UserError | ResourceError) or is_out_of_memory(err):
         return True
     return isinstance(err, OSError) and err.errno in _MACHINE_ERRNOS
 
@@ -188,12 +190,31 @@ def printing_as(prefix: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def importing_as(prefix: str) -> Iterator[None]:
+    """While a plugin's module is imported: its prints go to stderr as ``prefix`` lines, its
+    ``os._exit`` raises (:class:`CalledOsExit`, an exit the loader reports) and a working directory
+    it changes is put back."""
+    folder = _cwd()
+    try:
+        with _os_exit_raises(), printing_as(prefix):
+            yield
+    finally:
+        _back_to(folder)
+
+
+@contextlib.contextmanager
 def guest(cls: type, call: str) -> Iterator[None]:
     """Run the body, a call into method class ``cls``'s code (``call``: ``"encode()"``, for the
     message), as a guest's: a plugin's prints go to stderr, and whatever it raises or exits with
     becomes one :class:`PluginError` line, except what :func:`_stays` lets through. Ctrl-C is never
     caught here, so the first press stops the run. A built-in class runs as it is (its bug is the
     harness's: exit 4, traceback).
+
+    The guest cannot decide how the run ends (docs/PLUGINS.md, "What a guest cannot do"): while it
+    runs, ``os._exit`` raises (:class:`CalledOsExit`) instead of ending the process; memory it
+    fails to allocate in its own code is its fault, not the machine's; a working directory it
+    changes is put back, and is its fault; a non-daemon thread it starts and leaves running is
+    noted (:func:`lingering`), so the process can end without it.
 
     >>> from harness.core.api import EmbeddingMethod
     >>> fields = {"name": "quits", "summary": "s", "__module__": "my_plugin"}
@@ -206,15 +227,148 @@ def guest(cls: type, call: str) -> Iterator[None]:
     if not is_guest(cls):
         yield
         return
+    folder = _cwd()
+    threads = set(threading.enumerate())
     try:
-        with printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
+        with _os_exit_raises(), printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
             yield
     except (
         BaseException
     ) as err:  # SystemExit too: a plugin must never end the run, least of all with 0
+        _back_to(folder)
+        if is_out_of_memory(err) and _allocated_by(err, cls):
+            raise PluginError(out_of_memory(cls, call, err)) from err
         if _stays(err):
             raise
         raise PluginError(misbehaved(cls, call, err)) from err
+    finally:
+        _note_threads(threads, cls, call)
+    moved = _back_to(folder)
+    if moved is not None:
+        raise PluginError(
+            f"{who(cls)}: {call} changed the working directory to {moved} (put back to {folder}); "
+            "a method must not change the process's folder, the run's relative paths depend on "
+            "it: open the plugin's files by absolute path (Path(__file__).parent / NAME)"
+        )
+
+
+# -- what a guest cannot decide: how the process ends, its folder, its memory, its threads ------
+
+
+class CalledOsExit(SystemExit):
+    """A guest's ``os._exit(code)``, raised where it was called: while :func:`guest` runs a
+    plugin's call, ``os._exit`` is :func:`_raise_exit`, so the run can say who ended it and write
+    the other results, instead of ending at once with the plugin's code (often 0)."""
+
+
+_REAL_OS_EXIT = os._exit
+_held = 0  # guest calls running now (nested, or on several threads)
+_held_lock = threading.Lock()
+_held_pid = 0  # the process that holds os._exit: a child it forks exits for real
+
+
+def _raise_exit(code: int) -> NoReturn:
+    if os.getpid() != _held_pid:  # a forked child (multiprocessing, a data loader) ends as it asks
+        _REAL_OS_EXIT(code)
+    raise CalledOsExit(code)
+
+
+@contextlib.contextmanager
+def _os_exit_raises() -> Iterator[None]:
+    """While the body runs, ``os._exit`` raises :class:`CalledOsExit` in this process. Only the
+    name ``os._exit`` is replaced: ``posix._exit``, an alias bound before (``from os import
+    _exit``), a signal the plugin sends itself and a crash in native code still end the process."""
+    global _held, _held_pid
+    with _held_lock:
+        if _held == 0:
+            _held_pid = os.getpid()
+            setattr(os, "_exit", _raise_exit)  # noqa: B010 (mypy: a module's function, replaced)
+        _held += 1
+    try:
+        yield
+    finally:
+        with _held_lock:
+            _held -= 1
+            if _held == 0:
+                setattr(os, "_exit", _REAL_OS_EXIT)  # noqa: B010
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under the run
+        return None
+
+
+def _back_to(folder: str | None) -> str | None:
+    """Put the working directory back to ``folder`` if a guest changed it; returns where it had
+    gone (None when unchanged)."""
+    now = _cwd()
+    if folder is None or now == folder:
+        return None
+    with contextlib.suppress(OSError):
+        os.chdir(folder)
+    return now or "a folder that no longer exists"
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """MemoryError (numpy's too), torch's CUDA OOM, or the RuntimeError torch's CPU allocator
+    raises."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
+
+
+_OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "harness")
+
+
+def _allocated_by(err: BaseException, cls: type) -> bool:
+    """Whether the allocation that failed was the plugin's: the deepest frame of ``err`` that is
+    either the plugin's code or the harness's is the plugin's (numpy, torch and other libraries it
+    called between are its own). Memory the harness failed to get, even on the plugin's behalf
+    (``ctx.views(...).get``), stays the machine's (exit 3)."""
+    home = _home(cls)
+    if home is None:
+        return False
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if frame.filename == __file__:
+            continue
+        if _in_home(frame.filename, home):
+            return True
+        if any(_in_home(frame.filename, ours) for ours in _OURS):
+            return False
+    return False
+
+
+def out_of_memory(cls: type, call: str, err: BaseException) -> str:
+    kind = "MemoryError" if isinstance(err, MemoryError) else type(err).__name__
+    first = (str(err).strip().splitlines() or [""])[0][:200]
+    return (
+        f"{who(cls)}: {call} ran out of memory ({kind}: {first}){_location(err, cls)}; the "
+        "plugin asked for more memory than the machine has: allocate in smaller pieces (a "
+        "smaller batch), or run it where there is more memory"
+    )
+
+
+# Non-daemon threads a guest call started and left running, with who started them (its line).
+_spawned: dict[threading.Thread, str] = {}
+
+
+def _note_threads(before: set[threading.Thread], cls: type, call: str) -> None:
+    for thread in threading.enumerate():
+        if thread not in before and not thread.daemon and thread.is_alive():
+            _spawned.setdefault(thread, f"{who(cls)}: {call}")
+
+
+def lingering() -> list[tuple[threading.Thread, str | None]]:
+    """The non-daemon threads still running besides the main one (they would keep the process
+    alive), each with the guest call that started it (None: not started by one)."""
+    main = threading.main_thread()
+    return [
+        (thread, _spawned.get(thread))
+        for thread in threading.enumerate()
+        if thread is not main and not thread.daemon and thread.is_alive()
+    ]
 
 
 def blame(err: BaseException, classes: Any) -> PluginError | None:

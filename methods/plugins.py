@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import PluginError, UserError
-from methods.guests import printing_as, what_happened, who
+from methods.guests import importing_as, what_happened, who
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -296,7 +296,7 @@ def _import_file(path: Path, where: str) -> object:
         module  # before running it: dataclasses and codekeys look the module up
     )
     try:
-        with printing_as(f"plugin {path.name}: "):
+        with importing_as(f"plugin {path.name}: "):
             spec.loader.exec_module(module)
     except KeyboardInterrupt:
         del sys.modules[module_name]
@@ -307,7 +307,7 @@ def _import_file(path: Path, where: str) -> object:
         del sys.modules[module_name]
         if isinstance(err, SystemExit):
             raise UserError(
-                f"{where}: importing {path} called sys.exit({err.code!r}) at "
+                f"{where}: importing {path} {what_happened(err)} at "
                 f"{_failing_line(err, path)}; "
                 "a plugin file only defines its classes: move the exit under "
                 'if __name__ == "__main__":'
@@ -322,7 +322,7 @@ def _import_file(path: Path, where: str) -> object:
 
 def _import_module(name: str, where: str) -> object:
     try:
-        with printing_as(f"plugin {name}: "):
+        with importing_as(f"plugin {name}: "):
             return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
@@ -368,7 +368,7 @@ def load_entry_point(ep: EntryPoint) -> type[Method]:
         f" of {package})" if package else ")"
     )
     try:
-        with printing_as(f"plugin {ep.name}: "):
+        with importing_as(f"plugin {ep.name}: "):
             cls = ep.load()
     except KeyboardInterrupt:
         raise

@@ -156,7 +156,16 @@ class ViewMethod(EmbeddingMethod):
         if not given:
             return base
         # "\n" typed in a shell is two characters; instruction prompts mean a line break
-        return Prompt("" if given.lower() == "none" else given.replace("\\n", "\n"), base.rule)
+        template = "" if given.lower() == "none" else given.replace("\\n", "\n")
+        slot, times = Prompt.SLOT, template.count(Prompt.SLOT)
+        if times > 1:  # a traceback (exit 4) before: Prompt() refuses it, at planning
+            second = side == 2 and str(params.get("prompt2", SAME)) != SAME
+            raise UserError(
+                f"--set {self.name}.{'prompt2' if second else 'prompt'}={given}: {slot} appears "
+                f"{times} times; a prompt holds the sentence once: write {slot} once, or leave it "
+                "out for a prefix"
+            )
+        return Prompt(template, base.rule)
 
     def side_views(self, side: int) -> list[View]:
         from harness.core.encoding import View

@@ -117,3 +117,38 @@ def test_the_history_plot_is_drawn_again_only_when_what_it_shows_changes(history
     append_history(history, [record(gold + rng.normal(0, 1, 300), gold, "e" * 40, "2025-01-09T00:00:00+00:00")])
     history_report(history, rounds=200, seed=1)
     assert drawn == [1, 1] and drawn_from(png) != key
+
+
+def test_a_line_appended_with_its_check_redone_is_verified_by_its_own_blobs(history, caplog):
+    """Issue 42: a line's checksum is no evidence (whoever appends a line computes it). A line
+    claiming Spearman 99 whose own per-pair blob gives another score, and one whose blob is
+    missing, are not shown, each with one warning naming the file."""
+    import hashlib
+
+    from harness.core.hashing import canonical_json
+
+    path = history / HISTORY_FILE
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    truth = 100 * float(np.corrcoef(*(np.argsort(np.argsort(np.asarray(v))) for v in (
+        np.load(history / BLOBS / f"{last['similarity']}.npy"),
+        json.loads((history / BLOBS / f"{last['gold']}.json").read_text())["gold"])))[0, 1])
+    assert last["score"] == pytest.approx(truth, abs=1e-9)
+
+    def forged(**change) -> str:
+        body = {k: v for k, v in last.items() if k != "check"} | change
+        return json.dumps({**body, "check": hashlib.sha256(canonical_json(body).encode()).hexdigest()})
+
+    with path.open("a") as f:
+        f.write(forged(score=99.0, commit="e" * 40, date="2025-01-05T00:00:00+00:00") + "\n")
+        f.write(forged(similarity="0" * 64, commit="f" * 40, date="2025-01-06T00:00:00+00:00") + "\n")
+    caplog.clear()
+    entries = read_history(history)
+    assert [e["commit"][0] for e in entries] == ["a", "b", "c", "d"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and all(str(path) in w for w in warned)
+    assert f"line 5 not shown: score 99.0 is not what its own 300 pairs give ({truth:.4f})" in warned[0]
+    assert "line 6 not shown: its per-pair similarities or gold are missing" in warned[1]
+    history_report(history, rounds=200, seed=1, plots=False)
+    shown = (history / "history.md").read_text()
+    assert "99.00" not in shown and "eeeeeeee" not in shown and "ffffffff" not in shown

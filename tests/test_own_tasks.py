@@ -192,7 +192,7 @@ def test_stsb_and_its_own_pairs_as_a_file_score_the_same_in_one_table(bench, sen
     rows = stsb_rows(senteval_root / "STS" / "STSBenchmark" / "sts-test.csv")
     path = write_tsv(tmp_path / "my-stsb.tsv", rows)
     code, out, err = bench("--methods", "avg", "cls", "--tasks", "stsb", f"file:{path}", "--source", "senteval",
-                           "--senteval-dir", str(senteval_root), "--backbone", str(tiny_bert), "--bootstrap", "20")
+                           "--senteval-dir", str(senteval_root), "--backbone", str(tiny_bert), "--bootstrap", "50")
     assert code == 0, out + err
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "out" / "runs").glob("*.json"))]
     by = {(r["method"]["name"], r["task"]["name"]): r for r in records}

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from harness.core.scoring import score_split
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, checksum, problems, seal
 
 SIMILARITY = [0.1, 0.4, 0.35, 0.8, 0.2, 0.9, 0.5, 0.7]
@@ -42,8 +43,10 @@ GOOD = {
     "protocol": {"aggregation": "mean", "source": "packaged", "dtype": "fp32", "max_length": 128,
                  "first_last_layers": [1, -1]},
     "fit": None,
-    "scores": {"spearman": SPEARMAN, "pearson": PEARSON, "spearman_ci95": [SPEARMAN - 20, min(SPEARMAN + 5, 100)],
-               "bootstrap_rounds": 10, "bootstrap_seed": 1, "n_zero_vectors": 0, "undefined": None},
+    # the interval its pairs give with these rounds and seed: it is drawn again on read (issue 42)
+    "scores": {"spearman": SPEARMAN, "pearson": PEARSON,
+               "spearman_ci95": list(score_split(np.asarray(SIMILARITY), GOLD, SUBSET, "mean", 50, 1).ci95),
+               "bootstrap_rounds": 50, "bootstrap_seed": 1, "n_zero_vectors": 0, "undefined": None},
     "subset_scores": copy.deepcopy(SUBSETS),
     "pairs": {"similarity": list(SIMILARITY), "gold": list(GOLD), "subset": list(SUBSET)},
     "env": {}, "timings": {"fit_s": 0.0},
@@ -136,7 +139,7 @@ def test_a_zero_vector_count_is_held_to_the_zero_similarities():
     record["subset_scores"]["a"].update(spearman=100 * rank_a, pearson=100 * r_a)
     record["scores"].update(spearman=float(np.mean([100 * rank_a, SUBSETS["b"]["spearman"]])),
                             pearson=float(np.mean([100 * r_a, SUBSETS["b"]["pearson"]])),
-                            spearman_ci95=None, n_zero_vectors=1)
+                            spearman_ci95=None, bootstrap_rounds=0, n_zero_vectors=1)
     assert problems(seal(record)) is None
     record["scores"]["n_zero_vectors"] = 2
     assert "scores.n_zero_vectors 2, but 1 of its similarities are 0" in problems(seal(record))

@@ -448,3 +448,130 @@ class Sleepy(EmbeddingMethod):
     assert process.returncode == 130, err
     assert "interrupted:" in err and "Traceback" not in err and not error_lines(err)
     assert list(records(tmp_path / "o")) == ["random on pairs"]  # finished before the plugin blocked
+
+
+# -- guests cannot decide how the run ends (issue 42) ------------------------------------------------
+
+
+def cli(tmp_path: Path, plugin: str, *extra: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``random`` and the plugin file's ``Bad`` through ``run_bench.py`` in a process of its own, from
+    ``tmp_path`` (a plugin that ends or hangs the process cannot take pytest with it); the timeout is
+    a hang guard only."""
+    write_pairs(tmp_path / "pairs.tsv")
+    (tmp_path / "bad.py").write_text(plugin, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run_bench.py"), "--methods", "random", "bad.py:Bad", "--tasks", "file:pairs.tsv",
+         "--bootstrap", "0", "--no-progress", "--no-plots", "--cache-dir", str(tmp_path / "c"), "--output-dir", "o",
+         *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_plugin_calling_os_exit_0_is_exit_5_and_the_rest_is_kept(tmp_path):
+    """``os._exit(0)`` skips every handler: before, the run ended there with exit 0, no error line and
+    no leaderboards."""
+    done = cli(tmp_path, embedding("import os; os._exit(0)"))
+    one_plugin_error(done.returncode, done.stderr, PLUGIN_EXIT, "encode() called os._exit(0) at bad.py:")
+    assert list(records(tmp_path / "o")) == ["random on pairs"]
+    assert "random" in (tmp_path / "o" / "leaderboard.csv").read_text()
+
+
+def test_a_plugin_file_calling_os_exit_on_import_is_one_line_exit_2(tmp_path):
+    done = cli(tmp_path, "import os\nos._exit(0)\n")
+    one_plugin_error(done.returncode, done.stderr, 2, "importing bad.py called os._exit(0) at bad.py:2",
+                     named="--methods bad.py:Bad")
+
+
+def test_a_forked_child_of_a_plugin_still_exits_with_os_exit(run, tmp_path):
+    """The guard is the plugin's process's only: a child it forks (multiprocessing, a data loader)
+    ends through ``os._exit`` as it always did, and never unwinds the run's stack a second time."""
+    body = ("import os\n        pid = os.fork()\n        if pid == 0:\n            os._exit(7)\n"
+            "        assert os.waitpid(pid, 0)[1] >> 8 == 7\n        return vectors(sentences)")
+    code, _, err = run(embedding(body))
+    assert code == 0, err
+    assert sorted(records(tmp_path / "out")) == ["bad on pairs", "random on pairs"]
+
+
+def test_a_thread_a_plugin_leaves_running_does_not_keep_the_process_alive(tmp_path):
+    """Before, everything was written and the process never exited (Python joins non-daemon threads at
+    exit); now it exits with 5, the thread named with the plugin, after the results are written."""
+    plugin = embedding("import threading, time\n"
+                       "        threading.Thread(target=time.sleep, args=(3600,), name='spinner').start()\n"
+                       "        return vectors(sentences)")
+    done = cli(tmp_path, plugin, timeout=120)
+    one_plugin_error(done.returncode, done.stderr, PLUGIN_EXIT, "encode() left ")
+    assert "'spinner'" in error_lines(done.stderr)[0] and "running after the run ended" in done.stderr
+    assert sorted(records(tmp_path / "o")) == ["bad on pairs", "random on pairs"]
+    assert "bad" in (tmp_path / "o" / "leaderboard.csv").read_text()
+
+
+def test_a_plugins_idle_thread_pool_is_not_a_fault(tmp_path):
+    """An executor a plugin keeps (its workers are non-daemon threads) ends at exit as Python ends it:
+    exit 0, no line."""
+    plugin = embedding("return vectors(sentences)", "    import concurrent.futures\n"
+                       "    pool = concurrent.futures.ThreadPoolExecutor(2)\n\n"
+                       "    def __init__(self, spec, ctx):\n        super().__init__(spec, ctx)\n"
+                       "        self.pool.submit(int).result()\n")
+    done = cli(tmp_path, plugin, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not error_lines(done.stderr)
+
+
+def test_a_plugin_changing_directory_cannot_split_the_outputs(run, tmp_path):
+    """Before, with a relative ``--output-dir`` the records written after the plugin's ``os.chdir``
+    went to another folder than those written before it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, _, err = run(embedding(f"import os; os.chdir({str(elsewhere)!r})\n        return vectors(sentences)"),
+                       "--output-dir", "rel-out")
+    one_plugin_error(code, err, PLUGIN_EXIT, f"encode() changed the working directory to {elsewhere}")
+    assert Path.cwd() == tmp_path  # put back
+    assert not list(elsewhere.iterdir())
+    assert list(records(tmp_path / "rel-out")) == ["random on pairs"]
+    assert (tmp_path / "rel-out" / "leaderboard.csv").exists()
+
+
+def test_a_plugins_huge_allocation_is_its_own_fault_exit_5(run, tmp_path):
+    """Before: exit 3, "out of memory", the plugin not named (as if the machine were too small)."""
+    code, _, err = run(embedding("return np.ones(2 ** 40, dtype=np.uint8)"))
+    one_plugin_error(code, err, PLUGIN_EXIT, "encode() ran out of memory (MemoryError: Unable to allocate 1.00 TiB")
+    assert "at bad.py:" in error_lines(err)[0]
+    assert list(records(tmp_path / "out")) == ["random on pairs"]
+
+
+class Tensors:
+    """An encoder object returning torch tensors made by ``how``."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def encode(self, texts):
+        import torch
+
+        ones = torch.from_numpy(np.random.default_rng(len(texts)).random((len(texts), 8)))
+        if self.how == "bf16":
+            return ones.to(torch.bfloat16)
+        return ones.to_sparse()  # no .numpy()
+
+
+def test_a_bfloat16_tensor_from_an_encoder_is_accepted_as_float32(tmp_path):
+    """Before: "prepare() raised TypeError: Got unsupported ScalarType BFloat16"."""
+    write_pairs(tmp_path / "pairs.tsv")
+    outcome = harness.evaluate(Tensors("bf16"), output_dir=tmp_path / "o", tasks=[f"file:{tmp_path / 'pairs.tsv'}"],
+                               cache_dir=str(tmp_path / "c"), bootstrap=0, plots=False, progress=False)
+    assert outcome is not None
+    assert [r["embed_dim"] for r in records(tmp_path / "o").values()] == [8]
+
+
+def test_a_tensor_numpy_cannot_read_is_blamed_on_the_call_that_returned_it(tmp_path):
+    write_pairs(tmp_path / "pairs.tsv")
+    with pytest.raises(PluginError, match=r"encoder 'tensors' \(test_trust_plugins.Tensors\): encode\(\) returned "
+                                          r"Tensor that numpy cannot read \(TypeError"):
+        harness.evaluate(Tensors("sparse"), output_dir=tmp_path / "o", tasks=[f"file:{tmp_path / 'pairs.tsv'}"],
+                         cache_dir=str(tmp_path / "c"), bootstrap=0, plots=False, progress=False)
+
+
+def test_a_plugin_method_may_return_a_bfloat16_tensor(run, tmp_path):
+    body = "import torch\n        return torch.from_numpy(vectors(sentences)).to(torch.bfloat16)"
+    code, _, err = run(embedding(body))
+    assert code == 0, err
+    assert records(tmp_path / "out")["bad on pairs"]["embed_dim"] == 8

@@ -231,3 +231,59 @@ def test_a_non_finite_baseline_score_is_one_error_line_before_anything_runs(benc
                     "could never, or would always, fire); pass a leaderboard.csv written by run_bench.py "
                     "(results/leaderboard.csv)")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out" / "runs").glob("*.json")} == before  # nothing ran
+
+
+# -- issue 42: every interval recomputed from the record's pairs, rounds and seed --------------
+
+def test_an_interval_widened_and_resealed_is_redrawn_from_its_pairs_and_never_shown(bench, senteval_args, tmp_path,
+                                                                                     caplog):
+    """[-99, 99] holds any score, so the old check (the interval holds the score) passed it: the
+    interval is now drawn again from the record's pairs, rounds and seed and must be the stored one."""
+    from harness.core.scoring import score_split
+
+    assert bench("--methods", "avg", "random", *senteval_args, "--no-plots", "--bootstrap", "200")[0] == 0
+    (path,) = (tmp_path / "out" / "runs").glob("random__*.json")
+    kept = json.loads(path.read_text())["scores"]["spearman_ci95"]
+    record = reseal(path, lambda r: r["scores"].update(spearman_ci95=[-99.0, 99.0]))
+    pairs_ = record["pairs"]
+    truth = score_split(np.asarray(pairs_["similarity"]), pairs_["gold"], pairs_["subset"], "all", bootstrap=200,
+                        seed=record["scores"]["bootstrap_seed"]).ci95
+    assert truth is not None and truth == pytest.approx(kept, abs=1e-9)  # the run wrote the true one
+    caplog.clear()
+    code, _out, err = bench("--methods", "avg", *senteval_args, "--no-plots", "--bootstrap", "200")
+    assert code == 0, err
+    (warning,) = warnings_of(caplog)
+    assert path.name in warning
+    assert (f"scores.spearman_ci95 [-99.0000, 99.0000] is not the 95 % interval its own pairs give with 200 "
+            f"resamples and seed 1234 ([{truth[0]:.4f}, {truth[1]:.4f}])") in warning
+    assert list(pd.read_csv(tmp_path / "out" / "leaderboard.csv")["method"]) == ["avg"]
+    for name in ("leaderboard.md", "scores.csv", "index.html"):
+        assert "random" not in (tmp_path / "out" / name).read_text()
+
+
+# -- issue 42: --bootstrap below a 95 % interval's minimum, or beyond memory ------------------
+
+@pytest.mark.parametrize("rounds", ["1", "40"])
+def test_too_few_resamples_for_a_95_interval_are_one_error_line(bench, senteval_args, tmp_path, rounds):
+    code, _out, err = bench("--methods", "random", *senteval_args, "--no-plots", "--bootstrap", rounds)
+    assert code == 2
+    line = one_error_line(err)
+    assert f"--bootstrap: {rounds} resample(s) cannot give a 95 % interval" in line and "at least 41" in line
+    assert not (tmp_path / "out" / "runs").exists() or not list((tmp_path / "out" / "runs").glob("*.json"))
+
+
+def test_a_bootstrap_too_large_for_memory_is_refused_before_encoding_with_advice_about_it(
+        bench, senteval_args, tmp_path, monkeypatch):
+    from harness.core import machine
+
+    monkeypatch.setattr(machine, "available_bytes", lambda device: 64 * 2**20)  # 64 MiB
+    code, _out, err = bench("--methods", "avg", "random", *senteval_args, "--no-plots", "--bootstrap", "1000000")
+    assert code == 3
+    line = one_error_line(err)
+    # 64 B × 1,000,000 resamples × (2 methods × 1 task) = 0.1 GiB > 64 MiB
+    assert line.startswith("error: --bootstrap 1,000,000 keeps 1,000,000 resampled scores per method and task: "
+                           "about 0.1 GiB for 2 score(s)")
+    assert "lower --bootstrap" in line and "batch" not in line
+    assert not list(tmp_path.glob("cache/vectors/*/part-*.npy"))  # nothing encoded
+    code, _out, err = bench("--methods", "random", *senteval_args, "--bootstrap", "1000001")
+    assert code == 2 and "at most 1,000,000" in one_error_line(err)

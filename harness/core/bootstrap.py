@@ -70,7 +70,25 @@ CHUNK_CELLS = 1 << 18
 # sides' rank plans, the Spearman of all pairs, subset codes: up to 58 measured), with margins.
 BYTES_PER_CELL = 48
 BYTES_PER_PAIR = 128
+# What a run holds per pair besides the scoring (checked before encoding, :func:`check_fits`'s
+# ``held``): the pairs' sentences as read, gold and labels, each side's row of every pair and its
+# similarity, and the record's per-pair lists (Python floats) and their JSON. Measured with
+# benchmarks/studies/million_pairs.py: (peak at 1M pairs - peak at 100k) / 900k, with a margin.
+RUN_BYTES_PER_PAIR = 1024
 GIB = 2**30
+# The fewest resamples a 95 % percentile interval is drawn from: each end must lie inside the
+# resamples, with one resample beyond it (0.025 × (N − 1) ≥ 1, so N ≥ 41); with fewer an end is the
+# most extreme resample, and one resample "interval" is a single draw. 0 turns intervals off.
+MIN_ROUNDS = 41
+# The most: beyond a few thousand resamples the ends of a 95 % interval move by less than a
+# hundredth of a point, and every record's interval is drawn again when it is read (a forged
+# record must not make reading it cost hours).
+MAX_ROUNDS = 1_000_000
+# Bytes each resample costs beyond the chunks (:func:`check_rounds`; :func:`scoring_bytes` counts a
+# score's pairs): its score per subset while a split is scored (a float64 each, at most 5 subsets
+# in the bundled tasks, 4 metrics for labelled pairs) and the aggregated score kept per (method,
+# task) for the paired tests, with margins.
+BYTES_PER_ROUND = 64
 
 
 def chunk_rounds(n: int, rounds: int, available: int | None = None) -> int:
@@ -99,10 +117,51 @@ def scoring_bytes(n: int, rounds: int, step: int | None = None) -> int:
     return BYTES_PER_PAIR * n + BYTES_PER_CELL * step * n
 
 
-def check_fits(n: int, rounds: int, available: int | None = None) -> int:
+def rounds_problem(rounds: int) -> str | None:
+    """Why ``rounds`` cannot give a 95 % interval (None: it can, or 0: no interval).
+
+    >>> rounds_problem(1) is not None, rounds_problem(0), rounds_problem(1000)
+    (True, None, None)
+    """
+    if 0 < rounds < MIN_ROUNDS:
+        return (
+            f"{rounds} resample(s) cannot give a 95 % interval: each end must lie inside the "
+            f"resamples (0.025 × (N − 1) ≥ 1), so at least {MIN_ROUNDS}; use 1000, or 0 for no "
+            "interval"
+        )
+    if rounds > MAX_ROUNDS:
+        return (
+            f"{rounds:,} resamples: at most {MAX_ROUNDS:,} (beyond a few thousand the ends of a "
+            "95 % interval move by less than a hundredth of a point; every record's interval is "
+            "drawn again when it is read)"
+        )
+    return None
+
+
+def check_rounds(rounds: int, kept: int, available: int | None = None) -> None:
+    """Raise :class:`ResourceError` (one line, before anything is encoded) when ``rounds``
+    resamples of ``kept`` (method, task) scores cannot be held in the memory available (None: the
+    machine's; an unknown amount passes). The advice is about --bootstrap, the one thing to
+    lower."""
+    if available is None:
+        from harness.core import machine
+
+        available = machine.available_bytes("cpu")
+    need = BYTES_PER_ROUND * rounds * max(kept, 1)
+    if available is not None and need > available:
+        raise ResourceError(
+            f"--bootstrap {rounds:,} keeps {rounds:,} resampled scores per method and task: about "
+            f"{need / GIB:.1f} GiB for {kept} score(s), and this machine has "
+            f"{available / GIB:.1f} GiB available: lower --bootstrap (1000 is the default; the "
+            "ends of a 95 % interval move by hundredths of a point beyond it)"
+        )
+
+
+def check_fits(n: int, rounds: int, available: int | None = None, held: int = 0) -> int:
     """Raise :class:`ResourceError` (one line) when scoring ``n`` pairs cannot fit in the memory
     available (``available`` bytes; None reads the machine's, and an unknown amount passes); else
-    return the resamples per chunk to use.
+    return the resamples per chunk to use. ``held``: bytes per pair the caller keeps besides the
+    scoring (the run's check before encoding passes :data:`RUN_BYTES_PER_PAIR`).
 
     Worked example: 20M pairs need 20M × 128 B = 2.4 GiB outside the chunks and 20M × 48 B = 0.9
     GiB for a chunk of one resample (2^18 cells are less than a row), 3.3 GiB in all: refused with
@@ -114,8 +173,8 @@ def check_fits(n: int, rounds: int, available: int | None = None) -> int:
         available = machine.available_bytes("cpu")
     if available is None:
         return chunk_rounds(n, rounds)
-    step = chunk_rounds(n, rounds, available)
-    need = scoring_bytes(n, rounds, step)
+    step = chunk_rounds(n, rounds, max(0, available - held * n))
+    need = scoring_bytes(n, rounds, step) + held * n
     if need > available:
         raise ResourceError(
             f"scoring {n:,} pairs needs about {need / GIB:.1f} GiB of memory and this machine has "

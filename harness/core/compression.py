@@ -455,3 +455,58 @@ def compressed_similarity(
         cal = calibration.first(setting.dims)
     qa, qb = quantize(a, setting.precision, cal), quantize(b, setting.precision, cal)
     return pair_similarity(qa, qb, setting.similarity, setting.precision)
+
+
+# Pairs whose vectors are gathered at once by :func:`indexed_similarity`: 2^14 pairs of 1024
+# float64 dimensions are 128 MiB a side at most, the same few MiB at 384 as any chunk of rows.
+PAIR_CHUNK = 1 << 14
+
+
+def distinct_rows(sentences: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct sentences in first-seen order, and each sentence's row among them (intp).
+
+    >>> distinct_rows(["b", "a", "b", "c"])
+    (['b', 'a', 'c'], array([0, 1, 0, 2]))
+    """
+    rows: dict[str, int] = {}
+    index = np.fromiter(
+        (rows.setdefault(s, len(rows)) for s in sentences), dtype=np.intp, count=len(sentences)
+    )
+    return list(rows), index
+
+
+def indexed_similarity(
+    left: np.ndarray,
+    left_rows: np.ndarray,
+    right: np.ndarray,
+    right_rows: np.ndarray,
+    setting: VectorSetting,
+    calibration: Calibration | None,
+    chunk: int = PAIR_CHUNK,
+) -> tuple[np.ndarray, int]:
+    """:func:`compressed_similarity` of the pairs ``(left[left_rows[i]], right[right_rows[i]])``,
+    gathered :data:`PAIR_CHUNK` pairs at a time: memory grows with the distinct vectors and 8 bytes
+    a pair, never pairs × dimensions. Every similarity is a function of its own row (cut, quantised
+    per dimension, compared along the row), so the values are those of the whole arrays, bit for
+    bit, whatever ``chunk``.
+
+    >>> vectors = np.array([[1.0, 0.0], [0.0, 2.0]], dtype=np.float32)
+    >>> rows = np.array([0, 1, 1])
+    >>> indexed_similarity(vectors, rows, vectors, rows[::-1], VectorSetting(None, "fp32", "dot"),
+    ...                    None, chunk=2)
+    (array([0., 4., 0.]), 0)
+    """
+    n = len(left_rows)
+    if len(right_rows) != n:
+        raise ValueError(f"{n} left rows and {len(right_rows)} right rows: not pairs")
+    out = np.empty(n, dtype=np.float64)
+    zero = 0
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        out[start:stop], count = compressed_similarity(
+            left[left_rows[start:stop]], right[right_rows[start:stop]], setting, calibration
+        )
+        zero += count
+    if n == 0:
+        out, zero = compressed_similarity(left[:0], right[:0], setting, calibration)
+    return out, zero

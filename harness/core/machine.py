@@ -34,6 +34,22 @@ def device_list(requested: str) -> list[str]:
     return [requested]
 
 
+def check_devices(requested: str) -> None:
+    """Raise the one-line :class:`UserError` of :func:`resolve_device` for any device of
+    ``requested`` this machine does not have; run up front, so a device is checked even when every
+    sentence is cached and nothing is encoded (``--device tpu`` passed then). torch is imported
+    only for a ``cuda`` device.
+
+    >>> check_devices("tpu")
+    Traceback (most recent call last):
+    ...
+    harness.core.errors.UserError: --device tpu: expected auto, cpu, cuda, cuda:N or cuda:N,M,...
+    """
+    for device in device_list(requested.strip()):
+        if device not in ("auto", "cpu"):
+            resolve_device(device)
+
+
 def resolve_device(requested: str) -> str:
     """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``; ``cuda:N`` is checked to exist.
     A list (``cuda:0,1``) resolves to its first device: the one the main process uses."""

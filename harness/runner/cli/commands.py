@@ -91,7 +91,12 @@ def _guarded(body: Callable[[], int], argv: Sequence[str] | None) -> int:
     from harness.runner.cli.exits import debug_requested, guarded, terminate_like_interrupt
 
     with terminate_like_interrupt():
-        return guarded(body, debug=debug_requested(argv))
+        code = guarded(body, debug=debug_requested(argv))
+    if argv is None:  # the process's own command line: it ends after this return
+        from harness.runner.cli.exits import end_despite_threads
+
+        end_despite_threads(code)
+    return code
 
 
 def execute(command: str, namespace: dict[str, Any]) -> int:

@@ -103,7 +103,7 @@ def _numbers(output: Any, who: str, call: str, need: str, error: type[UserError]
     """``output`` as a numeric numpy array (ints or floats; bools, strings and objects are
     refused)."""
     if hasattr(output, "detach") and hasattr(output, "cpu"):  # a torch tensor, maybe on a GPU
-        output = output.detach().cpu().numpy()
+        output = _tensor_numbers(output, who, call, need, error)
     try:
         array = np.asarray(output)
     except (TypeError, ValueError) as err:  # ragged rows
@@ -117,6 +117,27 @@ def _numbers(output: Any, who: str, call: str, need: str, error: type[UserError]
             f"{need}"
         )
     return array
+
+
+# torch's float types numpy has no type for (bfloat16, the float8s): read through float32
+_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
+
+
+def _tensor_numbers(output: Any, who: str, call: str, need: str, error: type[UserError]) -> Any:
+    """A tensor's values as numpy: bfloat16 and float8 through float32 (numpy has no such type);
+    a tensor numpy cannot read (sparse, on the meta device) is one ``error`` line naming ``call``,
+    the call that returned it, not whichever guarded call happened to be running."""
+    try:
+        tensor = output.detach().cpu()
+        if tensor.is_floating_point() and str(tensor.dtype) not in _NUMPY_FLOATS:
+            tensor = tensor.float()
+        return tensor.numpy()
+    except Exception as err:  # whatever the tensor library raises: the value is the guest's
+        first = (str(err).strip().splitlines() or [""])[0][:120]
+        raise error(
+            f"{who}: {call} returned {type(output).__name__} that numpy cannot read "
+            f"({type(err).__name__}: {first}); {need}"
+        ) from None
 
 
 class ObjectEncoder(EmbeddingMethod):

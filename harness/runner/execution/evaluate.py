@@ -23,7 +23,8 @@ from harness.core.compression import (
     Calibration,
     VectorSetting,
     calibrate,
-    compressed_similarity,
+    distinct_rows,
+    indexed_similarity,
 )
 from harness.core.errors import PluginError
 from harness.core.pair_metrics import SELECTED_ON_SCORED, Decisions, PairScores
@@ -191,11 +192,64 @@ def build_record(
 @dataclass
 class Scored:
     """A (method, task) scored: its record, and for an embedding method the vectors of both sides
-    (``left[i]`` is the vector of ``s1[i]``), which ``--export-embeddings`` writes."""
+    (``left[i]`` is the vector of ``sentences[0][i]``, ``right[i]`` of ``sentences[1][i]``: the
+    distinct sentences of each side), which ``--export-embeddings`` writes."""
 
     record: Record
     left: np.ndarray | None = None
     right: np.ndarray | None = None
+    sentences: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class PairSides:
+    """The vectors of a split's pairs as the distinct sentences of each side and each pair's rows:
+    pair i is ``(left[left_rows[i]], right[right_rows[i]])``. A million pairs over a few thousand
+    sentences hold a few thousand vectors, not two million (issue 42: 1M pairs at 384 dimensions
+    were 3 GB of float32 sides and 6 GB more in float64)."""
+
+    s1: tuple[str, ...]
+    s2: tuple[str, ...]
+    left: np.ndarray
+    right: np.ndarray
+    left_rows: np.ndarray
+    right_rows: np.ndarray
+
+    @property
+    def dims(self) -> int:
+        return int(self.left.shape[1])
+
+    def similarity(
+        self, setting: VectorSetting, calibration: Calibration | None
+    ) -> tuple[np.ndarray, int]:
+        """Each pair's similarity under ``setting``, gathered a chunk of pairs at a time."""
+        return indexed_similarity(
+            self.left, self.left_rows, self.right, self.right_rows, setting, calibration
+        )
+
+
+def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) -> PairSides:
+    """Encode both sides of the pairs ``(s1[i], s2[i])`` once per distinct sentence of each side.
+
+    A method whose ``encode_sides`` is the harness's own (each side's sentences encoded on their
+    own) is given each side's distinct sentences; one that overrides it (a plugin may read the
+    pairs together) is given the pairs as they are, and its rows are the pairs'. A plugin's vectors
+    are checked (:func:`checked_sides`) before they are used.
+    """
+    kind = type(method)
+    call = encode_call(kind)
+    if call == "encode()":
+        (u1, rows1), (u2, rows2) = distinct_rows(s1), distinct_rows(s2)
+    else:
+        u1, u2 = list(s1), list(s2)
+        rows1 = rows2 = np.arange(len(s1))
+    with guest(kind, call):
+        sides = method.encode_sides(u1, u2)
+    if is_guest(kind):
+        left, right = checked_sides(sides, (len(u1), len(u2)), kind, call)
+    else:
+        left, right = sides
+    return PairSides(tuple(u1), tuple(u2), left, right, rows1, rows2)
 
 
 def evaluate(
@@ -268,27 +322,19 @@ def score(
         raise TypeError(
             f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
         )
-    call = encode_call(kind)
-    with guest(kind, call):
-        sides = method.encode_sides(split.s1, split.s2)
-    left, right = checked_sides(sides, len(split.s1), kind, call) if plugin else sides
+    sides = pair_sides(method, split.s1, split.s2)
     t2 = time.perf_counter()
     grid = cfg.vector_grid()
     calibration = calibrated_ranges(method, calibration_set, grid)
     tuning = threshold_pairs(task, cfg)
-    tuning_sides = None
-    if tuning is not None:
-        with guest(kind, call):
-            tuning_sides = method.encode_sides(tuning.s1, tuning.s2)
-        if plugin:
-            tuning_sides = checked_sides(tuning_sides, len(tuning.s1), kind, call)
+    tuning_sides = None if tuning is None else pair_sides(method, tuning.s1, tuning.s2)
     out = []
     for setting in grid:
         t_setting = time.perf_counter()
-        similarity, n_zero = compressed_similarity(left, right, setting, calibration)
+        similarity, n_zero = sides.similarity(setting, calibration)
         threshold = None
         if tuning is not None and tuning_sides is not None:
-            tuned, _ = compressed_similarity(*tuning_sides, setting, calibration)
+            tuned, _ = tuning_sides.similarity(setting, calibration)
             threshold = chosen_thresholds(tuned, tuning, task)
         if n_zero:
             say(
@@ -300,21 +346,25 @@ def score(
         record = scored_record(
             method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
         )
-        vector = vector_record(setting, int(left.shape[1]), calibration_set, split.sentences())
+        vector = vector_record(setting, sides.dims, calibration_set, split.sentences())
         record["vector"] = strict(vector)
         record["protocol"]["similarity"] = setting.similarity
         if vector.get("calibration", {}).get("overlap_sentences"):
             record["protocol"]["transductive"] = True  # ranges learnt on the scored sentences: †
         record["method"]["label"] = setting.label(method.label())
         # the width of the vectors scored (whitening's k, a DSE student's, a cut): MTEB's embed_dim
-        record["embed_dim"] = int(setting.dims or left.shape[1])
+        record["embed_dim"] = int(setting.dims or sides.dims)
         if setting.full and cfg.diagnostics:
             from harness.runner.studies.diagnostics import anisotropy, unique_rows
 
             record["diagnostics"] = strict(
-                anisotropy(unique_rows(split.s1, split.s2, left, right), cfg.seed)
+                anisotropy(unique_rows(sides.s1, sides.s2, sides.left, sides.right), cfg.seed)
             )
-        out.append(Scored(record, left, right) if setting.full else Scored(record))
+        out.append(
+            Scored(record, sides.left, sides.right, (sides.s1, sides.s2))
+            if setting.full
+            else Scored(record)
+        )
     return out
 
 
@@ -494,15 +544,21 @@ def encode_call(kind: type) -> str:
     return "encode_sides()" if own else "encode()"
 
 
-def checked_sides(sides: Any, n: int, kind: type, call: str) -> tuple[np.ndarray, np.ndarray]:
-    """A plugin's vectors of both sides of ``n`` pairs, each float32 (n, d) of one width d."""
+def checked_sides(
+    sides: Any, n: int | tuple[int, int], kind: type, call: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """A plugin's vectors of both sides of ``n`` pairs (or of ``(n1, n2)`` sentences of each side),
+    each float32 (n, d) of one width d."""
     named = who(kind)
     if not (isinstance(sides, tuple | list) and len(sides) == 2):
         raise PluginError(
             f"{named}: encode_sides() returned {type(sides).__name__}; it must return a pair "
             "(vectors of the first sentences, vectors of the second), each float32 (n, d)"
         )
-    left, right = (checked_vectors(side, n, named, call, PluginError) for side in sides)
+    counts = n if isinstance(n, tuple) else (n, n)
+    left, right = (
+        checked_vectors(side, count, named, call, PluginError) for side, count in zip(sides, counts)
+    )
     if left.shape[1] != right.shape[1]:
         raise PluginError(
             f"{named}: {call} returned {left.shape[1]} dimensions for the first sentences of the "

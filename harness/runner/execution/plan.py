@@ -198,13 +198,14 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         for task in tasks
         for name in fit_names
     }
-    from harness.core.bootstrap import check_fits
+    from harness.core.bootstrap import RUN_BYTES_PER_PAIR, check_fits, check_rounds
 
+    # every method's resampled scores of every task are kept for the paired tests
+    check_rounds(cfg.bootstrap, len(tasks) * max(len(methods), 1))
     for task in tasks:
         check_scorable(task, cfg)
-        check_fits(
-            len(task.eval.gold), cfg.bootstrap
-        )  # a task too large to score fails before encoding
+        # a task too large to score fails before encoding, counting what the run holds per pair
+        check_fits(len(task.eval.gold), cfg.bootstrap, held=RUN_BYTES_PER_PAIR)
     for fit in fit_sets.values():
         distinct = len(set(fit.sentences))
         if distinct < 2:

@@ -241,10 +241,9 @@ def choose(
     similarity) is highest; the first in the file on a tie. Each member is fitted as it will be
     scored (the task's fit set) before it encodes the split."""
     from harness.core.api import EmbeddingMethod
-    from harness.core.compression import compressed_similarity
     from harness.core.scoring import score_split
-    from harness.runner.execution.evaluate import checked_sides, encode_call
-    from methods.guests import guest, is_guest
+    from harness.runner.execution.evaluate import pair_sides
+    from methods.guests import guest
 
     full = cfg.vector_grid()[0]
     of_set = members[0].prompt_of_set
@@ -263,12 +262,7 @@ def choose(
         if member.uses_fit_set and fit_set is not None:
             with guest(kind, "fit()"):
                 member.fit(fit_set)
-        call = encode_call(kind)
-        with guest(kind, call):
-            sides = member.encode_sides(split.s1, split.s2)
-        if is_guest(kind):
-            sides = checked_sides(sides, len(split.s1), kind, call)
-        similarity, _ = compressed_similarity(*sides, full, None)
+        similarity, _ = pair_sides(member, split.s1, split.s2).similarity(full, None)
         got = score_split(similarity, split.gold, split.subsets, cfg.aggregation, bootstrap=0)
         scores[member.prompt_of_set.name if member.prompt_of_set else member.label()] = got.spearman
     defined = [(score, -index) for index, score in enumerate(scores.values()) if score is not None]

@@ -429,7 +429,8 @@ def score_stage(
                     choice.annotate(record)
                 record["timings"]["encode_stage_s"] = round(encode_s, 4)
                 if cfg.export_embeddings and scored.left is not None and scored.right is not None:
-                    vectors = unique_rows(task.eval.s1, task.eval.s2, scored.left, scored.right)
+                    s1, s2 = scored.sentences or (task.eval.s1, task.eval.s2)
+                    vectors = unique_rows(s1, s2, scored.left, scored.right)
                     exported.append(
                         write_embeddings(
                             Path(cfg.export_embeddings), record, vectors, Path(cfg.output_dir)
@@ -476,6 +477,12 @@ def report_stage(
     )
     with output_lock(out):
         inputs = ReportInputs(
-            cfg, out, records, load_results(out / "runs"), plan.methods, pool, ctx.resamples
+            cfg,
+            out,
+            records,
+            load_results(out / "runs", ctx.resamples),  # this run's resamples: checked, not redrawn
+            plan.methods,
+            pool,
+            ctx.resamples,
         )
         return run_steps(inputs, ctx.artifacts)

@@ -275,8 +275,9 @@ def _older(line: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_history(out_dir: Path) -> list[dict[str, Any]]:
-    """Every intact entry of ``<out_dir>/history.jsonl``, in file order; others are counted and
-    skipped."""
+    """Every intact entry of ``<out_dir>/history.jsonl`` that its own per-pair blobs give
+    (:func:`evidence_problem`), in file order; damaged lines are counted and skipped, and a line its
+    blobs do not give is skipped with one warning naming the file, the line and why."""
     path = out_dir / HISTORY_FILE
     try:
         text = read_inside(path).decode("utf-8", errors="replace")
@@ -291,8 +292,8 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
         return []
     entries: list[dict[str, Any]] = []
     skipped = 0
-    for raw in text.split(
-        "\n"
+    for number, raw in enumerate(
+        text.split("\n"), 1
     ):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
         try:
             line = json.loads(raw) if raw.strip() else None
@@ -302,12 +303,70 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
             # a line of an sts-bench before labelled pairs: its score was Spearman, named so
             line = _older(line) if _older_valid(line) else None
         if isinstance(line, dict) and valid(line):
-            entries.append(line)
+            problem = evidence_problem(line, out_dir / BLOBS)
+            if problem:
+                log.warning("history: %s line %d not shown: %s", path, number, problem)
+            else:
+                entries.append(line)
         elif raw.strip():
             skipped += 1
     if skipped:
         log.warning("history: skipped %d damaged or unknown line(s) of %s", skipped, path)
     return entries
+
+
+def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
+    """Why a history line's score (and 95 % interval) is not what its own per-pair blobs give
+    (None: it is). A line's checksum is no evidence (anyone appending a line can compute it): its
+    Spearman is computed again from the similarities and gold it names, under its aggregation,
+    and its interval from its rounds and seed, as a record's are
+    (:func:`harness.runner.records.schema.evidence_problem`). A line of another metric (labelled
+    pairs) carries no positive class nor thresholds to recompute from, and is shown on its
+    checksum alone."""
+    from harness.core.scoring import AGGREGATIONS, score_split
+    from harness.runner.records.schema import AGREE
+
+    if line.get("metric", "spearman") != "spearman":
+        return None
+    n = line["n_pairs"]
+    similarity = read_similarity(blobs, line["similarity"], n)
+    gold = read_gold(blobs, line["gold"], n)
+    if similarity is None or gold is None:
+        return "its per-pair similarities or gold are missing or damaged (nothing to check it by)"
+    if line["aggregation"] not in AGGREGATIONS:
+        return f"aggregation {line['aggregation']!r} is not one of {', '.join(AGGREGATIONS)}"
+    rounds, seed = line.get("bootstrap_rounds") or 0, line.get("seed") or 0
+    if not isinstance(rounds, int) or not isinstance(seed, int):
+        return "its bootstrap rounds or seed are not integers"
+    from harness.core.bootstrap import MAX_ROUNDS
+
+    if not 0 <= rounds <= MAX_ROUNDS or not 0 <= seed < 2**32:
+        return f"bootstrap rounds {rounds} or seed {seed} out of range"
+    labels = gold[1]
+    if labels is not None and len(labels) != n:
+        return "its subset labels do not match its pairs"
+    try:
+        fresh = score_split(
+            similarity,
+            gold[0],
+            labels,
+            line["aggregation"],
+            bootstrap=rounds if line["ci95"] is not None else 0,
+            seed=seed,
+        )
+    except (ArithmeticError, TypeError, ValueError) as err:
+        return f"its pairs cannot be scored again ({type(err).__name__})"
+    if fresh.spearman is None or abs(fresh.spearman - float(line["score"])) > AGREE:
+        gives = "undefined" if fresh.spearman is None else f"{fresh.spearman:.4f}"
+        return f"score {line['score']} is not what its own {n} pairs give ({gives})"
+    ci = line["ci95"]
+    if ci is not None and (
+        fresh.ci95 is None
+        or len(ci) != 2
+        or any(abs(float(a) - b) > AGREE for a, b in zip(ci, fresh.ci95))
+    ):
+        return f"ci95 {ci} is not the interval its own pairs give ({fresh.ci95})"
+    return None
 
 
 class HistoryLog:

@@ -188,7 +188,8 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
             for record in outcome.records:
                 if record["method"]["name"] == row.method:
                     measured[record["task"]["name"]] = measured_value(record, row.metric)
-        ran = "ran" + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
+        done = "planned (--dry-run)" if cfg.dry_run else "ran"
+        ran = done + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
         first = len(lines)
         for task, published in row.published.items():
             if task not in status and task not in measured:
@@ -211,6 +212,8 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
         lines += average_line(paper, row, lines[first:])
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
+    if cfg.dry_run:  # every row only planned: the paper table is printed, nothing is written
+        return RunOutcome(records, paths, [], table, dry_run=True)
     written = write_paper(paper, lines, table, out)
     written += refresh_page(cfg, out)
     return RunOutcome(records, paths, written, table)

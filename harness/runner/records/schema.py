@@ -37,6 +37,7 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 
 from harness.core import authenticity
+from harness.core.bootstrap import MAX_ROUNDS, ResampleMemo
 from harness.core.hashing import canonical_json, strict_json
 from harness.core.scoring import AGGREGATIONS, score_split
 from harness.core.typecheck import problem as type_problem
@@ -183,9 +184,13 @@ def strict(value: Any) -> Any:
     return strict_json(value)
 
 
-def problems(record: Any, secret: bytes | None = None) -> str | None:
+def problems(
+    record: Any, secret: bytes | None = None, memo: ResampleMemo | None = None
+) -> str | None:
     """Why ``record`` is not a valid, intact record of this schema (None when it is); with
-    ``secret``, also when its HMAC tag does not verify (written without the secret, or forged)."""
+    ``secret``, also when its HMAC tag does not verify (written without the secret, or forged).
+    ``memo``: where the resamples its intervals are recomputed from are memoised (the run's: a
+    record this run wrote is checked with the resamples that made its interval)."""
     if not isinstance(record, dict):
         return "not a JSON object"
     if record.get("schema_version") != RESULT_SCHEMA_VERSION:
@@ -209,7 +214,7 @@ def problems(record: Any, secret: bytes | None = None) -> str | None:
     if len(record["pairs"]["similarity"]) != n or len(record["pairs"]["gold"]) != n:
         return f"pairs do not match n_pairs {n}"
     return evidence_problem(
-        typing.cast("Record", record)
+        typing.cast("Record", record), memo
     )  # the type check above has just said it is one
 
 
@@ -257,13 +262,15 @@ def main_ci(record: Mapping[str, Any]) -> list[float] | None:
     return scores["spearman_ci95"]
 
 
-def evidence_problem(record: Record) -> str | None:
+def evidence_problem(record: Record, memo: ResampleMemo | None = None) -> str | None:
     """Why ``record``'s scores are not what its own pairs give (None when they are). ``record`` has
     passed the type check: the fields exist and have their types.
 
     The Spearman and Pearson ×100 of the whole split and of every subset are computed again from
     ``pairs`` under ``protocol.aggregation`` and compared to the stored ones (undefined must be
-    undefined again); the interval must hold the score; counts must match the pairs."""
+    undefined again); the 95 % interval is recomputed from the pairs, ``bootstrap_rounds`` and
+    ``bootstrap_seed`` (the same draws, :mod:`harness.core.bootstrap`) and must be the stored one;
+    counts must match the pairs. ``memo``: where those resamples are memoised (None: nowhere)."""
     protocol, task, scores, pairs = (
         record["protocol"],
         record["task"],
@@ -274,7 +281,7 @@ def evidence_problem(record: Record) -> str | None:
     if problem:
         return problem
     if "metrics" in scores or task.get("kind", "sts") != "sts":
-        return _labelled_problem(record)
+        return _labelled_problem(record, memo)
     aggregation = protocol["aggregation"]
     n, labels = task["n_pairs"], pairs["subset"]
     if labels is not None and len(labels) != n:
@@ -333,14 +340,74 @@ def evidence_problem(record: Record) -> str | None:
                     f"subset_scores.{label}.{name} {kept} is not what its own pairs give "
                     f"({_shown(redone)})"
                 )
-    return _interval_problem(scores)
+    return _interval_problem(scores) or _recomputed_interval_problem(
+        similarity, gold, labels, aggregation, scores, memo
+    )
 
 
-def _labelled_problem(record: Record) -> str | None:
+def _rounds_problem(scores: Scores) -> str | None:
+    """Why ``bootstrap_rounds`` / ``bootstrap_seed`` cannot be what an interval was drawn with."""
+    rounds, seed = scores["bootstrap_rounds"], scores["bootstrap_seed"]
+    if rounds < 0 or rounds > MAX_ROUNDS:
+        return f"scores.bootstrap_rounds {rounds} is not 0..{MAX_ROUNDS}"
+    if not 0 <= seed < 2**32:
+        return f"scores.bootstrap_seed {seed} is not a 32-bit seed"
+    return None
+
+
+def _recomputed_interval_problem(
+    similarity: np.ndarray,
+    gold: np.ndarray,
+    labels: list[str] | None,
+    aggregation: str,
+    scores: Scores,
+    memo: ResampleMemo | None,
+) -> str | None:
+    """Why the stored 95 % interval is not the one its pairs, rounds and seed give (None: it is).
+    Only the resamples are computed again (the point scores agree already)."""
+    problem = _rounds_problem(scores)
+    if problem or scores["spearman"] is None:
+        return problem
+    fresh = score_split(
+        similarity,
+        gold,
+        labels,
+        aggregation,
+        bootstrap=scores["bootstrap_rounds"],
+        seed=scores["bootstrap_seed"],
+        memo=memo,
+    ).ci95
+    return _ci_differs("scores.spearman_ci95", scores["spearman_ci95"], fresh, scores)
+
+
+def _ci_differs(name: str, stored: list[float] | None, fresh: Any, scores: Scores) -> str | None:
+    """Why ``stored`` is not the interval ``fresh`` recomputed (None: both absent, or equal within
+    :data:`AGREE`)."""
+    fresh = None if fresh is None else [float(fresh[0]), float(fresh[1])]
+    if stored is None and fresh is None:
+        return None
+    if stored is not None and fresh is not None and all(map(_agree, stored, fresh)):
+        return None
+    said = "none" if stored is None else f"[{stored[0]:.4f}, {stored[1]:.4f}]"
+    gives = "none" if fresh is None else f"[{fresh[0]:.4f}, {fresh[1]:.4f}]"
+    return (
+        f"{name} {said} is not the 95 % interval its own pairs give with "
+        f"{scores['bootstrap_rounds']} resamples and seed {scores['bootstrap_seed']} ({gives})"
+    )
+
+
+def _labelled_problem(record: Record, memo: ResampleMemo | None = None) -> str | None:
     """:func:`evidence_problem` for labelled pairs: every metric computed again from the record's
     pairs (similarities, class labels, the classifier's decisions if any) and the thresholds it
-    says were chosen on its threshold split; each interval must hold its value."""
-    from harness.core.pair_metrics import METRICS, Decisions, metric_values, undefined_reason
+    says were chosen on its threshold split; each interval must hold its value and be the one its
+    pairs, rounds and seed give."""
+    from harness.core.pair_metrics import (
+        METRICS,
+        Decisions,
+        metric_values,
+        score_labelled,
+        undefined_reason,
+    )
 
     task, scores, pairs = record["task"], record["scores"], record["pairs"]
     classes, positive = task.get("classes") or [], task.get("positive")
@@ -391,6 +458,30 @@ def _labelled_problem(record: Record) -> str | None:
     main = scores["metrics"][scores["main_score"]]["value"]
     if (main is None) != (scores["undefined"] is not None):
         return "scores.undefined does not say whether its main score is defined"
+    problem = _rounds_problem(scores)
+    if problem or undefined:
+        return problem
+    # every interval drawn again from the pairs, rounds and seed (the values agree already)
+    again = score_labelled(
+        similarity,
+        gold,
+        index,
+        scores["main_score"],
+        scores["bootstrap_rounds"],
+        scores["bootstrap_seed"],
+        threshold=threshold or None,
+        decisions=decisions,
+        memo=memo,
+    )
+    for name in METRICS:
+        problem = _ci_differs(
+            f"scores.metrics.{name}.ci95",
+            scores["metrics"][name]["ci95"],
+            again.metrics[name]["ci95"],
+            scores,
+        )
+        if problem:
+            return problem
     return None
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.authenticity import secret_from_env
+from harness.core.bootstrap import ResampleMemo
 from harness.core.codekeys import package_versions
 from harness.core.hashing import atomic_write_text, key_hash
 from harness.runner.records.lock import read_inside
@@ -122,7 +123,7 @@ def write_result(runs_dir: Path, record: Record) -> Path:
     return path
 
 
-def load_results(runs_dir: Path) -> list[Record]:
+def load_results(runs_dir: Path, memo: ResampleMemo | None = None) -> list[Record]:
     """Every intact record under ``runs_dir``, oldest first (by ``created``, then by when its file
     was written, so two runs within one second keep their order). A file that is not one
     (unreadable, not JSON, edited, partial, another schema, scores its own pairs do not give) is
@@ -151,7 +152,7 @@ def load_results(runs_dir: Path) -> list[Record]:
         ):
             older.append(path)
             continue
-        problem = problems(record, secret)
+        problem = problems(record, secret, memo)
         if problem:
             log.warning(
                 "results: skipping %s (%s); run the benchmark again to rewrite it", path, problem

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 BACKENDS = ("local", "dask", "ray")  # where encode windows run (harness.runner.execution.backends)
 MAX_SEED = 2**31 - 1  # np.random.seed takes < 2**32; loops seed with seed + epoch
+# torch.set_num_threads(100000) ends the process with a segmentation fault (exit 139, no message);
+# no CPU a run is given has more than this many hardware threads
+MAX_THREADS = 4096
 VERIFY_UNDER_BASELINE = 32  # --verify-cache's default when a run gates on --baseline
 DEFAULT_METHODS = ("cls", "avg", "first-last", "whitening", "flow", "sbert", "random")
 
@@ -140,6 +143,21 @@ def _batch_size(text: str) -> int:
     from harness.runner.settings.validate import parse_batch_size
 
     return parse_batch_size(text)
+
+
+def _rounds(rounds: int) -> None:
+    from harness.core.bootstrap import rounds_problem
+    from harness.core.errors import UserError
+
+    problem = rounds_problem(rounds)
+    if problem:
+        raise UserError(f"--bootstrap: {problem}")
+
+
+def _devices(value: str) -> None:
+    from harness.core.machine import check_devices
+
+    check_devices(value)
 
 
 def _some(flag: str) -> Any:
@@ -311,6 +329,7 @@ class BenchConfig:
         "auto",
         group=ENCODING,
         help="auto, cpu, cuda, cuda:N, or cuda:0,1,... (a worker per GPU)",
+        check=_devices,
         reaches=("encode",),
     )
     encoder_impl: str = setting(
@@ -355,6 +374,9 @@ class BenchConfig:
         group=SCHEDULING,
         metavar="N",
         minimum=0,
+        maximum=MAX_THREADS,
+        why_maximum="more threads than any CPU has: torch crashes there; 0 uses the cores this "
+        "process may use",
         shown="the cores this process may use",
         help="CPU threads for torch",
         reaches=("encode",),
@@ -384,7 +406,12 @@ class BenchConfig:
         "all", group=STATISTICS, choices=_aggregations, protocol=True, help="over a task's subsets"
     )
     bootstrap: int = setting(
-        1000, group=STATISTICS, metavar="N", minimum=0, help="rounds of the 95%% interval; 0: off"
+        1000,
+        group=STATISTICS,
+        metavar="N",
+        minimum=0,
+        help="rounds of the 95%% interval (at least 41); 0: off",
+        check=_rounds,
     )
     pair_thresholds: str = setting(
         "task",
@@ -554,11 +581,20 @@ class BenchConfig:
         (choices, range, its own check; in field order, the first bad one is the one line said),
         with plugin references (``x.py:Class``) loaded and replaced by their methods' names
         (``harness.run(BenchConfig(methods=("x.py:Class",)))`` as the CLI)."""
+        from harness.core.errors import UserError
         from harness.runner.settings.validate import check_fields, check_setting, method_names
 
         check_fields(BenchConfig, {f.name: getattr(self, f.name) for f in fields(self)}, "config")
         for s in declared(BenchConfig):
             check_setting(s, getattr(self, s.name))
         self.locations()  # an older spelling and --data-dir naming two locations of a source
+        if self.dry_run and self.history:
+            # --history only writes (history.md and index.html, from disk): a dry run of it wrote
+            # them all the same
+            raise UserError(
+                "--dry-run and --history do not combine: --history computes nothing, it only "
+                "rewrites history.md and index.html from the records on disk; drop --dry-run to "
+                "rewrite them, or --history to plan a run"
+            )
         methods = method_names(self.methods)
         return self if methods == self.methods else replace(self, methods=methods)

@@ -146,9 +146,18 @@ def _converted(opt: Any, value: Any, label: str) -> Any:
             and not said.startswith(("invalid literal", "could not convert"))
         ):
             raise UserError(f"{label}: {said}") from None
-        expected = {"int": "an integer", "float": "a number"}.get(
-            kind, f"a valid value ({opt.help})"
-        )
+        expected = {"int": "an integer", "float": "a number"}.get(kind)
+        if expected is None:
+            # a method's converter that reads a number with int() or float() (whitening's k: an
+            # integer, or all): name the type it failed on, and what the option means
+            wanted = (
+                "an integer"
+                if said.startswith("invalid literal for int()")
+                else "a number"
+                if said.startswith("could not convert")
+                else "a valid value"
+            )
+            expected = f"{wanted} ({opt.help})"
         raise UserError(f"{label}: expected {expected}") from None
 
 
