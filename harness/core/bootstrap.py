@@ -48,7 +48,7 @@ import functools
 import hashlib
 import io
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -389,6 +389,22 @@ class ResampleMemo:
             data = npy_bytes(values)
             atomic_write_bytes(self.folder / f"{key}-{self._tag(key, data)}.npy", data)
 
+    def recall(
+        self, keys: Sequence[str], rounds: int, compute: Callable[[], Sequence[np.ndarray]]
+    ) -> list[np.ndarray]:
+        """The resampled scores kept under ``keys`` (in memory, else on disk), or ``compute()``'s,
+        one array per key, then kept under them; copies, so a caller cannot change a memo."""
+        found = [self.entries.get(key) for key in keys]
+        if any(values is None for values in found):
+            found = [self.load(key, rounds) for key in keys]
+            if any(values is None for values in found):
+                computed = list(compute())
+                for key, values in zip(keys, computed):
+                    self.store(key, values)
+                found = list(computed)
+            self.entries.update(zip(keys, found))  # type: ignore[arg-type]
+        return [np.array(values) for values in found]
+
 
 def resampled_scores(
     cos: np.ndarray,
@@ -412,13 +428,10 @@ def resampled_scores(
     cos = np.asarray(cos, dtype=np.float64)
     memo = ResampleMemo(None) if memo is None else memo
     key = _key(cos, gold, labels, aggregation, rounds, seed)
-    if key not in memo.entries:
-        loaded = memo.load(key, rounds)
-        if loaded is None:
-            loaded = _resampled_scores(cos, gold, labels, aggregation, rounds, seed)
-            memo.store(key, loaded)
-        memo.entries[key] = loaded
-    return memo.entries[key].copy()
+    (values,) = memo.recall(
+        [key], rounds, lambda: [_resampled_scores(cos, gold, labels, aggregation, rounds, seed)]
+    )
+    return values
 
 
 def _key(

@@ -155,17 +155,11 @@ def _best(ranked: Ranked, values: np.ndarray, valid: np.ndarray) -> tuple[np.nda
     best = np.argmax(values, axis=1)  # the first maximum: MTEB keeps the first with strict >
     found = valid.any(axis=1)
     value = np.where(found, values[np.arange(len(values)), best], np.nan)
-    # the cut after run g lies between run g's similarity and the next present run's
-    following = _next_present(valid, ranked, best)
+    # the cut after run g lies between run g's similarity and the next run's (with the split's own
+    # weights every run is present; a resample's threshold is not used)
+    following = ranked.top[np.minimum(best + 1, len(ranked.top) - 1)]
     threshold = np.where(found, (ranked.top[best] + following) / 2, np.nan)
     return 100 * value, threshold
-
-
-def _next_present(valid: np.ndarray, ranked: Ranked, best: np.ndarray) -> np.ndarray:
-    """The similarity of the first run after ``best`` (the next distinct similarity; with the
-    split's own weights every run is present)."""
-    nxt = np.minimum(best + 1, len(ranked.top) - 1)
-    return ranked.top[nxt]
 
 
 def at_threshold(
@@ -394,22 +388,15 @@ def resampled_metrics(
     if decisions is not None:
         digest.update(np.ascontiguousarray(decisions.predicted, dtype=np.int64).data)
     key = "pc" + digest.hexdigest()[:38]
-    found = {name: memo.entries.get(f"{key}{k}") for k, name in enumerate(METRICS)}  # type: ignore[attr-defined]
-    if any(v is None for v in found.values()):
-        loaded = {name: memo.load(f"{key}{k}", rounds) for k, name in enumerate(METRICS)}  # type: ignore[attr-defined]
-        if any(v is None for v in loaded.values()):
-            step = check_fits(len(gold), rounds)
-            out = {name: np.empty(rounds) for name in METRICS}
-            for r0, (counts,) in _count_chunks([np.arange(len(gold))], rounds, seed, step):
-                values = metric_values(
-                    similarity, gold, positive_index, counts, threshold, decisions
-                )
-                for name in METRICS:
-                    out[name][r0 : r0 + len(counts)] = values[name]
-            for k, name in enumerate(METRICS):
-                memo.store(f"{key}{k}", out[name])  # type: ignore[attr-defined]
-            loaded = out
-        for k, name in enumerate(METRICS):
-            memo.entries[f"{key}{k}"] = loaded[name]  # type: ignore[attr-defined]
-        found = loaded
-    return {name: np.array(values) for name, values in found.items()}
+
+    def compute() -> list[np.ndarray]:
+        step = check_fits(len(gold), rounds)
+        out = {name: np.empty(rounds) for name in METRICS}
+        for r0, (counts,) in _count_chunks([np.arange(len(gold))], rounds, seed, step):
+            values = metric_values(similarity, gold, positive_index, counts, threshold, decisions)
+            for name in METRICS:
+                out[name][r0 : r0 + len(counts)] = values[name]
+        return [out[name] for name in METRICS]
+
+    keys = [f"{key}{k}" for k in range(len(METRICS))]
+    return dict(zip(METRICS, memo.recall(keys, rounds, compute)))  # type: ignore[attr-defined]
