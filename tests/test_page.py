@@ -78,50 +78,121 @@ def test_paired_test_deltas_are_coloured_only_where_significant():
 
 
 def write_paper_csv(path: Path, lines: list[dict[str, Any]]) -> None:
+    from harness.runner.presets.evidence import CSV_COLUMNS
+
     with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(page.PAPER_COLUMNS))
+        writer = csv.DictWriter(handle, fieldnames=list(CSV_COLUMNS))
         writer.writeheader()
         writer.writerows(lines)
 
 
-def paper_line(model: str, task: str, published: float, measured: float | None, status: str) -> dict[str, Any]:
-    return {"paper": "bert-whitening", "table": "T1", "model": model, "setting": "target", "task": task,
-            "published": f"{published:.4f}", "measured": "" if measured is None else f"{measured:.4f}",
-            "delta": "" if measured is None else f"{measured - published:.4f}", "status": status}
+TABLE = "paper, main STS table (wmean)"  # bert-whitening.toml's table of every row
+
+
+def paper_line(model: str, setting: str, task: str, published: float, measured: float | None, status: str,
+               record: str = "") -> dict[str, Any]:
+    return {"paper": "bert-whitening", "table": TABLE, "model": model, "setting": setting, "task": task,
+            "metric": "spearman", "published": f"{published:.4f}",
+            "measured": "" if measured is None else f"{measured:.4f}",
+            "delta": "" if measured is None else f"{measured - published:.4f}", "status": status, "record": record}
+
+
+def scored(method: str, task: str, spearman: float, backbone: str = "bert-base-uncased") -> dict[str, Any]:
+    """A record with what names its result file (method spec, protocol, task, fingerprints) and a Spearman."""
+    return {"method": {"name": method, "label": method, "spec": {"name": method, "backbone": backbone}},
+            "protocol": {"max_length": 64}, "task": {"name": task, "source": "senteval", "fingerprint": "f" + task},
+            "scores": {"spearman": spearman}}
+
+
+def file_of(record: dict[str, Any]) -> str:
+    from harness.runner.presets.evidence import record_file
+
+    return record_file(record)
+
+
+FIRST_LAST = ("BERT-base first-last", "no whitening")  # bert-whitening.toml's first row: STS12 57.86, STS-B 59.04
 
 
 def test_paper_deltas_say_when_the_model_differs_and_rows_not_run_are_one_line_per_reason(tmp_path):
     hub = "backbone 'x' is not a local folder; download it and pass its folder with --backbone DIR"
+    sts12, stsb = scored("first-last", "sts12", 61.5), scored("first-last", "stsb", 81.55, "minilm")
     write_paper_csv(tmp_path / "paper-bert-whitening.csv", [
-        paper_line("BERT-base", "STS12", 60.0, 61.5, "ran"),
-        paper_line("BERT-base", "STS-B", 59.04, 81.55, "ran; model differs: minilm (paper: bert-base-uncased)"),
-        paper_line("BERT-base", "STS13", 61.0, None, "not run: task not selected (--tasks)"),
-        paper_line("BERT-base", "STS-B", 70.0, None, "not run: task not selected (--tasks)"),
-        paper_line("BERT-base", "SICK-R", 63.0, None, "not run: task not selected (--tasks)"),
-        paper_line("SBERT", "STS12", 69.0, None, f"not run: {hub}"),
-        paper_line("SBERT", "STS13", 79.0, None, f"not run: {hub}"),
+        paper_line(*FIRST_LAST, "STS12", 57.86, 61.5, "ran", file_of(sts12)),
+        paper_line(*FIRST_LAST, "STS-B", 59.04, 81.55, "ran; model differs: minilm (paper: bert-base-uncased)",
+                   file_of(stsb)),
+        paper_line(*FIRST_LAST, "STS13", 61.97, None, "not run: task not selected (--tasks)"),
+        paper_line(*FIRST_LAST, "STS14", 62.49, None, "not run: task not selected (--tasks)"),
+        paper_line(*FIRST_LAST, "SICK-R", 63.75, None, "not run: task not selected (--tasks)"),
+        paper_line("BERT-base-whitening", "target", "STS12", 63.62, None, f"not run: {hub}"),
+        paper_line("BERT-base-whitening", "target", "STS13", 73.02, None, f"not run: {hub}"),
     ])
-    parsed = Cells(page.part("papers", papers(tmp_path)))
+    (shown,) = papers(tmp_path, [sts12, stsb])
+    assert not shown.left_out
+    parsed = Cells(page.part("papers", [shown]))
     body = [r for r in parsed.rows if r]
     assert len(body) == 2  # the rows that ran; the five others are two lines
     delta = {row[4][1]: row[8] for row in body}  # paper, table, model, setting, task, metric, ...
-    assert delta["STS12"] == ({"num", "pos"}, "+1.50")
+    assert delta["STS12"] == ({"num", "pos"}, "+3.64")
     classes, text = delta["STS-B"]
     assert "differs" in classes and not {"pos", "neg"} & classes and text == "+22.51 model differs"
     assert len(parsed.items) == 2
     tasks, hub_line = parsed.items
-    assert tasks.startswith("3 not run") and "STS13, STS-B, SICK-R" in tasks
+    assert tasks.startswith("3 not run") and "STS13, STS14, SICK-R" in tasks
     assert hub_line.startswith("2 not run") and hub in hub_line  # the reason in full, its fix included
     # The commands keep the run's model; the tasks left out are named as --tasks takes them.
-    assert parsed.codes == ["python run_bench.py --paper bert-whitening --backbone minilm --tasks sts13 stsb sickr",
+    assert parsed.codes == ["python run_bench.py --paper bert-whitening --backbone minilm --tasks sts13 sts14 sickr",
                             "python run_bench.py --paper bert-whitening --backbone minilm"]
+
+
+def test_a_planted_or_edited_paper_csv_shows_only_what_records_and_the_paper_give(tmp_path, caplog):
+    """Issue 42: a paper-*.csv the run did not write, or one edited after, never puts a number on the page. Each
+    figure is recomputed: published from the bundled TOML, measured from the verified record the line names."""
+    sts12, sts13 = scored("first-last", "sts12", 61.5), scored("first-last", "sts13", 70.25)
+    other = scored("whitening", "sts14", 77.0)
+    honest = [paper_line(*FIRST_LAST, "STS12", 57.86, 61.5, "ran", file_of(sts12)),
+              paper_line(*FIRST_LAST, "STS13", 61.97, 70.25, "ran", file_of(sts13))]
+    forged = {
+        "measured 99.99 on a real record": paper_line(*FIRST_LAST, "STS14", 62.49, 99.99, "ran", file_of(sts12)),
+        "measured 99.99, no record": paper_line(*FIRST_LAST, "STS15", 70.96, 99.99, "ran"),
+        "a record of another method": paper_line(*FIRST_LAST, "STS14", 62.49, 77.0, "ran", file_of(other)),
+        "a record not among the verified": paper_line(*FIRST_LAST, "STS16", 69.76, 50.0, "ran",
+                                                      file_of(scored("first-last", "sts16", 50.0))),
+        "the published figure edited": paper_line(*FIRST_LAST, "STS-B", 10.0, 61.5, "ran", file_of(sts12)),
+        "a row the paper does not have": paper_line("BERT-huge", "x", "STS12", 57.86, 61.5, "ran", file_of(sts12)),
+        "a figure on a row that did not run": paper_line(*FIRST_LAST, "SICK-R", 63.75, 99.99, "not run: x"),
+    }
+    for why, line in forged.items():
+        write_paper_csv(tmp_path / "paper-bert-whitening.csv", [*honest, line])
+        with caplog.at_level("WARNING", logger="sts_bench.report"):
+            caplog.clear()
+            (shown,) = papers(tmp_path, [sts12, sts13, other])
+        text = page.part("papers", [shown])
+        assert "99.99" not in text and "10.00" not in text and "BERT-huge" not in Cells(text).rows.__str__(), why
+        assert len(shown.left_out) == 1 and shown.total == 2, why
+        body = [[cell.text for cell in row] for row in shown.table.rows]
+        assert [row[4:9] for row in body] == [["STS12", "spearman", "57.86", "61.50", "+3.64"],
+                                              ["STS13", "spearman", "61.97", "70.25", "+8.28"]], why
+        (warning,) = [r.getMessage() for r in caplog.records]
+        assert "paper-bert-whitening.csv" in warning and "1 line(s) left out" in warning, why
+        assert "left out" in text, why
+    # The same two honest lines with the Avg. a full row would have: an Avg. line is recomputed, never read.
+    write_paper_csv(tmp_path / "paper-bert-whitening.csv", [*honest, {**honest[0], "task": "Avg."}])
+    (shown,) = papers(tmp_path, [sts12, sts13, other])
+    assert shown.left_out == ["Avg. of BERT-base first-last (no whitening): its task lines are not all verified"]
+    # A file of no bundled paper, or the records' numbers without the records: nothing shown.
+    write_paper_csv(tmp_path / "paper-bert-whitening.csv", honest)
+    (shown,) = papers(tmp_path, [])
+    assert shown.table is not None and shown.table.rows == [] and len(shown.left_out) == 2
+    (tmp_path / "paper-bert-whitening.csv").rename(tmp_path / "paper-mine.csv")
+    (shown,) = papers(tmp_path, [sts12, sts13])
+    assert shown.table is None and "not a paper of sts-bench's" in shown.missing[0]
 
 
 def test_the_paper_runner_writes_the_words_the_page_reads():
     """The page finds "model differs" and "not run:" in a row's status; the paper runner writes them
     from the same constants, so a rewording cannot split the two."""
     from harness.runner.papers import run as paper_run
-    from harness.runner.papers.data import load_paper
+    from harness.runner.presets.data import load_paper
     from harness.runner.settings.config import BenchConfig
 
     cfg = BenchConfig(backbone="minilm", explicit=frozenset({"backbone"}))
@@ -312,9 +383,10 @@ def hostile(tmp_path_factory, senteval_root, tiny_bert) -> tuple[str, Path]:
                             backbone=str(backbone), source="senteval", senteval_dir=str(senteval_root),
                             cache_dir=str(root / "cache"), output_dir=str(out), progress=False, bootstrap=50,
                             threads=1, plots=False, method_params={"avg": {"prompt": SCRIPT}}))
-    write_paper_csv(out / "paper-x.csv", [
-        {**paper_line(SCRIPT, SVG, 60.0, 61.5, f"ran; {page.MODEL_DIFFERS}: {IMG} (paper: x)"), "table": IMG},
-        paper_line(SCRIPT, "STS13", 61.0, None, f"not run: {SCRIPT}")])
+    # A line of no row of the paper is left out, named as text; a row's not-run reason is shown as text.
+    write_paper_csv(out / "paper-bert-whitening.csv", [
+        {**paper_line(SCRIPT, "target", SVG, 60.0, 61.5, f"ran; {page.MODEL_DIFFERS}: {IMG} (paper: x)"), "table": IMG},
+        paper_line(*FIRST_LAST, "STS13", 61.97, None, f"not run: {SCRIPT}")])
     pyplot = plots._pyplot()
     plots.save_figure(pyplot.figure(figsize=(1, 1)), out / "plots" / f"{IMG}.png")  # one the tool wrote
     # A task title cannot hold markup (--tasks names are checked), but a plugin's text can: the page

@@ -10,8 +10,8 @@ import pytest
 
 from harness.core.data.tasks import TASKS
 from harness.runner.cli.parser import from_cli
-from harness.runner.papers.data import PAPERS, load_paper
 from harness.runner.papers.run import CSV_COLUMNS, resolve
+from harness.runner.presets.data import PAPERS, load_paper
 
 
 def test_the_six_papers_are_data_with_a_source_for_every_setting(qnli_task):
@@ -135,6 +135,14 @@ def test_every_preset_runs_end_to_end_on_the_fixtures(name, bench, tiny_st, sent
         if not line["status"].startswith("ran"):
             assert line["status"].startswith("not run: ") and not line["measured"]
     assert (tmp_path / "out" / f"paper-{name}.md").read_text(encoding="utf-8").startswith("# ")
+    # The page shows each line from the records the run wrote (issue 42): every line is verified, none left out.
+    from harness.runner.page.paper_deltas import papers
+    from harness.runner.records.store import load_results
+
+    (page,) = papers(tmp_path / "out", load_results(tmp_path / "out" / "runs"))
+    assert not page.left_out and page.total == len(lines)
+    shown = [row[7].text for row in page.table.rows]
+    assert shown == [f"{float(line['measured']):.2f}" for line in lines if line["status"].startswith("ran")]
 
 
 @pytest.mark.real
@@ -154,7 +162,7 @@ def test_bert_whitening_on_minilm_reproduces_the_independent_computation(bench, 
 def test_prompteol_rows_average_to_the_readme_avg_column():
     """The README's Avg. column (kongds/scaling_sentemb), typed here apart from the TOML's per-task
     figures: a digit mistyped in either shows up as a row whose mean is off."""
-    from harness.runner.papers.run import AVERAGE, average_line
+    from harness.runner.presets.evidence import AVERAGE, average_line
 
     readme_avg = {"OPT 125M": 67.46, "OPT 350M": 69.02, "OPT 1.3B": 77.52, "OPT 2.7B": 78.18, "OPT 6.7B": 79.08,
                   "OPT 13B": 79.04, "OPT 30B": 78.94, "OPT 66B": 78.19}
@@ -240,7 +248,7 @@ def without_qnli():
 def test_a_row_with_only_a_published_average_has_its_avg_line():
     """DSE's abstract gives only the mean relative degradation over five GLUE tasks (4.6 %): the Avg. line
     compares it with the mean of the measured ones, whatever the row's metric; no average without every task."""
-    from harness.runner.papers.run import AVERAGE, average_line
+    from harness.runner.presets.evidence import AVERAGE, average_line
 
     paper = load_paper("dse")
     (row,) = [row for row in paper.rows if row.average is not None]
@@ -257,7 +265,7 @@ def test_a_row_with_only_a_published_average_has_its_avg_line():
 
 def test_every_row_metric_fits_its_tasks_kind(qnli_task):
     from harness.core.data.tasks import SCORED_KINDS
-    from harness.runner.papers.data import PAIRCLASS_METRICS
+    from harness.runner.presets.data import PAIRCLASS_METRICS
 
     assert SCORED_KINDS["pairclass"] == PAIRCLASS_METRICS  # one list of scores, named twice
     for name in PAPERS:
@@ -339,22 +347,32 @@ def test_qnli_rows_say_so_while_qnli_is_not_a_task(without_qnli):
         assert plan.runs == [] and plan.skipped == {"qnli": "not run: not an sts-bench task"}
 
 
-def pairclass_record(method: str, task: str, values: dict[str, float | None]) -> dict:
+def identity(method: str, task: str, max_length: int) -> dict:
+    """What names a record's result file (method spec, protocol, task and fingerprints): the paper table names it."""
+    return {"task": {"name": task, "source": "packaged", "fingerprint": "f" + task},
+            "method": {"name": method, "label": method, "spec": {"name": method}},
+            "protocol": {"max_length": max_length}}
+
+
+def pairclass_record(method: str, task: str, values: dict[str, float | None], max_length: int = 32) -> dict:
     """A pairclass record as the contract writes it (x100 values, intervals, the train-chosen thresholds)."""
     metrics = {name: {"value": value, "ci95": None if value is None else [value - 1.0, value + 1.0]}
                for name, value in values.items()}
-    return {"task": {"name": task, "kind": "pairclass"}, "method": {"name": method},
-            "scores": {"main_score": "ap", "metrics": metrics,
-                       "threshold": {"split": "train", "accuracy": 0.61, "f1": 0.42}}}
+    record = identity(method, task, max_length)
+    record["task"]["kind"] = "pairclass"
+    return {**record, "scores": {"main_score": "ap", "metrics": metrics,
+                                 "threshold": {"split": "train", "accuracy": 0.61, "f1": 0.42}}}
 
 
-def sts_record(method: str, task: str, spearman: float) -> dict:
-    return {"task": {"name": task, "kind": "sts"}, "method": {"name": method}, "scores": {"spearman": spearman}}
+def sts_record(method: str, task: str, spearman: float, max_length: int = 32) -> dict:
+    record = identity(method, task, max_length)
+    record["task"]["kind"] = "sts"
+    return {**record, "scores": {"spearman": spearman}}
 
 
 def test_a_row_reads_its_pairclass_metric_from_the_record():
-    from harness.runner.papers.data import PAIRCLASS_METRICS
-    from harness.runner.papers.run import measured_value
+    from harness.runner.presets.data import PAIRCLASS_METRICS
+    from harness.runner.presets.evidence import measured_value
 
     values = {name: 60.0 + i for i, name in enumerate(PAIRCLASS_METRICS)}
     record = pairclass_record("first-last", "qnli", values)
@@ -370,7 +388,7 @@ def test_a_row_reads_its_pairclass_metric_from_the_record():
 
 def test_a_row_with_an_unknown_metric_is_refused(tmp_path, monkeypatch):
     from harness.core.errors import UserError
-    from harness.runner.papers import data
+    from harness.runner.presets import data
 
     text = (data.PAPER_DIR / "bert-flow.toml").read_text(encoding="utf-8")
     (tmp_path / "bert-flow.toml").write_text(text.replace('metric = "roc_auc"', 'metric = "auc"', 1), encoding="utf-8")
@@ -393,8 +411,9 @@ def fake_runs(monkeypatch, *, qnli_error: str | None = None) -> list:
             if qnli_error:
                 raise UserError(qnli_error)
             auc = {("first-last", 64): 70.8}.get((method, cfg.max_length), 80.0)
-            return execution.RunOutcome([pairclass_record(method, "qnli", {"ap": 66.0, "roc_auc": auc})], [], [], "")
-        return execution.RunOutcome([sts_record(method, task, 61.0) for task in cfg.tasks], [], [], "")
+            record = pairclass_record(method, "qnli", {"ap": 66.0, "roc_auc": auc}, cfg.max_length)
+            return execution.RunOutcome([record], [], [], "")
+        return execution.RunOutcome([sts_record(method, task, 61.0, cfg.max_length) for task in cfg.tasks], [], [], "")
 
     monkeypatch.setattr(execution, "run", run)
     return calls
@@ -425,7 +444,8 @@ def test_paper_bert_flow_prints_the_qnli_auc_beside_the_published_figure(qnli_ta
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table.splitlines() if line.startswith("| ")]
     assert cells[len(cells) - len(lines) - 1][2:5] == ["task", "metric", "published"]
     assert ["BERT-base-NLI", "last2avg", "QNLI", "roc_auc", "70.30", "70.80", "+0.50", "ran"] in cells
-    (page,) = papers(tmp_path)
+    (page,) = papers(tmp_path, outcome.records)
+    assert not page.left_out and page.total == len(lines)
     assert [head.text for head in page.table.head][4:6] == ["task", "metric"]
     body = [[cell.text for cell in row] for row in page.table.rows]
     assert body[[r[4] for r in body].index("QNLI")][:8] == [
@@ -439,24 +459,31 @@ def test_qnli_rows_whose_data_is_missing_say_so_in_one_line(qnli_task, monkeypat
     why = "glue: no GLUE folder; download_glue_data.py writes it, then pass --data-dir glue=DIR"
     fake_runs(monkeypatch, qnli_error=why)
     cfg, _ = from_cli(["--paper", "bert-flow", "--output-dir", str(tmp_path)])
-    run_paper(cfg)
+    outcome = run_paper(cfg)
     with open(tmp_path / "paper-bert-flow.csv", encoding="utf-8") as handle:
         lines = list(csv.DictReader(handle))
     qnli = [line for line in lines if line["task"] == "QNLI"]
     assert len(qnli) == 6 and {line["status"] for line in qnli} == {f"not run: {why}"}
     assert all(line["measured"] == "" and line["published"] for line in qnli)
     assert all(line["status"] == "ran" for line in lines if line["task"] != "QNLI")
-    (page,) = papers(tmp_path)
+    (page,) = papers(tmp_path, outcome.records)
+    assert not page.left_out
     (line,) = page.not_run
     assert line.count == 6 and line.tasks == "QNLI" and why.rstrip(".") in line.reason
     assert line.command == "python run_bench.py --paper bert-flow"
 
 
-def test_a_paper_csv_without_the_metric_column_reads_as_spearman(tmp_path):
+def test_a_paper_csv_written_before_lines_named_their_record_shows_no_measured_figure(tmp_path):
+    """Lines without a metric column read as Spearman (files before the metric was named), but a measured figure
+    without the record it came from is not shown (issue 42): the page says how to write the table again."""
     from harness.runner.page.paper_deltas import papers
 
-    (tmp_path / "paper-old.csv").write_text("paper,table,model,setting,task,published,measured,delta,status\n"
-                                            "bert-flow,T2,BERT-base,last avg,STS-B,47.29,48.00,0.71,ran\n",
-                                            encoding="utf-8")
-    (page,) = papers(tmp_path)
-    assert not page.missing and [cell.text for cell in page.table.rows[0]][4:6] == ["STS-B", "spearman"]
+    table = "paper Table 2 (STS without NLI supervision; wmean)"
+    (tmp_path / "paper-bert-flow.csv").write_text("paper,table,model,setting,task,published,measured,delta,status\n"
+                                                  f"bert-flow,{table},BERT-base,last avg,STS-B,47.29,48.00,0.71,ran\n"
+                                                  f"bert-flow,{table},BERT-base,last avg,SICK-R,58.21,,,not run: x\n",
+                                                  encoding="utf-8")
+    (page,) = papers(tmp_path, [sts_record("avg", "stsb", 48.0)])
+    assert not page.missing and page.table.rows == [] and page.total == 1
+    assert page.left_out == ["STS-B of BERT-base (last avg): no verified record (none named) in runs/"]
+    assert page.not_run[0].tasks == "SICK-R"

@@ -87,11 +87,11 @@ def test_every_link_resolves(doc):
 
 
 def test_the_index_lists_every_doc_and_reference_is_the_papers_data():
-    from harness.runner.papers.reference import reference_markdown
+    from harness.runner.presets.reference import reference_markdown
 
     assert {p.name for p in DOCS[1:]} >= DOC_INDEX
     assert (ROOT / "docs" / "REFERENCE.md").read_text(encoding="utf-8") == reference_markdown(), \
-        "docs/REFERENCE.md is stale: python -m harness.runner.papers.reference > docs/REFERENCE.md"
+        "docs/REFERENCE.md is stale: python -m harness.runner.presets.reference > docs/REFERENCE.md"
 
 
 def write_my_pairs(folder: Path) -> Path:

@@ -2,10 +2,11 @@
 only the rooms below it (``tests/test_layers.py`` holds this order), from the bottom up:
 
     settings   BenchConfig and the checks of values         records   the result record, its files
-    tables     leaderboards, comparisons, the gate, plots   history   scores by commit, moves
-    page       index.html                                   studies   diagnostics, cost
-    execution  context, plan, evaluate, report steps, run   papers    papers' protocols
-    mteb       MTEB encoder from Python                     cli       flags, exit codes
+    presets    papers' protocols as data, their evidence    tables    leaderboards, comparisons
+    history    scores by commit, moves                      page      index.html
+    studies    diagnostics, cost                            execution context, plan, evaluate, run
+    papers     running a paper's protocol                   mteb      MTEB encoder from Python
+    cli        flags, exit codes
 
 Only this floor knows ``BenchConfig``.
 """
@@ -13,6 +14,7 @@ Only this floor knows ``BenchConfig``.
 ROOMS = (
     "settings",
     "records",
+    "presets",
     "tables",
     "history",
     "page",

@@ -148,7 +148,7 @@ def listing(method: str | None = None) -> str:
     from harness.core.data.sources import run_sources
     from harness.core.data.splits import unique
     from harness.core.data.tasks import TASKS
-    from harness.runner.papers.data import PAPERS, load_paper
+    from harness.runner.presets.data import PAPERS, load_paper
     from methods import all_methods, get_method, plugin_origin
 
     if method is not None:

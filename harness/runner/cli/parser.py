@@ -155,7 +155,7 @@ def mode_help(s: Setting) -> str:
     below the papers and cannot read them)."""
     if s.name != "paper":
         return s.help_text()
-    from harness.runner.papers.data import PAPERS
+    from harness.runner.presets.data import PAPERS
 
     return f"{s.help_text()}: {', '.join(PAPERS)}"
 
@@ -340,7 +340,7 @@ def config_from_args(namespace: dict[str, Any]) -> BenchConfig:
         explicit=explicit,
     )
     if cfg.paper is not None:
-        from harness.runner.papers.data import load_paper
+        from harness.runner.presets.data import load_paper
 
         load_paper(cfg.paper)  # an unknown name is one line with a suggestion, before anything runs
     return cfg.validate()

@@ -197,7 +197,7 @@ def render(
             legend=LEGEND,
             boards=boards(records, marks, significance, long, ranks),
             frontier=frontier,
-            papers=papers(out_dir),
+            papers=papers(out_dir, records),
             history=history_section(history, images.get("history")),
             plots=[Figure(stem, png_uri(data)) for stem, data in images.items() if stem not in own],
         )

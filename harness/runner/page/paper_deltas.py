@@ -12,9 +12,9 @@ import io
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.runner.page.cells import (
     Cell,
@@ -26,27 +26,22 @@ from harness.runner.page.cells import (
     signed_class,
     sort_value,
 )
+from harness.runner.presets.data import PAPERS, load_paper
+from harness.runner.presets.evidence import (
+    CSV_COLUMNS,
+    MODEL_DIFFERS,
+    NOT_RUN,
+    OPTIONAL,
+    PAPER_COLUMNS,
+    verify_lines,
+)
 from harness.runner.records.lock import NotAFile, read_inside
 
-# The paper runner writes these words into a row's status (harness/runner/papers/run.py imports
-# them, through .html).
-MODEL_DIFFERS = "model differs"
-NOT_RUN = "not run:"
-PAPER_COLUMNS = (
-    "paper",
-    "table",
-    "model",
-    "setting",
-    "task",
-    "metric",
-    "published",
-    "measured",
-    "delta",
-    "status",
-)
-# Columns a paper CSV may lack, with the value they then have: files written before the paper
-# runner named each line's metric were all Spearman.
-OPTIONAL = {"metric": "spearman"}
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from harness.runner.records.schema import Record
+
 NUMERIC = ("published", "measured", "delta")
 log = logging.getLogger("sts_bench.report")
 
@@ -64,22 +59,29 @@ class NotRun:
 
 @dataclass(frozen=True)
 class PaperFile:
-    """One ``paper-*.csv``: its name, and either ``missing`` (the columns it lacks: skipped) or the
-    table of rows that ran, the lines of those that did not, and the file's row count."""
+    """One ``paper-*.csv``: its name, and either ``missing`` (why it is skipped: the columns it
+    lacks) or the table of rows that ran, the lines of those that did not, the count of lines
+    shown and the lines left out (each with why: the evidence does not give its figures)."""
 
     name: str
     missing: list[str]
     table: Table | None = None
     not_run: list[NotRun] | None = None
     total: int = 0
+    left_out: list[str] = field(default_factory=list)  # lines the evidence does not give: why
 
 
-def papers(out_dir: Path) -> list[PaperFile]:
-    """Paper deltas from every ``paper-*.csv``: rows that ran are a table (each line names its
-    metric: spearman, a pair-classification score such as roc_auc, or degradation_pct); a delta
-    measured on another model than the paper's is grey and says so; rows that did not run are one
-    line per reason. A file that lacks a column, or cannot be read, says so (and is logged)."""
+def papers(out_dir: Path, records: Iterable[Record] = ()) -> list[PaperFile]:
+    """Paper deltas from every ``paper-*.csv``, each number from evidence: published figures from
+    the paper's bundled TOML, measured ones from the verified ``records`` (the run's ``runs/``)
+    each line names, deltas and averages recomputed (:func:`verify_lines`). Rows that ran are a
+    table (each line names its metric: spearman, a pair-classification score such as roc_auc, or
+    degradation_pct); a delta measured on another model than the paper's is grey and says so;
+    rows that did not run are one line per reason. A line the evidence does not give is left out,
+    and its file named in one warning; a file of no bundled paper, or that lacks a column, or
+    cannot be read, says so (and is logged)."""
     found = []
+    records = list(records)
     for path in sorted(out_dir.glob("paper-*.csv")):
         try:
             reader = csv.DictReader(io.StringIO(read_inside(path).decode("utf-8"), newline=""))
@@ -91,19 +93,43 @@ def papers(out_dir: Path) -> list[PaperFile]:
             continue
         except (OSError, UnicodeDecodeError, csv.Error) as err:
             missing, rows = [f"unreadable ({err})"], []
+        name = path.stem[len("paper-") :]
+        if not missing and (name not in PAPERS or any(row["paper"] != name for row in rows)):
+            missing = [f"not a paper of sts-bench's ({', '.join(PAPERS)}), or another's lines"]
         if missing:
-            log.warning("report: %s skipped: missing column(s) %s", path, ", ".join(missing))
+            log.warning("report: %s skipped: %s", path, "; ".join(missing))
             found.append(PaperFile(path.name, missing))
             continue
-        ran = [row for row in rows if not str(row["status"]).startswith(NOT_RUN)]
-        found.append(PaperFile(path.name, [], paper_table(ran), not_run_lines(rows), len(rows)))
+        verified = verify_lines(load_paper(name), rows, records)
+        if verified.left_out:
+            log.warning(
+                "report: %s: %d line(s) left out of the page, their figures not given by the "
+                "paper's published table and the verified records in runs/ (first: %s); run "
+                "python run_bench.py --paper %s again to rewrite it",
+                path,
+                len(verified.left_out),
+                verified.left_out[0],
+                name,
+            )
+        lines = verified.lines
+        ran = [row for row in lines if not str(row["status"]).startswith(NOT_RUN)]
+        found.append(
+            PaperFile(
+                path.name,
+                [],
+                paper_table(ran),
+                not_run_lines(lines),
+                len(lines),
+                verified.left_out,
+            )
+        )
     return found
 
 
 def _line(row: dict[str, Any]) -> dict[str, Any]:
-    """One CSV row with every column of :data:`PAPER_COLUMNS`; an optional one absent or empty
+    """One CSV row with every column of :data:`CSV_COLUMNS`; an optional one absent or empty
     takes its default (:data:`OPTIONAL`)."""
-    return {c: row.get(c) or OPTIONAL.get(c, row.get(c) or "") for c in PAPER_COLUMNS}
+    return {c: row.get(c) or OPTIONAL.get(c, row.get(c) or "") for c in CSV_COLUMNS}
 
 
 def _delta(value: Any, status: str) -> Cell:

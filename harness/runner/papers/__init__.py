@@ -1,2 +1,2 @@
-"""Papers: each paper's protocol as data (``<name>.toml`` read by :mod:`.data`) and running every
-row of it with its published numbers beside ours (:mod:`.run`). May import: execution and below."""
+"""Papers: running every row of a paper's protocol (:mod:`harness.runner.presets`, its data) with
+its published numbers beside ours (:mod:`.run`). May import: execution and below."""

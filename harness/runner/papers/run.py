@@ -1,6 +1,6 @@
 """``--paper NAME``: a paper's own protocol, run by name, with its published numbers beside ours.
 
-Each paper is data (``harness/runner/papers/<name>.toml``): every setting as the authors ran it,
+Each paper is data (``harness/runner/presets/<name>.toml``): every setting as the authors ran it,
 with where it comes from (a table of the paper or a file of their code), the data source of each
 task, and the published rows (model, setting, task, number, table). A run resolves every row into
 ordinary runs of the harness — one per data source the row's tasks need — so its scores are normal
@@ -16,22 +16,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from harness.core.data.tasks import TASKS
 from harness.core.errors import UserError
 from harness.core.hashing import atomic_write_text
 from harness.core.hub import HubFailures
-from harness.runner.page.html import MODEL_DIFFERS, NOT_RUN, PAPER_COLUMNS
-from harness.runner.papers.data import Paper, Row, Setting, load_paper
+from harness.runner.presets.data import Paper, Row, Setting, load_paper
+from harness.runner.presets.evidence import (
+    CSV_COLUMNS,
+    MODEL_DIFFERS,
+    NOT_RUN,
+    RECORD,
+    average_line,
+    measured_value,
+    record_file,
+)
 from harness.runner.settings.config import BenchConfig
-
-if TYPE_CHECKING:
-    from harness.runner.records.schema import Record
-
-AVERAGE = "Avg."
-# The paper CSV's columns: the page reads the same file by the same names (one definition).
-CSV_COLUMNS = PAPER_COLUMNS
 
 
 @dataclass
@@ -138,20 +139,6 @@ def _show(value: Any) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
 
 
-def measured_value(record: Record, metric: str) -> float | None:
-    """The number a row compares with its published figure: Spearman of an STS record, one score
-    of a pairclass record's ``scores.metrics`` (×100, as published), or DSE's degradation. None
-    where the record has no such score (an STS record asked for AUC, a metric left undefined)."""
-    if metric == "degradation_pct":  # DSE adds "teacher" to its records (Method.annotate)
-        teacher: dict[str, Any] = cast(dict, record).get("teacher") or {}
-        return teacher.get("degradation_pct")
-    scores: dict[str, Any] = cast(dict, record["scores"])
-    if metric == "spearman":
-        return scores.get("spearman")
-    value = (scores.get("metrics") or {}).get(metric) or {}
-    return value.get("value")
-
-
 def run_paper(cfg: BenchConfig):
     """Run every row the machine can run; write the paper table. Returns the runner's outcome."""
     paper = load_paper(cfg.paper or "")
@@ -172,6 +159,7 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
     for plan in resolve(paper, cfg):
         row = plan.row
         measured: dict[str, float | None] = {}
+        evidence: dict[str, str] = {}  # task → the result file its measured figure comes from
         status: dict[str, str] = dict(plan.skipped)
         for _, tasks, row_cfg in plan.runs:
             try:
@@ -188,6 +176,7 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
             for record in outcome.records:
                 if record["method"]["name"] == row.method:
                     measured[record["task"]["name"]] = measured_value(record, row.metric)
+                    evidence[record["task"]["name"]] = record_file(record)
         done = "planned (--dry-run)" if cfg.dry_run else "ran"
         ran = done + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
         first = len(lines)
@@ -207,6 +196,7 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
                     "measured": value,
                     "delta": None if value is None or published is None else value - published,
                     "status": status.get(task, ran),
+                    RECORD: evidence.get(task, "") if value is not None else "",
                 }
             )
         lines += average_line(paper, row, lines[first:])
@@ -217,45 +207,6 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
     written = write_paper(paper, lines, table, out)
     written += refresh_page(cfg, out)
     return RunOutcome(records, paths, written, table)
-
-
-def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The Avg. of one row's task lines ``mine``, as the papers' tables give it (PromptEOL's README:
-    OPT 125M 67.46): published when every task has a figure, measured when every task ran; [] for a
-    row of one task or of another metric. A row with its own ``average`` (a paper that publishes
-    only the mean, DSE's 4.6 %) has that Avg. line, whatever its metric."""
-    if len(mine) < 2:
-        return []
-    if row.average is not None:
-        published = row.average
-    elif row.metric != "spearman" or any(line["published"] is None for line in mine):
-        return []
-    else:
-        published = sum(line["published"] for line in mine) / len(mine)
-    measured = None
-    if all(line["measured"] is not None for line in mine):
-        measured = sum(line["measured"] for line in mine) / len(mine)
-    return [
-        {
-            "paper": paper.name,
-            "table": row.table,
-            "model": row.model,
-            "setting": row.setting,
-            "task": AVERAGE,
-            "metric": row.metric,
-            "published": published,
-            "measured": measured,
-            "delta": None if measured is None else measured - published,
-            "status": _common_status(mine)
-            if measured is not None
-            else f"{NOT_RUN} not every task of the row ran",
-        }
-    ]
-
-
-def _common_status(lines: list[dict[str, Any]]) -> str:
-    statuses = {line["status"] for line in lines}
-    return statuses.pop() if len(statuses) == 1 else "ran (each task's departures are on its line)"
 
 
 def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:

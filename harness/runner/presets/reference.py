@@ -1,21 +1,21 @@
 """docs/REFERENCE.md, the published tables, written from the papers' TOMLs (the data ``--paper``
 runs against), so the doc and the comparisons cannot disagree.
-``python -m harness.runner.papers.reference`` prints it; tests/test_readme.py checks the committed
+``python -m harness.runner.presets.reference`` prints it; tests/test_readme.py checks the committed
 file equals it.
 """
 
 from __future__ import annotations
 
-from harness.runner.papers.data import PAPERS, Paper, Row, Setting, load_paper
+from harness.runner.presets.data import PAPERS, Paper, Row, Setting, load_paper
 
 INTRO = """# Published reference tables
 
 The figures sts-bench compares against, one section per paper, exactly as `--paper NAME` reads \
 them from
-`harness/runner/papers/<name>.toml` (Spearman ×100 unless the row says otherwise; "—" where the \
+`harness/runner/presets/<name>.toml` (Spearman ×100 unless the row says otherwise; "—" where the \
 paper gives
 no figure). Each protocol setting carries where it comes from: a table of the paper or a file of the
-authors' code. Generated: `python -m harness.runner.papers.reference > docs/REFERENCE.md`
+authors' code. Generated: `python -m harness.runner.presets.reference > docs/REFERENCE.md`
 (tests/test_readme.py fails when this file and the TOMLs disagree). How to run a paper's \
 protocol, and
 what runs offline: [PROTOCOLS.md](PROTOCOLS.md#reproducing-the-papers).

@@ -1,4 +1,4 @@
-"""The papers' protocols as data: ``harness/runner/papers/<name>.toml`` read into plain values.
+"""The papers' protocols as data: ``harness/runner/presets/<name>.toml`` read into plain values.
 
 Kept apart from :mod:`harness.runner.papers.run` (which runs them) so that validating
 ``--paper NAME`` needs no part of the runner.

@@ -1,0 +1,241 @@
+"""A paper table's lines as evidence: what the paper runner writes, and what the page accepts.
+
+The paper runner writes ``paper-<name>.csv``, one line per (row, task): the published figure, the
+measured one, their delta, a status, and ``record``, the name of the result file in ``runs/`` the
+measured figure comes from. The page never shows a number from that CSV as written: it takes the
+published figure from the paper's bundled TOML (:mod:`harness.runner.presets.data`), recomputes the
+measured one from the verified record the line names (:func:`measured_value`), the delta from the
+two and each Avg. line from its row's task lines (:func:`average_line`, the runner's own
+function). A line whose record is missing, unverified, of another method or task, or whose
+written figures are not what the evidence gives is left out, and the file is named in one
+warning (:func:`verify_lines`). The CSV only says which lines exist and why a row did not run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from harness.runner.presets.data import Paper, Row
+
+if TYPE_CHECKING:
+    from harness.runner.records.schema import Record
+
+# The paper runner writes these words into a row's status; the page reads them.
+MODEL_DIFFERS = "model differs"
+NOT_RUN = "not run:"
+AVERAGE = "Avg."
+# The columns the page shows, in order; the CSV has these and RECORD.
+PAPER_COLUMNS = (
+    "paper",
+    "table",
+    "model",
+    "setting",
+    "task",
+    "metric",
+    "published",
+    "measured",
+    "delta",
+    "status",
+)
+RECORD = "record"  # the result file (runs/<name>.json) a measured figure comes from
+CSV_COLUMNS = (*PAPER_COLUMNS, RECORD)
+# Columns a paper CSV may lack, with the value they then have: files written before the paper
+# runner named each line's metric were all Spearman.
+OPTIONAL = {"metric": "spearman", RECORD: ""}
+# The CSV holds 4 decimals: a written figure within this of the recomputed one is that figure.
+WRITTEN_TOLERANCE = 5.1e-5
+
+
+def measured_value(record: Record, metric: str) -> float | None:
+    """The number a row compares with its published figure: Spearman of an STS record, one score
+    of a pairclass record's ``scores.metrics`` (×100, as published), or DSE's degradation. None
+    where the record has no such score (an STS record asked for AUC, a metric left undefined)."""
+    if metric == "degradation_pct":  # DSE adds "teacher" to its records (Method.annotate)
+        teacher: dict[str, Any] = cast(dict, record).get("teacher") or {}
+        return teacher.get("degradation_pct")
+    scores: dict[str, Any] = cast(dict, record["scores"])
+    if metric == "spearman":
+        return scores.get("spearman")
+    value = (scores.get("metrics") or {}).get(metric) or {}
+    return value.get("value")
+
+
+def record_file(record: Record) -> str:
+    """The name of the file ``record`` is written to under ``runs/`` (its identity: method spec,
+    protocol, task and data fingerprints), which a paper line names as its evidence."""
+    from harness.runner.records.store import result_path
+
+    return result_path(Path("runs"), record).name
+
+
+def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Avg. of one row's task lines ``mine``, as the papers' tables give it (PromptEOL's README:
+    OPT 125M 67.46): published when every task has a figure, measured when every task ran; [] for a
+    row of one task or of another metric. A row with its own ``average`` (a paper that publishes
+    only the mean, DSE's 4.6 %) has that Avg. line, whatever its metric."""
+    if len(mine) < 2:
+        return []
+    if row.average is not None:
+        published = row.average
+    elif row.metric != "spearman" or any(line["published"] is None for line in mine):
+        return []
+    else:
+        published = sum(line["published"] for line in mine) / len(mine)
+    measured = None
+    if all(line["measured"] is not None for line in mine):
+        measured = sum(line["measured"] for line in mine) / len(mine)
+    return [
+        {
+            "paper": paper.name,
+            "table": row.table,
+            "model": row.model,
+            "setting": row.setting,
+            "task": AVERAGE,
+            "metric": row.metric,
+            "published": published,
+            "measured": measured,
+            "delta": None if measured is None else measured - published,
+            "status": _common_status(mine)
+            if measured is not None
+            else f"{NOT_RUN} not every task of the row ran",
+            RECORD: "",
+        }
+    ]
+
+
+def _common_status(lines: list[dict[str, Any]]) -> str:
+    statuses = {line["status"] for line in lines}
+    return statuses.pop() if len(statuses) == 1 else "ran (each task's departures are on its line)"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A paper CSV's lines as the evidence gives them (numbers as floats, None where absent), and
+    why each line left out was (``"STS-B of BERT-base (last avg): its record ... "``)."""
+
+    lines: list[dict[str, Any]]
+    left_out: list[str]
+
+
+def _written(value: Any) -> float | None:
+    """A CSV cell as a number: None when empty; NaN when it is not a number (never equal)."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _same(written: Any, value: float | None) -> bool:
+    """Whether a CSV cell says ``value`` (both absent, or within the CSV's rounding)."""
+    number = _written(written)
+    if number is None or value is None:
+        return number is None and value is None
+    return abs(number - value) <= WRITTEN_TOLERANCE
+
+
+def verify_lines(
+    paper: Paper, rows: Sequence[Mapping[str, Any]], records: Iterable[Record]
+) -> Verified:
+    """The lines of ``paper``'s CSV (``rows``, as read) rebuilt from evidence: published figures
+    from the paper's TOML, measured figures from the verified ``records`` each line names, deltas
+    and Avg. lines recomputed. A line is kept only when what it wrote is what the evidence gives.
+
+    Worked example: a line "BERT-base, last avg, STS-B, published 47.29, measured 99.99, record
+    avg__stsb__1a2b.json" is kept only if ``runs/avg__stsb__1a2b.json`` is among ``records`` (the
+    verified ones), is a record of the row's method on STS-B, its Spearman rounds to 99.99, and
+    the TOML's STS-B figure of that row is 47.29; else it is left out, with the reason."""
+    from harness.core.data.tasks import TASKS
+
+    by_file: dict[str, Record] = {}
+    for record in records:
+        try:
+            by_file[record_file(record)] = record
+        except (KeyError, TypeError):  # a record built in memory without an identity
+            continue
+    names = {spec.title: name for name, spec in TASKS.items()}
+    kept: dict[int, dict[str, Any]] = {}  # the CSV's line number → the line rebuilt
+    left_out: list[str] = []
+    groups: dict[int, list[dict[str, Any]]] = {}  # id(row) → its kept task lines
+    averages: list[tuple[int, Row, Mapping[str, Any]]] = []
+    for number, line in enumerate(rows):
+        title = str(line.get("task") or "")
+        where = f"{title} of {line.get('model')} ({line.get('setting')})"
+        row = _row_of(paper, line)
+        if row is None:
+            left_out.append(f"{where}: no such row in the paper's published tables")
+            continue
+        if title == AVERAGE:
+            averages.append((number, row, line))
+            continue
+        task = names.get(title, title)
+        if task not in row.published:
+            left_out.append(f"{where}: the paper's row has no figure for this task")
+            continue
+        published = row.published[task]
+        problem = None if _same(line.get("published"), published) else "its published figure"
+        status = str(line.get("status") or "")
+        measured: float | None = None
+        if problem is None and status.startswith(NOT_RUN):
+            if _written(line.get("measured")) is not None:
+                problem = "a measured figure on a row that did not run"
+        elif problem is None:
+            evidence = by_file.get(str(line.get(RECORD) or ""))
+            if evidence is None:
+                problem = f"no verified record {line.get(RECORD) or '(none named)'} in runs/"
+            elif evidence["method"]["name"] != row.method or evidence["task"]["name"] != task:
+                problem = f"its record {line.get(RECORD)} is of another method or task"
+            else:
+                measured = measured_value(evidence, row.metric)
+                if measured is None or not _same(line.get("measured"), measured):
+                    problem = f"its measured figure is not its record's ({line.get(RECORD)})"
+        if problem is not None:
+            left_out.append(f"{where}: {problem}")
+            continue
+        rebuilt = {
+            **{c: line.get(c) for c in ("paper", "table", "model", "setting", "task")},
+            "paper": paper.name,
+            "metric": row.metric,
+            "published": published,
+            "measured": measured,
+            "delta": None if measured is None or published is None else measured - published,
+            "status": status,
+            RECORD: str(line.get(RECORD) or ""),
+        }
+        kept[number] = rebuilt
+        groups.setdefault(id(row), []).append(rebuilt)
+    for number, row, line in averages:
+        where = f"{AVERAGE} of {line.get('model')} ({line.get('setting')})"
+        mine = groups.get(id(row), [])
+        # the Avg. of a row is over every task the row publishes: each must be a kept line
+        whole = len(mine) == len(row.published)
+        average = average_line(paper, row, mine) if whole else []
+        if not average:
+            left_out.append(f"{where}: its task lines are not all verified")
+        elif not _same(line.get("published"), average[0]["published"]) or not _same(
+            line.get("measured"), average[0]["measured"]
+        ):
+            left_out.append(f"{where}: its figures are not the mean of its task lines")
+        else:
+            kept[number] = average[0]
+    return Verified([kept[n] for n in sorted(kept)], left_out)
+
+
+def _row_of(paper: Paper, line: Mapping[str, Any]) -> Row | None:
+    """The paper's row a CSV line is of: same table, model, setting and metric."""
+    metric = str(line.get("metric") or OPTIONAL["metric"])
+    for row in paper.rows:
+        if (row.table, row.model, row.setting, row.metric) == (
+            line.get("table"),
+            line.get("model"),
+            line.get("setting"),
+            metric,
+        ):
+            return row
+    return None
