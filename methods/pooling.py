@@ -60,6 +60,25 @@ PROMPT_OPTIONS = (
     ),
 )
 
+# How the backbone runs for the method's views: a decoder without its causal mask, and a LoRA
+# adapter merged into its weights (LLM2Vec: both). Every view method takes them.
+BACKBONE_OPTIONS = (
+    Option(
+        "attention",
+        "default",
+        "default: the backbone's own attention (causal on a decoder); bidirectional: a decoder "
+        "(Llama, Mistral, Qwen2, Qwen3) run without its causal mask, every token attending to "
+        "every token of its text (LLM2Vec, NV-Embed, GritLM)",
+        choices=("default", "bidirectional"),
+    ),
+    Option(
+        "adapter",
+        "",
+        "a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) merged into "
+        "the backbone's weights; its sha256 is part of the vectors' cache key and the record",
+    ),
+)
+
 # A prompt set's named protocol (harness/runner/execution/prompt_sets.py): every prompt a row, or
 # the one best on each task's dev split scored as one row, marked §. Every view method takes it.
 PROMPT_SELECT = Option(
@@ -107,6 +126,7 @@ class ViewMethod(EmbeddingMethod):
             added.append(PROMPT_SELECT)
         if "task_prompts" not in names and not cls.uses_fit_set:
             added += [o for o in PROMPT_OPTIONS if o.name == "task_prompts"]
+        added += [o for o in BACKBONE_OPTIONS if o.name not in names]
         cls.options = (*cls.options, *added)
 
     # The task begun (per-task prompts read its entry) and the per-task prompts' table; set per
@@ -172,11 +192,13 @@ class ViewMethod(EmbeddingMethod):
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
+        bidirectional = self.spec.params.get("attention") == "bidirectional"
         views = [
-            View(self.spec.pooling, ref.layer_index(layer), prompt) for layer in self.spec.layers
+            View(self.spec.pooling, ref.layer_index(layer), prompt, bidirectional)
+            for layer in self.spec.layers
         ]
         for view in views:  # at planning, before anything is encoded
-            view.check_on(ref.name, ref.causal)
+            view.check_on(ref.name, ref.causal, ref.bidirectional_ok)
         return views
 
     def backbone_views(self) -> list[View]:

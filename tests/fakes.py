@@ -39,10 +39,13 @@ class FakeContext:
         return resolve_backbone(name, revision, self.artifacts.fingerprint_memo)
 
     def views(self, spec: MethodSpec) -> ViewProvider:
-        key = (spec.backbone, spec.revision, spec.max_length)
+        adapter = str(spec.params.get("adapter") or "")  # as RunContext.views: another backbone
+        key = (spec.backbone, spec.revision, spec.max_length, adapter)
         if key not in self._providers:
             settings = replace(self.encode, max_length=spec.max_length)
-            self._providers[key] = ViewProvider(self.backbone(spec.backbone, spec.revision), settings, self.artifacts)
+            ref = self.backbone(spec.backbone, spec.revision)
+            ref = ref.with_adapter(adapter, self.artifacts.fingerprint_memo) if adapter else ref
+            self._providers[key] = ViewProvider(ref, settings, self.artifacts)
         return self._providers[key]
 
     def task_split(self, task: str, split: str) -> SplitData:

@@ -272,5 +272,6 @@ def test_a_plugin_file_is_an_mteb_model_with_its_options(tiny_bert):
     pytest.importorskip("mteb")
     model = harness.mteb_model(f"{CENTERED}:Centered", backbone=str(tiny_bert), view="cls")
     assert model.method.name == "centered" and model.method.spec.params == {"view": "cls", "prompt": "",
-                                                                             "prompt2": "same", "prompt_select": "none"}
+                                                                             "prompt2": "same", "prompt_select": "none",
+                                                                             "attention": "default", "adapter": ""}
     assert model.method.spec.pooling == "cls" and model.method.label() == "centered[view=cls]"

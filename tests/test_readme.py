@@ -158,6 +158,12 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
     if "Qwen/Qwen2.5-0.5B" in argv or "facebook/opt-125m" in argv:  # decoders: tiny ones (fixtures.write_tiny_decoder)
         decoders = request.getfixturevalue("tiny_decoders")
         substitutes.update({"Qwen/Qwen2.5-0.5B": str(decoders["qwen2"]), "facebook/opt-125m": str(decoders["opt"])})
+    if any(a.endswith("=~/llm2vec-mntp") for a in argv):  # a LoRA adapter: built with peft on the tiny Qwen2
+        from test_bidirectional import write_adapter
+
+        decoders = request.getfixturevalue("tiny_decoders")
+        write_adapter(decoders["qwen2"], tmp_path / "llm2vec-mntp", causal_lm=True)
+        substitutes["~/llm2vec-mntp"] = str(tmp_path / "llm2vec-mntp")
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.

@@ -14,10 +14,11 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.encoding import families
+from harness.core.encoding.adapters import AdapterRef, resolve_adapter
 from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir, open_regular
 
@@ -51,10 +52,24 @@ class BackboneRef:
         None  # the longest input it can read (position rows after the offset)
     )
     causal: bool = False  # a decoder (each position sees only those before it): no position-0 views
+    # its family runs it without the causal mask too (a view's attention=bidirectional)
+    bidirectional_ok: bool = False
+    adapter: AdapterRef | None = None  # a LoRA merged into the weights at load (with_adapter)
 
     def key(self) -> dict[str, str]:
-        """The part of every cache key that identifies the weights."""
-        return {"backbone": self.name, "origin": self.origin, "fingerprint": self.fingerprint}
+        """The part of every cache key that identifies the weights (an adapter's digest with
+        them when it has one; without, the key is as it always was)."""
+        key = {"backbone": self.name, "origin": self.origin, "fingerprint": self.fingerprint}
+        return key | (self.adapter.key() if self.adapter is not None else {})
+
+    def with_adapter(self, folder: str, memo: Path | None = None) -> BackboneRef:
+        """This backbone with the LoRA adapter in ``folder`` merged into its weights: checked and
+        fingerprinted here (:func:`harness.core.encoding.adapters.resolve_adapter`, one error line
+        when broken). The native decoder merges a plain LoRA itself; anything else, and an
+        adapter on an encoder, runs through transformers and peft."""
+        adapter = resolve_adapter(folder, safetensors_header, memo)
+        native = self.native_ok and self.causal and not adapter.native_reason
+        return replace(self, adapter=adapter, native_ok=native)
 
     def layer_index(self, layer: int) -> int:
         """``hidden_states`` index made non-negative: with 6 layers, -1 → 6 and 1 → 1.
@@ -449,4 +464,5 @@ def resolve_backbone(
         pooler_weights=has_pooler_weights(folder),
         max_positions=max_positions(config),
         causal=is_causal(config),
+        bidirectional_ok=families.family_of(config).bidirectional,
     )

@@ -44,6 +44,9 @@ def not_native_because(ref: BackboneRef) -> str:
 
     from harness.core.encoding.backbone import native_reason
 
+    if ref.adapter is not None and not ref.native_ok:  # the native decoder merges plain LoRAs only
+        return ref.adapter.native_reason or "an adapter on a backbone other than a native decoder"
+
     try:
         config = json.loads((Path(ref.path) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -101,7 +104,29 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
         tokenizer.pad_token = (
             tokenizer.eos_token or tokenizer.unk_token or tokenizer.convert_ids_to_tokens(0)
         )
+    if ref.adapter is not None:
+        from harness.core.encoding.peft_merge import merge_adapter
+
+        model = merge_adapter(model, ref.adapter, ref.name)
     return tokenizer, model.eval(), list(info.get("missing_keys", []))
+
+
+def bidirectional_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The (batch, 1, L, L) additive mask of attention without the causal mask: 0 where query
+    ``i`` may read key ``j`` (``j`` a real token of its row, wherever it stands), the dtype's
+    lowest value at padding. transformers takes a 4D mask as given, in every version since 4.38
+    and with eager and SDPA attention alike (``config.is_causal = False`` is transformers 5's
+    alone; an attention module's ``is_causal`` flag is read only without a mask).
+
+    >>> import torch
+    >>> bidirectional_mask(torch.tensor([[1, 1, 0]]), torch.float32)[0, 0].eq(0).int().tolist()
+    [[1, 1, 0], [1, 1, 0], [1, 1, 0]]
+    """
+    import torch
+
+    keys = attention_mask.bool()[:, None, None, :].expand(-1, 1, attention_mask.shape[1], -1)
+    out = torch.zeros(keys.shape, dtype=dtype, device=attention_mask.device)
+    return out.masked_fill_(~keys, torch.finfo(dtype).min)
 
 
 def tokenizer_sentence_masks(encodings, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
@@ -151,7 +176,12 @@ class TransformersEngine:
     def batch(self, items: list[dict]) -> dict:
         return dict(self.tokenizer.pad(items, return_tensors="pt"))
 
-    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+    def forward(
+        self, batch: dict, bidirectional: bool = False
+    ) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        if bidirectional:  # the decoder's causal mask replaced by the padding mask alone
+            dtype = next(self.model.parameters()).dtype
+            batch = {**batch, "attention_mask": bidirectional_mask(batch["attention_mask"], dtype)}
         output = self.model(**batch, output_hidden_states=True, return_dict=True)
         pooled = None if self.pooler_random else getattr(output, "pooler_output", None)
         return output.hidden_states, pooled
@@ -191,7 +221,10 @@ class NativeEngine:
     def batch(self, items: list) -> dict:
         return self.tokenizer.pad(items)
 
-    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+    def forward(
+        self, batch: dict, bidirectional: bool = False
+    ) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        # an encoder's attention is bidirectional already (check_view_on refuses the option)
         return self.model(**batch)
 
 
@@ -215,6 +248,11 @@ class NativeDecoderEngine:
         self.max_length = usable_length(settings.max_length, ref.max_positions)
         self.tokenizer = load_tokenizer(folder, self.max_length)
         model = load_native(folder, torch_dtype(settings.dtype) or torch.float32)
+        if ref.adapter is not None:  # merged before the first forward, which may pack the weights
+            from harness.core.encoding.native_llama import NativeDecoder, merge_lora
+
+            assert isinstance(model, NativeDecoder)  # a causal native backbone: the decoder
+            merge_lora(model, ref.adapter)
         self.model = model.to(device)
         self.handles_dtype = True
         self.prefix_counts: dict[str, list[int]] = {}
@@ -256,5 +294,7 @@ class NativeDecoderEngine:
         shares (what a batch's token budget counts)."""
         return len(item[0]) - item[3]
 
-    def forward(self, batch: dict) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
-        return self.model(**batch)
+    def forward(
+        self, batch: dict, bidirectional: bool = False
+    ) -> tuple[Sequence[torch.Tensor], torch.Tensor | None]:
+        return self.model(**batch, bidirectional=bidirectional)

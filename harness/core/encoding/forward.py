@@ -150,6 +150,13 @@ def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
     return out
 
 
+def shared_prefix(prompt: Prompt, bidirectional: bool) -> str:
+    """The prompt's fixed prefix a decoder may compute once (:mod:`.shared_prefix`), '' when its
+    states cannot be shared: without the causal mask a prefix token attends to the sentence after
+    it, so its states differ from sentence to sentence."""
+    return "" if bidirectional else prompt.parts()[0]
+
+
 class ForwardPass:
     """Runs one backbone. The model is loaded on first use, so fully cached runs never load it."""
 
@@ -252,9 +259,8 @@ class ForwardPass:
 
         engine = self._ensure_dropout_engine() if dropout else self._ensure_loaded()
         # a tqdm bar on a terminal, a line every ~10 s in a log (harness.core.progress)
-        passes = (
-            len({view.prompt for view in views}) or 1
-        )  # one pass per prompt: the text read differs
+        # one pass per prompt and attention: the text read, or the mask, differs
+        passes = len({(view.prompt, view.bidirectional) for view in views}) or 1
         bar = progress_bar(
             passes * sum(len(w) for w in windows),
             f"encode {self.ref.name}",
@@ -270,18 +276,18 @@ class ForwardPass:
     def _encode_window(
         self, engine, window: list[str], views: Sequence[View], bar
     ) -> dict[View, np.ndarray]:
-        """Every view of ``window``: one forward pass per prompt among ``views`` (the prompt changes
-        the text the model reads; pooling and layer do not), each pooled into its views."""
+        """Every view of ``window``: one forward pass per (prompt, attention) among ``views`` (the
+        prompt changes the text the model reads, a bidirectional view the mask; pooling and layer
+        do not), each pooled into its views."""
         for view in views:
-            check_view_on(self.ref.name, self.ref.causal, view)
-        by_prompt: dict[Prompt, list[View]] = {}
+            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
+        by_pass: dict[tuple[Prompt, bool], list[View]] = {}
         for view in views:
-            by_prompt.setdefault(view.prompt, []).append(view)
+            by_pass.setdefault((view.prompt, view.bidirectional), []).append(view)
         filled: dict[View, np.ndarray] = {}
-        for prompt, group in by_prompt.items():
+        for (prompt, bidirectional), group in by_pass.items():
             texts = [prompt.apply(text) for text in window] if prompt else window
-            # a decoder computes the prompt's fixed prefix once where the tokens allow
-            items = engine.tokenize(texts, prompt.parts()[0])
+            items = engine.tokenize(texts, shared_prefix(prompt, bidirectional))
             lengths = [engine.length(item) for item in items]
             if prompt:
                 self._warn_cut_prompts(prompt, texts, lengths, engine)
@@ -409,7 +415,8 @@ class ForwardPass:
                 enabled=autocast_dtype is not None,
             ),
         ):
-            states, pooled = engine.forward(batch)
+            # one pass serves views of one attention (ensure/encode_batches group them so)
+            states, pooled = engine.forward(batch, bidirectional=views[0].bidirectional)
             return {view: self._pool(states, pooled, masks, view)[: len(ids)] for view in views}
 
     def encode_batches(
@@ -429,14 +436,16 @@ class ForwardPass:
         ``benchmarks/studies/batch_invariance.py`` and ``batching_ab.py`` measure through it what
         :mod:`.batching` promises: a vector that does not depend on its batch."""
         engine = self._ensure_loaded()
-        prompts = {view.prompt for view in views}
-        if len(prompts) != 1:
-            raise UserError(f"encode_batches takes views of one prompt, got {len(prompts)}")
-        (prompt,) = prompts
+        passes = {(view.prompt, view.bidirectional) for view in views}
+        if len(passes) != 1:
+            raise UserError(
+                f"encode_batches takes views of one prompt and attention, got {len(passes)}"
+            )
+        ((prompt, bidirectional),) = passes
         for view in views:
-            check_view_on(self.ref.name, self.ref.causal, view)
+            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
         prompted = [prompt.apply(text) for text in texts] if prompt else list(texts)
-        items = engine.tokenize(prompted, prompt.parts()[0])
+        items = engine.tokenize(prompted, shared_prefix(prompt, bidirectional))
         computed = getattr(engine, "computed_length", engine.length)
         # each engine only gets back its own items (as in token_lengths)
         lengths = [computed(item) for item in items]  # type: ignore[arg-type]

@@ -294,6 +294,7 @@ def causal_attention(
     v: torch.Tensor,
     skip: int,
     window: int | None,
+    causal: bool = True,
 ) -> torch.Tensor:
     """Attention of ``count`` sentences of ``L`` tokens each over their own ``S = skip + L`` keys
     (a shared prefix of ``skip`` keys first): q (count, heads, L, d), k and v (count, kv_heads,
@@ -305,10 +306,17 @@ def causal_attention(
     grouped-query heads (``enable_gqa``: no repeated copy of the keys and values) and, without a
     prefix or window, its causal kernel (``is_causal``: no mask at all). On CPU this is 2-3× faster
     than an explicit fp32 product, mask and softmax at STS lengths (bf16 and fp32 alike).
+
+    ``causal=False`` (a bidirectional view, no prefix): every query sees every key of its
+    sentence, and no sliding window either, as LLM2Vec's bidirectional Mistral computes (its mask
+    is all zeros: the window rule is multiplied into a mask of zeros).
     """
     count, heads, length, d = q.shape
     grouped = heads != k.shape[1]
-    if not skip and window is None:
+    if not causal:
+        assert not skip, "a bidirectional pass shares no prefix"
+        out = F.scaled_dot_product_attention(q, k, v, enable_gqa=grouped)
+    elif not skip and window is None:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
     else:
         keys = k.shape[2]
@@ -396,10 +404,11 @@ class NativeDecoder(nn.Module):
         groups: Sequence[tuple[int, int, int, int]],
         prefix: PrefixState | None,
         keep_kv: bool = False,
+        causal: bool = True,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """The layers over packed tokens ``ids`` at ``positions``: every hidden state, and with
         ``keep_kv`` every layer's rotated keys and values ((tokens, kv_heads, d), what a prefix
-        keeps; a batch's are let go layer by layer)."""
+        keeps; a batch's are let go layer by layer). ``causal=False``: without the causal mask."""
         s = self.shape
         x = self.embed(ids)
         tokens, kernels = x.shape[0], self._layer_kernels(x.device)
@@ -419,7 +428,7 @@ class NativeDecoder(nn.Module):
             if keep_kv:
                 keys.append(k[:tokens])
                 values.append(v[:tokens])
-            attended = self.attend(q, k, v, groups, prefix, index)
+            attended = self.attend(q, k, v, groups, prefix, index, causal)
             x = kernel.out(attended, residual=x)
             x = kernel.mlp(rms_norm(x, layer.norm2, s.eps), residual=x)  # type: ignore[arg-type]
             states.append(x[:tokens])
@@ -452,9 +461,11 @@ class NativeDecoder(nn.Module):
         groups: Sequence[tuple[int, int, int, int]],
         prefix: PrefixState | None,
         layer: int,
+        causal: bool = True,
     ) -> torch.Tensor:
-        """Causal attention per group of equal (length, skip) over packed q (tokens, heads, d)
-        and k, v (tokens, kv_heads, d); grouped-query heads share their key/value head."""
+        """Attention per group of equal (length, skip) over packed q (tokens, heads, d) and k, v
+        (tokens, kv_heads, d), causal unless ``causal=False``; grouped-query heads share their
+        key/value head."""
         s = self.shape
         out = q.new_empty(q.shape[0], s.heads * s.head_dim)
         out[sum(count * length for count, length, _, _ in groups) :] = 0  # bucket_rows' rows
@@ -473,7 +484,8 @@ class NativeDecoder(nn.Module):
                 shared_v = prefix.values[layer][:, :skip]
                 gk = torch.cat([shared_k.expand(count, -1, -1, -1), gk], dim=2)
                 gv = torch.cat([shared_v.expand(count, -1, -1, -1), gv], dim=2)
-            out[rows] = causal_attention(gq, gk, gv, skip, s.window).reshape(-1, out.shape[1])
+            attended = causal_attention(gq, gk, gv, skip, s.window, causal)
+            out[rows] = attended.reshape(-1, out.shape[1])
         return out
 
     def prefix_state(self, prefix_ids: tuple[int, ...], device: torch.device) -> PrefixState:
@@ -499,17 +511,28 @@ class NativeDecoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         prefix_ids: torch.Tensor | None = None,
         prefix_skip: torch.Tensor | None = None,
+        bidirectional: bool = False,
     ) -> tuple[DecoderStates, None]:
         """Every hidden state of a right-padded batch. Row ``r``'s first ``prefix_skip[r]`` ids
         are the first ids of ``prefix_ids`` (the caller checked): it attends to their shared keys
-        and values instead of computing them."""
+        and values instead of computing them. ``bidirectional``: each token attends to every token
+        of its own text (no causal mask; no shared prefix then, whose states would depend on the
+        sentence after it)."""
+        if bidirectional and prefix_skip is not None and bool(prefix_skip.any()):
+            raise ValueError("a bidirectional pass shares no prefix: tokenize without one")
         prefix = None
         skip = torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device)
         if prefix_ids is not None and prefix_skip is not None and bool(prefix_skip.any()):
             prefix = self.prefix_state(tuple(prefix_ids.tolist()), input_ids.device)
             skip = prefix_skip.long()
         packing = DecoderPacking(attention_mask, skip)
-        states, _, _ = self.run(packing.gather(input_ids), packing.columns, packing.groups, prefix)
+        states, _, _ = self.run(
+            packing.gather(input_ids),
+            packing.columns,
+            packing.groups,
+            prefix,
+            causal=not bidirectional,
+        )
         return DecoderStates(packing, states, prefix), None
 
 
@@ -561,3 +584,55 @@ def load_decoder(
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
     model.inv_freq = rope_frequencies(shape)  # built on the meta device: computed for real
     return model.eval()
+
+
+# Where each LoRA target lands in our fused weights: (our weight, which block of its rows).
+LORA_TARGETS = {
+    "self_attn.q_proj": ("qkv", 0),
+    "self_attn.k_proj": ("qkv", 1),
+    "self_attn.v_proj": ("qkv", 2),
+    "self_attn.o_proj": ("out", 0),
+    "mlp.gate_proj": ("gate_up", 0),
+    "mlp.up_proj": ("gate_up", 1),
+    "mlp.down_proj": ("down", 0),
+}
+
+
+def merge_lora(model: NativeDecoder, adapter: Any) -> NativeDecoder:
+    """Merge a plain LoRA (``adapter``: an :class:`~harness.core.encoding.adapters.AdapterRef` the
+    native path takes) into the fused weights, before the first forward: ``W += s · B A`` for each
+    targeted projection, the product in fp32 and rounded once into the weights' dtype. The query,
+    key and value blocks of ``qkv`` are ``heads·d``, ``kv_heads·d``, ``kv_heads·d`` rows; gate and
+    up the two halves of ``gate_up``. A tensor that fits nothing raises ``UserError``."""
+    from safetensors.torch import load_file
+
+    from harness.core.encoding.adapters import WEIGHTS, adapter_module_names
+    from harness.core.errors import UserError
+
+    s = model.shape
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    blocks = {"qkv": (0, q, q + kv, q + 2 * kv), "gate_up": (0, s.inner, 2 * s.inner)}
+    tensors = load_file(str(Path(adapter.path) / WEIGHTS))
+    names = adapter_module_names(list(tensors), "model")
+    with torch.no_grad():
+        for key, module in names.items():
+            if ".lora_A." not in key:
+                continue
+            head, _, tail = module.partition(".")
+            index, _, target = tail.partition(".")
+            if head != "layers" or not index.isdigit() or target not in LORA_TARGETS:
+                raise UserError(f"adapter {adapter.path}: {key} fits no weight of the decoder")
+            ours, block = LORA_TARGETS[target]
+            weight = getattr(model.layers[int(index)], ours).weight
+            start, stop = (
+                blocks[ours][block : block + 2] if ours in blocks else (0, weight.shape[0])
+            )
+            a, b = tensors[key].float(), tensors[key.replace(".lora_A.", ".lora_B.")].float()
+            rows = weight[start:stop]
+            if b.shape[0] != rows.shape[0] or a.shape[1] != rows.shape[1]:
+                raise UserError(
+                    f"adapter {adapter.path}: {key} is for a {b.shape[0]}x{a.shape[1]} weight, "
+                    f"this decoder's is {rows.shape[0]}x{rows.shape[1]}: trained on another model"
+                )
+            rows.copy_((rows.float() + adapter.scale * (b @ a)).to(weight.dtype))
+    return model

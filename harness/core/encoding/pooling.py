@@ -78,11 +78,14 @@ POSITION_ZERO = ("cls", POOLER)
 @dataclass(frozen=True, order=True)
 class View:
     """``pooling`` of ``hidden_states[layer]`` (layer already made non-negative; see
-    ``BackboneRef.layer_index``) of the text ``prompt`` makes of each sentence."""
+    ``BackboneRef.layer_index``) of the text ``prompt`` makes of each sentence; ``bidirectional``:
+    a decoder run without its causal mask, every token attending to every token of its text
+    (LLM2Vec). It changes the pass, not only the pooling: views differing in it never share one."""
 
     pooling: str
     layer: int
     prompt: Prompt = NO_PROMPT
+    bidirectional: bool = False
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS and self.pooling != POOLER:
@@ -95,20 +98,36 @@ class View:
         """The batch mask this view's pooling reads."""
         return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
 
-    def check_on(self, backbone: str, causal: bool) -> None:
-        """Refuse this view on a causal model where it means nothing: :func:`check_view_on`."""
-        check_view_on(backbone, causal, self)
+    def check_on(self, backbone: str, causal: bool, bidirectional_ok: bool = False) -> None:
+        """Refuse this view on a backbone where it means nothing: :func:`check_view_on`."""
+        check_view_on(backbone, causal, self, bidirectional_ok)
 
     def __str__(self) -> str:
-        return f"{self.pooling}@{self.layer}" + (
-            f" under prompt {self.prompt}" if self.prompt else ""
+        return (
+            f"{self.pooling}@{self.layer}"
+            + (" bidirectional" if self.bidirectional else "")
+            + (f" under prompt {self.prompt}" if self.prompt else "")
         )
 
 
-def check_view_on(backbone: str, causal: bool, view: View) -> None:
-    """Refuse a view a causal model cannot give meaningfully: position 0 ([CLS], the pooler) has
-    attended to one token there, so its vector says almost nothing about the sentence."""
-    if causal and view.pooling in POSITION_ZERO:
+def check_view_on(backbone: str, causal: bool, view: View, bidirectional_ok: bool = False) -> None:
+    """Refuse a view a backbone cannot give meaningfully: on a causal model, position 0 ([CLS],
+    the pooler) has attended to one token, so its vector says almost nothing about the sentence
+    (unless the view lifts the causal mask); a bidirectional view on an encoder (its attention is
+    bidirectional already) or on a decoder whose family does not run without its mask
+    (``bidirectional_ok``)."""
+    if view.bidirectional and not causal:
+        raise UserError(
+            f"attention=bidirectional: backbone {backbone} is not a decoder, its attention is "
+            "bidirectional already; leave attention at its default"
+        )
+    if view.bidirectional and not bidirectional_ok:
+        raise UserError(
+            f"attention=bidirectional: backbone {backbone} is a decoder of a family the harness "
+            "does not run without its causal mask (Llama, Mistral, Qwen2 and Qwen3 it does); "
+            "leave attention at its default"
+        )
+    if causal and not view.bidirectional and view.pooling in POSITION_ZERO:
         raise UserError(
             f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
             f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "

@@ -74,9 +74,8 @@ class ViewProvider:
 
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:
-            check_view_on(
-                self.ref.name, self.ref.causal, view
-            )  # before any encoding: one error line
+            # before any encoding: one error line
+            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
             key = view_cache_key(self.ref, self.settings, self.impl, view)
             self._stores[view] = self.artifacts.vectors(key, code=encoder_code(self.ref))
         return self._stores[view]

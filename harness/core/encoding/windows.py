@@ -101,6 +101,8 @@ def view_cache_key(
         **ref.key(),
         "prompt": view.prompt.key(),
         "pooling": view.pooling,
+        # a decoder without its causal mask says so; a causal view keeps the key it always had
+        **({"attention": "bidirectional"} if view.bidirectional else {}),
         "layer": view.layer,
         "max_length": settings.max_length,
         "dtype": settings.dtype,

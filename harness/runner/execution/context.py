@@ -59,7 +59,7 @@ class RunContext:
             0  # sentence pairs run through a pair scorer (cross-encoder) in this run
         )
         self._backbones: dict[tuple[str, str | None], BackboneRef] = {}
-        self._providers: dict[tuple[str, str | None, int], ViewProvider] = {}
+        self._providers: dict[tuple[str, str | None, int, str], ViewProvider] = {}
         self._releases = contextlib.ExitStack()  # what the run started besides the backend
 
     # -- MethodContext ----------------------------------------------------------------------------
@@ -72,12 +72,15 @@ class RunContext:
     def views(self, spec: MethodSpec) -> ViewProvider:
         from harness.core.encoding import ViewProvider
 
-        key = (spec.backbone, spec.revision, spec.max_length)
+        # a view method's adapter (--set METHOD.adapter=DIR) makes another backbone: its own pass
+        adapter = str(spec.params.get("adapter") or "")
+        key = (spec.backbone, spec.revision, spec.max_length, adapter)
         if key not in self._providers:
             settings = replace(self.encode, max_length=spec.max_length)
-            provider = ViewProvider(
-                self.backbone(spec.backbone, spec.revision), settings, self.artifacts
-            )
+            ref = self.backbone(spec.backbone, spec.revision)
+            if adapter:
+                ref = ref.with_adapter(adapter, self.artifacts.fingerprint_memo)
+            provider = ViewProvider(ref, settings, self.artifacts)
             provider.executor = self.backend.executor()
             self._providers[key] = provider
         return self._providers[key]

@@ -66,9 +66,20 @@ def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
         "hub_id": ref.hub_id(),
         "n_parameters": n_parameters,
         "causal": ref.causal,
+        # a LoRA merged into the weights (--set METHOD.adapter=DIR): its folder and digest
+        **({"adapter": adapter} if (adapter := _adapter_record(method, ctx)) else {}),
         # the dtype the weights were loaded in: a decoder's follows --dtype on the transformers path
         "weights": ref.weight_dtype(ctx.encode.dtype),
     }
+
+
+def _adapter_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
+    """The adapter merged into the backbone the method's views come from (folder, sha256, rank,
+    alpha), None without one."""
+    if not method.spec.params.get("adapter") or not method.backbone_views():
+        return None
+    adapter = ctx.views(method.spec).ref.adapter
+    return adapter.record() if adapter is not None else None
 
 
 def _kind_fields(task: LoadedTask) -> dict[str, Any]:

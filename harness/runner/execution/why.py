@@ -115,7 +115,9 @@ def why_line(plan: Plan, job: EncodeJob) -> str:
         else str(view)
         for view in views
     ]
+    adapter = provider.ref.adapter
+    name = provider.ref.name + (f" + adapter {adapter.path}" if adapter is not None else "")
     return (
-        f"{provider.ref.name} — {len(job.sentences)} unique sentences: {parts}; views "
+        f"{name} — {len(job.sentences)} unique sentences: {parts}; views "
         f"{', '.join(shown)}" + "".join(f"; {n}" for n in notes)
     )

@@ -47,7 +47,9 @@ class Family:
     a sequence's first token. ``load``: its native loader (None: it runs through transformers
     only); ``native_types``: the model types ``load`` runs (empty: all of ``model_types``).
     ``check(folder, config)``: why ``load`` would not reproduce the checkpoint ('' when it
-    does), once ``files`` are there and before the tokenizer is checked.
+    does), once ``files`` are there and before the tokenizer is checked. ``bidirectional``: a
+    decoder both engines also run without its causal mask (a view's ``attention=bidirectional``,
+    LLM2Vec's models), checked against transformers' forward with a non-causal mask.
     """
 
     name: str
@@ -61,6 +63,7 @@ class Family:
     native_types: tuple[str, ...] = ()
     check: Callable[[Path, dict[str, Any]], str] = no_check
     files: tuple[str, ...] = NATIVE_FILES
+    bidirectional: bool = False
 
     def takes_architecture(self, config: dict[str, Any]) -> bool:
         """Whether it takes ``config`` by its architecture names (or ``is_decoder``)."""

@@ -78,4 +78,5 @@ FAMILY = Family(
     causal=True,
     load=load,
     check=check,
+    bidirectional=True,
 )
