@@ -216,6 +216,24 @@ def test_a_pairs_file_with_a_label_column_is_scored_by_its_metrics(bench, tmp_pa
     for key, value in theirs.items():
         assert entry[f"cosine_{key}"] == pytest.approx(value, abs=1e-6), key
     assert entry["main_score"] == pytest.approx(avg["scores"]["metrics"]["ap"]["value"] / 100, abs=1e-6)
+    # Issue 42: a labelled line of history.jsonl is shown only if its own blobs (similarities, classes, positive
+    # class, thresholds) give its score and interval; a line appended with AP 99 and its check redone is not.
+    import hashlib
+
+    from harness.core.hashing import canonical_json
+    from harness.runner.history.log import read_history
+
+    out = tmp_path / "out"
+    lines = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    ap_lines = [line for line in lines if line.get("metric") == "ap"]
+    assert len(ap_lines) == 2 and len(read_history(out)) == len(lines)
+    genuine = next(line for line in ap_lines if line["method"] == "avg")
+    assert genuine["score"] == pytest.approx(avg["scores"]["metrics"]["ap"]["value"])
+    body = {k: v for k, v in genuine.items() if k != "check"} | {"score": 99.0, "date": "2099-01-01T00:00:00+00:00"}
+    with (out / "history.jsonl").open("a") as handle:
+        handle.write(json.dumps({**body, "check": hashlib.sha256(canonical_json(body).encode()).hexdigest()}) + "\n")
+    entries = read_history(out)
+    assert len(entries) == len(lines) and all(entry["score"] != 99.0 for entry in entries)
 
 
 @pytest.mark.heavy

@@ -144,6 +144,32 @@ def read_gold(
     return [float(g) for g in value["gold"]], (list(subsets) if isinstance(subsets, list) else None)
 
 
+def labelled_evidence(record: Record) -> dict[str, Any]:
+    """What a labelled-pairs line's score is computed again from, beside its similarities and
+    gold classes: the positive class's index, the thresholds chosen on the threshold split (or
+    None) and a classifier's decisions (or None)."""
+    task, scores = record["task"], record["scores"]
+    classes = list(task.get("classes") or [])
+    return {
+        "classes": len(classes),
+        "positive": classes.index(str(task.get("positive"))),
+        "threshold": scores.get("threshold"),
+        "predicted": record["pairs"].get("predicted"),
+    }
+
+
+def read_labelled(folder: Path, digest: str | None) -> dict[str, Any] | None:
+    """The labelled-pairs evidence of a gold blob (:func:`labelled_evidence`), None if it has none
+    (an STS line's, or a labelled line written before lines carried it)."""
+    data = read_blob(folder, digest, ".json")
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    labelled = value.get("labelled") if isinstance(value, dict) else None
+    return labelled if isinstance(labelled, dict) else None
+
+
 def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
     """One history entry for a result record; its similarities and gold go to content-addressed
     blobs."""
@@ -153,11 +179,10 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(pairs["similarity"], dtype=np.float64), allow_pickle=False)
         similarity = _store_blob(blobs, buffer.getvalue(), ".npy")
-        gold = _store_blob(
-            blobs,
-            canonical_json({"gold": pairs["gold"], "subset": pairs.get("subset")}).encode(),
-            ".json",
-        )
+        evidence: dict[str, Any] = {"gold": pairs["gold"], "subset": pairs.get("subset")}
+        if record["task"].get("kind") == "pairclass":  # what its metrics are computed again from
+            evidence["labelled"] = labelled_evidence(record)
+        gold = _store_blob(blobs, canonical_json(evidence).encode(), ".json")
     keys = record_keys(record)
     scores = record["scores"]
     line = {
@@ -320,14 +345,12 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     (None: it is). A line's checksum is no evidence (anyone appending a line can compute it): its
     Spearman is computed again from the similarities and gold it names, under its aggregation,
     and its interval from its rounds and seed, as a record's are
-    (:func:`harness.runner.records.schema.evidence_problem`). A line of another metric (labelled
-    pairs) carries no positive class nor thresholds to recompute from, and is shown on its
-    checksum alone."""
+    (:func:`harness.runner.records.schema.evidence_problem`). A labelled-pairs line's metric is
+    computed again from its blobs likewise, with the positive class, thresholds and decisions its
+    gold blob carries (:func:`labelled_evidence`); a line without them is not shown."""
     from harness.core.scoring import AGGREGATIONS, score_split
     from harness.runner.records.schema import AGREE
 
-    if line.get("metric", "spearman") != "spearman":
-        return None
     n = line["n_pairs"]
     similarity = read_similarity(blobs, line["similarity"], n)
     gold = read_gold(blobs, line["gold"], n)
@@ -345,6 +368,8 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     labels = gold[1]
     if labels is not None and len(labels) != n:
         return "its subset labels do not match its pairs"
+    if line.get("metric", "spearman") != "spearman":
+        return _labelled_problem(line, blobs, similarity, gold[0], rounds, seed)
     try:
         fresh = score_split(
             similarity,
@@ -367,6 +392,83 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     ):
         return f"ci95 {ci} is not the interval its own pairs give ({fresh.ci95})"
     return None
+
+
+def _labelled_problem(
+    line: dict[str, Any],
+    blobs: Path,
+    similarity: np.ndarray,
+    gold: list[float],
+    rounds: int,
+    seed: int,
+) -> str | None:
+    """:func:`evidence_problem` for a labelled-pairs line: its metric and interval computed again
+    from its similarities, gold classes, positive class, thresholds and decisions, as a record's
+    are (:func:`harness.runner.records.schema.evidence_problem`)."""
+    from harness.core.pair_metrics import METRICS, Decisions, score_labelled, undefined_reason
+    from harness.runner.records.schema import AGREE
+
+    labelled = read_labelled(blobs, line["gold"])
+    metric = line.get("metric")
+    if labelled is None:
+        return "a labelled-pairs line without its positive class and thresholds (nothing to check)"
+    if metric not in METRICS:
+        return f"metric {metric!r} is not one of {', '.join(METRICS)}"
+    classes, positive = labelled.get("classes"), labelled.get("positive")
+    threshold, predicted = labelled.get("threshold"), labelled.get("predicted")
+    gold_array = np.asarray(gold, dtype=np.float64)
+    if (
+        not isinstance(classes, int)
+        or not isinstance(positive, int)
+        or not 0 <= positive < classes
+        or not np.all(np.isin(gold_array, np.arange(classes)))
+        or (threshold is not None and not _thresholds(threshold))
+        or (predicted is not None and not _decisions(predicted, len(gold), classes))
+    ):
+        return "its classes, positive class, thresholds or decisions are malformed"
+    decisions = None if predicted is None else Decisions(np.asarray(predicted), classes)
+    if undefined_reason(similarity, gold_array == positive):
+        return "its metric is undefined on its own pairs"
+    try:
+        fresh = score_labelled(
+            similarity,
+            gold_array,
+            positive,
+            metric,
+            rounds if line["ci95"] is not None else 0,
+            seed,
+            threshold=threshold,
+            decisions=decisions,
+        ).metrics[metric]
+    except (ArithmeticError, TypeError, ValueError) as err:
+        return f"its pairs cannot be scored again ({type(err).__name__})"
+    value, interval = cast(float | None, fresh["value"]), cast(list[float] | None, fresh["ci95"])
+    if value is None or abs(value - float(line["score"])) > AGREE:
+        return f"{metric} {line['score']} is not what its own {len(gold)} pairs give ({value})"
+    ci = line["ci95"]
+    if ci is not None and (
+        interval is None
+        or len(ci) != 2
+        or any(abs(float(a) - b) > AGREE for a, b in zip(ci, interval))
+    ):
+        return f"ci95 {ci} is not the interval its own pairs give ({interval})"
+    return None
+
+
+def _thresholds(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"accuracy", "f1"}
+        and all(isinstance(v, int | float) and np.isfinite(v) for v in value.values())
+    )
+
+
+def _decisions(value: Any, n_pairs: int, classes: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == n_pairs
+        and all(isinstance(c, int) and 0 <= c < classes for c in value)
+    )
 
 
 class HistoryLog:
