@@ -141,7 +141,16 @@ def embeddings_server() -> Iterator[EmbeddingsServer]:
         yield server
 
 
+# The docs' model names, served by stand-ins of their shape (a 512-wide one takes dimensions=256)
+DOC_MODELS: dict[str, Model] = {
+    "text-embedding-3-small": words,
+    "text-embedding-3-large": lambda texts: words(texts, 512),
+    "BAAI/bge-small-en-v1.5": words,
+}
+
+
 @pytest.fixture
-def endpoint_url(embeddings_server) -> str:
-    """The URL of a local server of the ``words`` model (docs' commands: tests/test_readme.py)."""
-    return embeddings_server.url
+def endpoint_url() -> Iterator[str]:
+    """The URL of a local server of the docs' models (their commands: tests/test_readme.py)."""
+    with EmbeddingsServer(DOC_MODELS) as server:
+        yield server.url

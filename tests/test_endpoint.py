@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from endpoint_server import EmbeddingsServer, embeddings_server, endpoint_url, shortened, words  # noqa: F401
+from endpoint_server import EmbeddingsServer, shortened, words
 from fixtures import pairs
 from scipy.stats import spearmanr
 
@@ -113,7 +113,7 @@ def test_429_500_a_timeout_and_a_garbled_body_are_retried_to_the_same_vectors(be
     server = embeddings_server
     server.faults = ["429", "500", "slow", "malformed", "500", "429"]
     server.slow_s = 1.5
-    code, out, err = bench(*run_args(server, task_file, "--set", "endpoint.batch_size=10", "--set",
+    code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.batch_size=10", "--set",
                                      "endpoint.timeout=0.5", "--set", "endpoint.concurrency=3",
                                      "--export-embeddings", str(tmp_path / "vectors")))
     assert code == 0, err
@@ -188,7 +188,7 @@ def test_a_wrong_answer_is_one_line_and_what_came_back_is_kept(fault, says, benc
     server = embeddings_server
     server.faults = [None, None, fault]  # the third request: the first two batches are fine
     args = run_args(server, task_file, "--set", "endpoint.batch_size=5", "--set", "endpoint.concurrency=1")
-    code, out, err = bench(*args)
+    code, _, err = bench(*args)
     assert code == 6 and "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and says in errors[0], err
@@ -202,14 +202,21 @@ def test_a_wrong_answer_is_one_line_and_what_came_back_is_kept(fault, says, benc
     assert len(server.inputs()) - before == len(unique_sentences(task_file)) - kept
 
 
-def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, embeddings_server, task_file):
+def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, embeddings_server, task_file,
+                                                                       tmp_path):
     server = embeddings_server
     server.faults = ["500"] * 3
     code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.attempts=3", "--set",
-                                   "endpoint.concurrency=1"))
+                                   "endpoint.concurrency=1", "--methods", "endpoint", "random"))
     assert code == 6 and "Traceback" not in err
-    assert ("HTTP 500: The server had an error while processing your request. on each of 3 attempts; try again "
-            "later, or allow more: --set endpoint.attempts=N, endpoint.timeout=SECONDS") in err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line == (f"error: endpoint {server.url} (model words): HTTP 500: The server had an error while processing "
+                    "your request. on each of 3 attempts; try again later, or allow more: --set endpoint.attempts=N, "
+                    "endpoint.timeout=SECONDS (not recorded: endpoint[model=words] on every task; the other results "
+                    f"were written to {tmp_path / 'out' / 'runs'})")
+    # the other method's result and the reports are written
+    assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
+    assert (tmp_path / "out" / "leaderboard.md").is_file()
     closed = EmbeddingsServer()
     url = closed.url  # bound, then closed: nothing listens there
     closed.httpd.server_close()
@@ -252,7 +259,7 @@ def test_a_checkpoint_method_on_an_endpoint_backbone_says_which_method_reads_it(
 def test_the_endpoint_runs_beside_checkpoint_methods_through_its_url_option(bench, embeddings_server, task_file,
                                                                              tiny_bert, tmp_path):
     server = embeddings_server
-    code, out, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "endpoint", "--set",
+    code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "endpoint", "--set",
                            f"endpoint.url={server.url}/embeddings", "--set", "endpoint.model=words", "--tasks",
                            f"file:{task_file}", "--no-plots", "--bootstrap", "0")
     assert code == 0, err
@@ -285,7 +292,9 @@ def test_minilm_served_by_an_endpoint_scores_stsb_as_run_locally(bench, real_cac
         rho = the_record(tmp_path / "out")["scores"]["spearman"]
         assert rho == local_rho == pytest.approx(82.03, abs=0.005)
         sent = server.requests
-        assert sorted(server.inputs()) == sorted(local.sentences)
+        # each sentence sent once, and the four refused batches of 256 again
+        assert set(server.inputs()) == set(local.sentences)
+        assert len(server.inputs()) == len(local.sentences) + 4 * 256
         code, _, err = bench(*args)
         assert code == 0 and server.requests == sent
         assert the_record(tmp_path / "out")["scores"]["spearman"] == local_rho
