@@ -189,11 +189,10 @@ class Client:
                                 pending.cancel()
                         continue
                     self.spent.add(answer, len(futures[future]))
-                    progress.set_postfix(
-                        requests=self.spent.requests,
-                        retried=self.spent.retries,
-                        tokens=self.spent.total_tokens,
-                    )
+                    shown = {"requests": self.spent.requests, "retried": self.spent.retries}
+                    if self.spent.total_tokens is not None:  # servers that report usage
+                        shown["tokens"] = self.spent.total_tokens
+                    progress.set_postfix(**shown)
                     progress.update(len(futures[future]))
             except BaseException:  # Ctrl-C: no new request, no retry; those in flight end
                 stop.set()

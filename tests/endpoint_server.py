@@ -106,8 +106,9 @@ class EmbeddingsServer:
                 if server.key is not None and auth != f"Bearer {server.key}":
                     sent = (auth or "").removeprefix("Bearer ")
                     return self.error(401, f"Incorrect API key provided: {sent}.")
-                if fault == "429":
-                    return self.error(429, "Rate limit reached", {"Retry-After": "0"})
+                if fault is not None and fault.startswith("429"):  # "429" or "429 after SECONDS"
+                    wait = fault.partition(" after ")[2] or "0"
+                    return self.error(429, "Rate limit reached", {"Retry-After": wait})
                 if fault == "500":
                     return self.error(500, "The server had an error while processing your request.")
                 if fault == "slow":

@@ -298,3 +298,44 @@ def test_minilm_served_by_an_endpoint_scores_stsb_as_run_locally(bench, real_cac
         code, _, err = bench(*args)
         assert code == 0 and server.requests == sent
         assert the_record(tmp_path / "out")["scores"]["spearman"] == local_rho
+
+
+class Waits:
+    """A stand-in for the client's stop event: records each wait instead of sleeping."""
+
+    def __init__(self):
+        self.waits = []
+
+    def is_set(self):
+        return False
+
+    def wait(self, seconds):
+        self.waits.append(seconds)
+        return False
+
+
+def client(server, attempts=6):
+    limits = endpoint_http.Limits(batch_size=8, max_chars=1000, concurrency=1, attempts=attempts, timeout=5.0)
+    return endpoint_http.Client(server.url, "words", 0, None, limits, "endpoint test", "OPENAI_API_KEY")
+
+
+def test_the_waits_between_attempts_are_the_servers_or_doubling_backoff_with_jitter(embeddings_server):
+    """BACKOFF_S · 2^attempt times a factor in [0.5, 1] when the server names no wait; its Retry-After when it does."""
+    server = embeddings_server
+    server.faults = ["500", "500", "429 after 7", "500", "slow"]
+    server.slow_s = 0.0
+    waits = Waits()
+    answer = client(server).fetch(["a dog runs", "two cats"], waits)
+    np.testing.assert_array_equal(answer.vectors, words(["a dog runs", "two cats"]))
+    base = endpoint_http.BACKOFF_S
+    assert len(waits.waits) == 4 and waits.waits[2] == 7.0
+    for attempt in (0, 1, 3):
+        assert base * 2 ** attempt * 0.5 <= waits.waits[attempt] <= base * 2 ** attempt
+    server.faults = ["429 after 86400"]  # a day: fails at once rather than idling
+    with pytest.raises(endpoint_http.EndpointError, match=r"endpoint test: HTTP 429 asks to wait 86400 s \(Retry-After\)"):
+        client(server).fetch(["a"], Waits())
+    server.faults = ["500"] * 3
+    waits = Waits()
+    with pytest.raises(endpoint_http.EndpointError, match="on each of 3 attempts"):
+        client(server, attempts=3).fetch(["a"], waits)
+    assert len(waits.waits) == 2  # no wait after the last attempt
