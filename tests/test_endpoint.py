@@ -19,6 +19,7 @@ from fixtures import pairs
 from scipy.stats import spearmanr
 
 import methods.endpoint_http as endpoint_http
+from harness.core.errors import EndpointError
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -332,10 +333,10 @@ def test_the_waits_between_attempts_are_the_servers_or_doubling_backoff_with_jit
     for attempt in (0, 1, 3):
         assert base * 2 ** attempt * 0.5 <= waits.waits[attempt] <= base * 2 ** attempt
     server.faults = ["429 after 86400"]  # a day: fails at once rather than idling
-    with pytest.raises(endpoint_http.EndpointError, match=r"endpoint test: HTTP 429 asks to wait 86400 s \(Retry-After\)"):
+    with pytest.raises(EndpointError, match=r"endpoint test: HTTP 429 asks to wait 86400 s \(Retry-After\)"):
         client(server).fetch(["a"], Waits())
     server.faults = ["500"] * 3
     waits = Waits()
-    with pytest.raises(endpoint_http.EndpointError, match="on each of 3 attempts"):
+    with pytest.raises(EndpointError, match="on each of 3 attempts"):
         client(server, attempts=3).fetch(["a"], waits)
     assert len(waits.waits) == 2  # no wait after the last attempt
