@@ -92,7 +92,8 @@ device, dtype, batch_size, max_length, threads, progress)
     for the run's summary, when the method runs a model of its own.
 
 Raise :class:`UserError` with one line (what, where, how to fix) for bad input: the run prints
-``error: ...`` and exits 2. ``harness.register_method(cls)`` makes a class built at run time
+``error: ...`` and exits 2. A method that calls a remote service raises :class:`EndpointError`
+when the service fails (exit 6). ``harness.register_method(cls)`` makes a class built at run time
 runnable by its name in this process (it is not re-exported here: this module's code is part of
 every plugin's cache key, and the registry's table must not be).
 
@@ -174,7 +175,7 @@ from harness.core.encoding import (
     View,
     ViewProvider,
 )
-from harness.core.errors import UserError
+from harness.core.errors import EndpointError, UserError
 from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
@@ -191,6 +192,7 @@ __all__ = [
     "CostSubjects",
     "EmbeddingMethod",
     "EncodeSettings",
+    "EndpointError",
     "FitSet",
     "ForwardPass",
     "Method",

@@ -45,6 +45,7 @@ METHODS: dict[str, str] = {
     "cross-encoder": "methods.cross_encoder:CrossEncoder",
     "dse": "methods.dse:DSE",
     "random": "methods.random_baseline:RandomBaseline",
+    "endpoint": "methods.endpoint:Endpoint",
 }
 
 

@@ -16,8 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # --exercised DIR: which modules of harness/ and methods/ the run executes (tests/exercised.py);
-# --cpu-times FILE, --cpu-budget SECONDS: CPU seconds per test (tests/cpu_times.py).
-pytest_plugins = ["exercised", "cpu_times"]
+# --cpu-times FILE, --cpu-budget SECONDS: CPU seconds per test (tests/cpu_times.py); a local
+# embeddings endpoint (tests/endpoint_server.py: the embeddings_server and endpoint_url fixtures).
+pytest_plugins = ["exercised", "cpu_times", "endpoint_server"]
 
 from fixtures import (  # noqa: E402
     write_hub,

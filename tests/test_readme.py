@@ -164,6 +164,10 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         decoders = request.getfixturevalue("tiny_decoders")
         write_adapter(decoders["qwen2"], tmp_path / "llm2vec-mntp", causal_lm=True)
         substitutes["~/llm2vec-mntp"] = str(tmp_path / "llm2vec-mntp")
+    if any(a.partition("=")[2].startswith("http") or a.startswith("http") for a in argv):  # an endpoint: a local
+        # server of the docs' models (tests/endpoint_server.py)
+        url = request.getfixturevalue("endpoint_url")
+        substitutes.update({"https://api.openai.com/v1": url, "http://localhost:8000/v1": url})
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.

@@ -2,8 +2,10 @@
 
 ``UserError`` is bad input (exit 2); ``ResourceError`` is the machine failing the run: disk full,
 permission denied, out of memory (exit 3); ``PluginError`` is a method from outside the repo
-misbehaving while the run calls it (exit 5). ``harness.runner.cli.exits`` maps them, and the
-``OSError`` and ``MemoryError`` they stand for, to their exit codes.
+misbehaving while the run calls it (exit 5); ``EndpointError`` is a remote embeddings endpoint
+failing: unreachable, refusing the key, or still failing after its retries (exit 6).
+``harness.runner.cli.exits`` maps them, and the ``OSError`` and ``MemoryError`` they stand for, to
+their exit codes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ class ResourceError(Exception):
     """The environment failed, not the input: one line naming the resource, where, and what to do.
 
     ``run_bench.py`` prints it as ``error: <message>`` and exits with status 3.
+    """
+
+
+class EndpointError(ResourceError):
+    """An embeddings endpoint (an HTTP service the run does not control) failed the run: it could
+    not be reached, it refused the request (a missing or wrong key, an unknown model) or it kept
+    failing after the bounded retries. One line naming the endpoint and model (never the key),
+    what it answered and what to do; exit 6, so a CI job tells a service's outage from bad input.
+    The vectors it returned before failing stay cached.
     """
 
 

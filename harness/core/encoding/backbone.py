@@ -427,6 +427,14 @@ def resolve_backbone(
     elif Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         origin, fingerprint, rev = "local", fingerprint_dir(folder, memo), None
+    elif name.lower().startswith(("http://", "https://")):
+        # an OpenAI-compatible embeddings endpoint serves vectors, not a checkpoint's hidden states
+        raise UserError(
+            f"backbone '{name.split('?')[0]}' is an embeddings endpoint: only the endpoint method "
+            "reads one (--methods endpoint --set endpoint.model=NAME); the other methods need a "
+            "checkpoint (an HF id or a folder), which the endpoint method can run beside with "
+            "--set endpoint.url=URL"
+        )
     elif name.startswith((".", "/", "~")) or not _REPO_ID.match(name):
         raise UserError(
             f"backbone '{name}': no such directory (and not a valid hub id like 'org/name')"

@@ -15,13 +15,16 @@ code   meaning
        (``os._exit`` too), changed the working directory, failed to allocate memory in its own
        code, left a thread running, or returned vectors or scores of the wrong shape, type or
        count; the line names the plugin and its file, and the other methods' results are written
+6      an embeddings endpoint failed (:class:`~harness.core.errors.EndpointError`): unreachable,
+       refused the request (key, model) or kept failing after its retries; what it returned is
+       cached, and the other methods' results are written
 130    interrupted (Ctrl-C); what was finished stays cached
 141    the reader of standard output went away (``sts-bench list | head -3``): no message, as
        ``git``
 143    terminated (SIGTERM: ``kill``, a CI timeout, a cluster's pre-emption); as for Ctrl-C
 =====  ==========================================================================================
 
-Codes 2, 3 and 5 print one line and no traceback; ``--debug`` or ``STS_BENCH_DEBUG=1`` prints the
+Codes 2, 3, 5 and 6 print one line and no traceback; ``--debug`` or ``STS_BENCH_DEBUG=1`` prints the
 traceback too, for a bug report (for 5, the plugin's own traceback, chained).
 """
 
@@ -33,16 +36,17 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from harness.core.errors import PluginError, ResourceError, UserError
+from harness.core.errors import EndpointError, PluginError, ResourceError, UserError
 from harness.runner.settings.console import describe_os_error
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, INTERRUPTED, TERMINATED = (
+OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, ENDPOINT, INTERRUPTED, TERMINATED = (
     0,
     1,
     2,
     3,
     4,
     5,
+    6,
     130,
     143,
 )
@@ -106,6 +110,8 @@ def classify(err: BaseException) -> tuple[int, str | None]:
         return PLUGIN, str(err)
     if isinstance(err, UserError):
         return BAD_INPUT, str(err)
+    if isinstance(err, EndpointError):  # before ResourceError, which it derives from
+        return ENDPOINT, str(err)
     if isinstance(err, ResourceError):
         return ENVIRONMENT, str(err)
     if is_out_of_memory(err):

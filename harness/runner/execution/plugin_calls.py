@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.splits import unique
-from harness.core.errors import PluginError
+from harness.core.errors import EndpointError, PluginError
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.evaluate import Scored, score
 from harness.runner.settings.config import BenchConfig
@@ -68,7 +68,12 @@ def answers_as_read(call: str, got: Any) -> bool:
     return got is None or isinstance(got, str)
 
 
-def what_failed(err: PluginError) -> str:
+# What leaves a method out of a run whose other methods are still scored and written: a plugin
+# misbehaving (exit 5), or an endpoint failing while a method encodes with it (exit 6).
+Failure = PluginError | EndpointError
+
+
+def what_failed(err: Failure) -> str:
     """The error's line without the plugin's name and file (the console line shows the label)."""
     return str(err).partition("): ")[2] or str(err)
 
@@ -117,15 +122,17 @@ def scored_as_guest(
 
 
 def plugin_failure(
-    broken: list[tuple[str, str, PluginError]], refused: list[str], out: Path
-) -> PluginError:
+    broken: list[tuple[str, str, Failure]], refused: list[str], out: Path
+) -> Failure:
     """One line for every plugin failure of the run: the first one's message, then which cells were
-    not recorded and where the others are (and any score refused as undefined)."""
+    not recorded and where the others are (and any score refused as undefined); of the first
+    one's type (an endpoint's failure keeps its exit code)."""
     cells = "; ".join(f"{label} on {task}" for label, task, _ in broken)
     undefined = (
         f"; Spearman undefined for {'; '.join(refused)}, not recorded either" if refused else ""
     )
-    return PluginError(
+    kind = EndpointError if isinstance(broken[0][2], EndpointError) else PluginError
+    return kind(
         f"{broken[0][2]} (not recorded: {cells}{undefined}; the other results were written to "
         f"{out / 'runs'})"
     )

@@ -10,8 +10,10 @@ A plugin method is a guest (:func:`methods.guests.guest`): it is built, asked fo
 prepared and scored inside guards that turn whatever it does wrong into one ``PluginError`` line
 (exit 5). A plugin that fails on a (method, task) is left out of it and the run goes on: the other
 methods' records and the leaderboards are written, then the error is raised, as a score that is
-undefined is (exit 2). Anything else a plugin's code raises, from a call no guard wraps, is blamed
-on it by its traceback (:func:`methods.guests.blame`) rather than reported as a bug in sts-bench.
+undefined is (exit 2). An endpoint that fails while a method encodes with it is handled the same
+way (``EndpointError``, exit 6). Anything else a plugin's code raises, from a call no guard wraps,
+is blamed on it by its traceback (:func:`methods.guests.blame`) rather than reported as a bug in
+sts-bench.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.splits import unique
-from harness.core.errors import PluginError
+from harness.core.errors import EndpointError, PluginError
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
 from harness.runner.execution.plugin_calls import (
+    Failure,
     blame_run,
     build_methods,
     plugin_failure,
@@ -127,10 +130,10 @@ class RunOutcome:
         )
 
 
-def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
+def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, Failure]:
     """ONE forward pass per unique sentence per backbone, for every view any method reads; then the
     methods with a model of their own encode theirs. Returns the plugin methods whose ``prepare``
-    failed, by name: they are not scored, the others are."""
+    failed, and the methods whose endpoint failed, by name: they are not scored, the others are."""
     from methods.guests import guest
 
     for job in plan.encode_jobs:
@@ -143,13 +146,13 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, PluginError]:
                 f"part by {part} (tokens merged across its end), not at all by {none} (encoded "
                 "whole)"
             )
-    failed: dict[str, PluginError] = {}
+    failed: dict[str, Failure] = {}
     for method in plan.methods:
         if not method.backbone_views():
             try:
                 with guest(type(method), "prepare()"):
                     method.prepare(plan.own_model_sentences[method.name])
-            except PluginError as err:
+            except (PluginError, EndpointError) as err:
                 failed[method.name] = err
                 say(f"{method.label():>16} · not scored: {what_failed(err)}")
     return failed
@@ -363,8 +366,8 @@ def score_stage(
     ctx: RunContext,
     leaks: dict,
     encode_s: float,
-    failed: dict[str, PluginError] | None = None,
-) -> tuple[list[Record], list[Path], list[str], list[Path], list[tuple[str, str, PluginError]]]:
+    failed: dict[str, Failure] | None = None,
+) -> tuple[list[Record], list[Path], list[str], list[Path], list[tuple[str, str, Failure]]]:
     """Fit and score every (task, method); write each record as it is made (under the output
     folder's lock), so an interrupted run keeps what it finished. A score that is undefined is
     refused (returned, not written) unless ``--allow-undefined``. With ``--export-embeddings``, the
@@ -379,7 +382,7 @@ def score_stage(
     paths: list[Path] = []
     refused: list[str] = []
     exported: list[Path] = []
-    broken: list[tuple[str, str, PluginError]] = []
+    broken: list[tuple[str, str, Failure]] = []
     failed = dict(failed or {})
     out = Path(cfg.output_dir)
     for task in plan.tasks:

@@ -288,7 +288,8 @@ class BenchConfig:
     backbone: str = setting(
         "minilm",
         group=ENCODING,
-        help="HF id, local folder, or minilm (the packaged all-MiniLM-L6-v2)",
+        help="HF id, local folder, minilm (the packaged all-MiniLM-L6-v2), or an embeddings "
+        "endpoint's http(s)://.../v1 (--methods endpoint)",
         reaches=("spec",),
     )
     revision: str | None = setting(

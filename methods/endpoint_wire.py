@@ -1,0 +1,138 @@
+"""What an OpenAI-compatible embeddings endpoint is sent, and how its answer becomes vectors.
+
+This is the part of the ``endpoint`` method that decides the numbers: the request body (model,
+inputs, ``dimensions``) and the reading of ``data[*].embedding`` (floats, or base64 of little-endian
+float32). The endpoint method's cache keys on this module's code alone
+(``methods.endpoint.Endpoint.code``): batching, concurrency, retries and the progress line
+(``methods.endpoint_http``) change when a vector arrives, never what it is.
+
+The answer, as OpenAI documents it and vLLM, text-embeddings-inference, Ollama and LiteLLM
+serve it::
+
+    {"object": "list", "model": "NAME",
+     "data": [{"object": "embedding", "index": 0, "embedding": [0.1, -0.2, ...]}, ...],
+     "usage": {"prompt_tokens": 12, "total_tokens": 12}}
+
+>>> answer = b'{"data": [{"index": 1, "embedding": [0, 1]},'
+>>> answer += b' {"index": 0, "embedding": "AACAPwAAAAA="}],'
+>>> answer += b' "usage": {"prompt_tokens": 5, "total_tokens": 5}, "model": "m"}'
+>>> read = read_answer(answer, 2, None)
+>>> read.vectors.tolist(), read.prompt_tokens, read.model
+([[1.0, 0.0], [0.0, 1.0]], 5, 'm')
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class Malformed(ValueError):
+    """The body is not JSON: a truncated or garbled transfer, worth another attempt."""
+
+
+class WrongAnswer(ValueError):
+    """JSON that is not the embeddings the request asked for (a count, a width, a value): the
+    server's answer, which asking again would not change."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One request's vectors (float32, one row per input, in the inputs' order) and what the
+    server said it spent (``None`` where it did not say: text-embeddings-inference may not)."""
+
+    vectors: np.ndarray
+    prompt_tokens: int | None
+    total_tokens: int | None
+    model: str | None
+
+
+def request_body(model: str, texts: Sequence[str], dimensions: int) -> bytes:
+    """The JSON body of ``POST {url}/embeddings``; ``dimensions`` 0 leaves the model's own width
+    (the field is sent only when asked: a server whose model takes no ``dimensions`` refuses it).
+
+    >>> request_body("m", ["a b"], 0)
+    b'{"model": "m", "input": ["a b"]}'
+    >>> request_body("m", ["a"], 256)
+    b'{"model": "m", "input": ["a"], "dimensions": 256}'
+    """
+    body: dict[str, Any] = {"model": model, "input": list(texts)}
+    if dimensions:
+        body["dimensions"] = dimensions
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
+def read_answer(payload: bytes, n: int, dimensions: int | None) -> Answer:
+    """The vectors of an answer to ``n`` inputs, in input order (by each item's ``index``, which
+    OpenAI's answers carry; by position where none has one). ``dimensions``: the width asked for
+    (None: any, the same for every row). Raises :class:`Malformed` for a body that is not JSON and
+    :class:`WrongAnswer` for anything else that is not ``n`` finite vectors of one width."""
+    try:
+        answer = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise Malformed(f"the answer is not JSON ({str(err)[:80]})") from None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise WrongAnswer('the answer has no "data" list of embeddings')
+    if len(data) != n:
+        raise WrongAnswer(f"the answer holds {len(data)} embeddings for {n} inputs")
+    order = _order(data)
+    rows = [_vector(data[i].get("embedding"), i) for i in order]
+    widths = {len(row) for row in rows}
+    if len(widths) != 1 or 0 in widths:
+        raise WrongAnswer(f"the answer's embeddings have widths {sorted(widths)[:4]}, not one")
+    width = widths.pop()
+    if dimensions is not None and width != dimensions:
+        raise WrongAnswer(f"the answer's embeddings have {width} dimensions, not {dimensions}")
+    with np.errstate(over="ignore"):  # beyond float32's range becomes inf: refused below
+        vectors = np.asarray(rows, dtype=np.float32)
+    if not np.isfinite(vectors).all():
+        raise WrongAnswer("the answer holds NaN or infinite values")
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+    served = answer.get("model")
+    return Answer(
+        vectors,
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("total_tokens")),
+        served if isinstance(served, str) else None,
+    )
+
+
+def _order(data: list[dict[str, Any]]) -> list[int]:
+    """Positions of ``data`` in input order: by ``index`` when every item has one (and they are
+    0..n-1 once each), by position when none has."""
+    given = [item.get("index") for item in data]
+    if all(index is None for index in given):
+        return list(range(len(data)))
+    indices = [i if isinstance(i, int) and not isinstance(i, bool) else -1 for i in given]
+    if sorted(indices) != list(range(len(data))):
+        raise WrongAnswer(f"the answer's indices {given[:6]} are not 0..{len(data) - 1} once each")
+    return sorted(range(len(data)), key=lambda position: indices[position])
+
+
+def _vector(value: Any, at: int) -> list[float] | np.ndarray:
+    """One embedding: a list of numbers, or base64 of little-endian float32
+    (``encoding_format=base64``, which some proxies answer with)."""
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise WrongAnswer(f"embedding {at} is a string that is not base64") from None
+        if len(raw) % 4:
+            raise WrongAnswer(f"embedding {at} is base64 of {len(raw)} bytes, not float32s")
+        return np.frombuffer(raw, dtype="<f4")
+    if not isinstance(value, list) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in value
+    ):
+        raise WrongAnswer(f"embedding {at} is not a list of numbers")
+    return value
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
