@@ -34,6 +34,7 @@ METHODS: dict[str, str] = {
     "first-last": "methods.pooling:FirstLast",
     "last": "methods.pooling:Last",
     "avg-sentence": "methods.pooling:MeanSentence",
+    "wmean": "methods.pooling:WeightedMean",
     "prompteol": "methods.prompteol:PromptEOL",
     "whitening": "methods.whitening:Whitening",
     "sn": "methods.calibrations:StandardNormalization",

@@ -1,6 +1,6 @@
-"""Pooling-only methods: [CLS], masked mean ("avg"), first-last average and the last token, all read
-from the shared backbone pass. ``ViewMethod`` is also the base of the post-processors (whitening,
-flow, sn, abtt) and of ``prompteol``.
+"""Pooling-only methods: [CLS], masked mean ("avg"), first-last average, the last token and SGPT's
+position-weighted mean ("wmean"), all read from the shared backbone pass. ``ViewMethod`` is also
+the base of the post-processors (whitening, flow, sn, abtt), of ``prompteol`` and of ``sbert``.
 
 Every view method takes a prompt (``--set METHOD.prompt='query: {sentence}'``; ``prompt2`` for the
 second sentence of each pair): the prompt is part of the view it reads, so it is in the vector cache
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sts_bench.methods")
 
 # The pooled views a post-processor may start from (``--set whitening.view=...`` and the like).
-BASE_VIEWS = ("first-last", "avg", "cls", "last", "prompteol")
+BASE_VIEWS = ("first-last", "avg", "cls", "last", "prompteol", "wmean")
 SAME = "same"  # prompt2's default: the second sentence reads the first's prompt
 
 PROMPT_OPTIONS = (
@@ -97,6 +97,8 @@ def base_view(name: str, first_last_layers: Sequence[int]) -> tuple[str, tuple[i
     ('mean', (1, -1))
     >>> base_view("prompteol", (1, -1))
     ('last', (-1,))
+    >>> base_view("wmean", (1, -1))
+    ('weightedmean', (-1,))
     """
     return {
         "first-last": ("mean", tuple(first_last_layers)),
@@ -104,6 +106,7 @@ def base_view(name: str, first_last_layers: Sequence[int]) -> tuple[str, tuple[i
         "cls": ("cls", (-1,)),
         "last": ("last", (-1,)),
         "prompteol": ("last", (-1,)),
+        "wmean": ("weightedmean", (-1,)),
     }[name]
 
 
@@ -317,4 +320,14 @@ class MeanSentence(ViewMethod):
         "tokens left out (sentence-transformers' include_prompt=False)"
     )
     pooling = "mean_sentence"
+    layers = (-1,)
+
+
+class WeightedMean(ViewMethod):
+    name = "wmean"
+    summary = (
+        "SGPT's position-weighted mean of the last layer: the i-th real token weighs i "
+        "(Muennighoff 2022; sentence-transformers' weightedmean)"
+    )
+    pooling = "weightedmean"
     layers = (-1,)

@@ -1,10 +1,20 @@
 """SBERT: a sentence-transformers checkpoint used as its authors intend — its own modules
-(pooling, optional Dense/Normalize) and its own ``max_seq_length`` — through
-``SentenceTransformer.encode``. Vectors are cached like every other method's."""
+(pooling, optional Dense/Normalize), its own ``max_seq_length``, lower-casing and default prompt.
+
+The checkpoint's pipeline (``modules.json``: :mod:`methods.st_pipeline`) runs on the shared backbone
+pass: its Pooling is one view per mode (the pooling table's), its Dense and Normalize modules the
+method's transform of the pooled vector. So ``sbert`` on the packaged MiniLM reads the very views
+``avg`` reads and the default run encodes each sentence once. A checkpoint with a module the harness
+does not run (a custom module, CNN, LSTM, WordWeights, a Router, Dense weights only in a pickle),
+or ``--set sbert.pipeline=sentence-transformers``, encodes through ``SentenceTransformer.encode``
+instead (:class:`SBertOwnModel`), named in the encode line and the record. Vectors are cached like
+every other method's.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,14 +22,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
+from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
+from harness.core.encoding import Prompt
 from harness.core.errors import UserError
+from methods.pooling import SAME, ViewMethod
+from methods.st_pipeline import Pipeline, read_pipeline
 
 if TYPE_CHECKING:
-    from harness.core.encoding import BackboneRef
+    from harness.core.encoding import BackboneRef, View
     from harness.core.vector_store import VectorStore
 
+log = logging.getLogger("sts_bench.methods")
+
 PUBLISHED_DEFAULT = "sentence-transformers/bert-base-nli-mean-tokens"
+OWN_MODEL = "sentence-transformers"  # the spec's pooling when sentence-transformers encodes
 
 
 def st_max_seq_length(folder: Path) -> int | None:
@@ -37,7 +53,7 @@ def st_max_seq_length(folder: Path) -> int | None:
     return None
 
 
-class SBert(EmbeddingMethod):
+class SBert(ViewMethod):
     name = "sbert"
     summary = (
         "a sentence-transformers checkpoint with its own pooling/normalisation (Reimers & Gurevych "
@@ -50,11 +66,15 @@ class SBert(EmbeddingMethod):
             "checkpoint (HF id or folder); auto = the backbone when it is a "
             f"sentence-transformers model (the packaged MiniLM is), else {PUBLISHED_DEFAULT}",
         ),
+        Option(
+            "pipeline",
+            "auto",
+            "auto: the checkpoint's modules on the shared backbone pass, sentence-transformers' "
+            "encode for a module the harness does not run; sentence-transformers: always its "
+            "encode",
+            choices=("auto", OWN_MODEL),
+        ),
     )
-
-    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
-        super().__init__(spec, ctx)
-        self._vectors: VectorStore | None = None
 
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
@@ -67,21 +87,107 @@ class SBert(EmbeddingMethod):
                 else PUBLISHED_DEFAULT
             )
         revision = request.revision if model == request.backbone else None
-        ref = ctx.backbone(model, revision)
+        folder = Path(ctx.backbone(model, revision).path)
+        pipeline = read_pipeline(folder)
+        own = bool(pipeline.unsupported) or spec.params["pipeline"] == OWN_MODEL
+        why = pipeline.unsupported or "--set sbert.pipeline=sentence-transformers"
         return replace(
             spec,
             backbone=model,
             revision=revision,
-            pooling="sentence-transformers",
-            layers=(),
-            max_length=st_max_seq_length(Path(ref.path)) or spec.max_length,
+            pooling=OWN_MODEL if own else "+".join(pipeline.poolings),
+            layers=() if own else (-1,),
+            post=f"{OWN_MODEL} encode: {why}" if own else (pipeline.describe() or None),
+            max_length=st_max_seq_length(folder) or spec.max_length,
         )
 
-    def encoder_impl(self) -> str:
-        return "sentence-transformers"
+    @classmethod
+    def create(cls, spec: MethodSpec, ctx: MethodContext) -> SBert:
+        return (SBertOwnModel if spec.pooling == OWN_MODEL else SBert)(spec, ctx)
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        super().__init__(spec, ctx)
+        self.pipeline: Pipeline = read_pipeline(Path(self._ref().path))
 
     def _ref(self) -> BackboneRef:
         return self.ctx.backbone(self.spec.backbone, self.spec.revision)
+
+    def base_prompt(self) -> Prompt:
+        """The checkpoint's default prompt (config_sentence_transformers.json), if it names one."""
+        return self._cased(Prompt(self.pipeline.default_prompt))
+
+    def side_prompt(self, side: int) -> Prompt:
+        return self._cased(super().side_prompt(side))
+
+    def _cased(self, prompt: Prompt) -> Prompt:
+        """The prompt lower-cased with the sentence when the checkpoint's Transformer sets
+        do_lower_case (sentence-transformers lower-cases the whole prompted text)."""
+        if not self.pipeline.do_lower_case:
+            return prompt
+        return Prompt(prompt.template.lower(), "lower")
+
+    def side_views(self, side: int) -> list[View]:
+        """One view of the last layer per pooling mode of the checkpoint, under the side's prompt.
+        ``include_prompt=False`` leaves the prompt's tokens out of a mean (the sentence mask,
+        ``mean_sentence``); without a prompt sentence-transformers pools every token, as here."""
+        from harness.core.encoding import View
+
+        ref, prompt = self._ref(), self.side_prompt(side)
+        poolings = self.pipeline.poolings
+        if not self.pipeline.include_prompt and prompt.template:
+            left_out = {"mean": "mean_sentence", "last": "last"}
+            if any(pooling not in left_out for pooling in poolings):
+                raise UserError(
+                    f"sbert: {ref.name} pools {'+'.join(poolings)} with include_prompt=False; "
+                    "under a prompt the harness leaves the prompt out of mean and last pooling "
+                    "only: drop the prompt"
+                )
+            poolings = tuple(left_out[pooling] for pooling in poolings)
+        views = [View(pooling, ref.layer_index(-1), prompt) for pooling in poolings]
+        for view in views:
+            view.check_on(ref.name, ref.causal)
+        return views
+
+    def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
+        """The pooling modes' views concatenated, in the checkpoint's order (as its Pooling
+        module concatenates them)."""
+        provider = self.ctx.views(self.spec)
+        arrays = [provider.get(sentences, view) for view in self.side_views(side)]
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=1)
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        """The checkpoint's Dense and Normalize modules."""
+        return self.pipeline.transform(x)
+
+
+class SBertOwnModel(SBert):
+    """``sbert`` through ``SentenceTransformer.encode``: a checkpoint with a module the harness
+    does not run, or ``--set sbert.pipeline=sentence-transformers``."""
+
+    def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
+        super().__init__(spec, ctx)
+        self._vectors: VectorStore | None = None
+        params = spec.params
+        given = [
+            f"{name}={params[name]}"
+            for name, unset in (("prompt", ""), ("prompt2", SAME), ("task_prompts", ""))
+            if str(params.get(name, unset) or unset) != unset
+        ]
+        if given:  # sentence-transformers reads its own default prompt only
+            raise UserError(
+                f"sbert: {', '.join(given)}: {spec.backbone} encodes through "
+                f"sentence-transformers ({spec.post}), which reads no prompt of the harness's; "
+                "drop the prompt options"
+            )
+
+    def backbone_views(self) -> list[View]:
+        return []
+
+    def inputs(self) -> str | None:
+        return None
+
+    def encoder_impl(self) -> str:
+        return "sentence-transformers"
 
     def _store(self) -> VectorStore:
         if self._vectors is None:
@@ -97,7 +203,7 @@ class SBert(EmbeddingMethod):
         missing = len(self._store().missing(sentences))
         return (
             f"{len(set(sentences)) - missing} cached, {missing} to encode with "
-            "sentence-transformers"
+            f"sentence-transformers ({str(self.spec.post).removeprefix(OWN_MODEL + ' encode: ')})"
         )
 
     def prepare(self, sentences: Sequence[str]) -> None:
@@ -171,3 +277,6 @@ class SBert(EmbeddingMethod):
     def encode(self, sentences: Sequence[str]) -> np.ndarray:
         self.prepare(sentences)
         return self._store().get(sentences)
+
+    def encode_sides(self, s1: Sequence[str], s2: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self.encode(s1), self.encode(s2)

@@ -75,7 +75,8 @@ def test_flow_trains_once_then_loads(tiny_bert, tmp_path):
 
 
 def test_sbert_encodes_through_its_own_modules(tiny_st, tmp_path):
-    ctx = context(tmp_path, tiny_st)
+    # through sentence-transformers' encode (its shared-pass pipeline: tests/test_sbert_pipeline.py)
+    ctx = context(tmp_path, tiny_st, sbert={"pipeline": "sentence-transformers"})
     method = build("sbert", ctx)
     vectors = method.encode(SENTENCES[:4])
     assert vectors.shape == (4, 32) and ctx.forwarded == 4
@@ -147,10 +148,11 @@ def test_random_baseline_is_a_function_of_text_and_seed(tmp_path):
 def test_the_pooling_table_is_the_one_list_of_poolings():
     from harness.core.encoding.pooling import POOLINGS, View
 
-    assert set(POOLINGS) == {"cls", "mean", "mean_nocls", "last", "mean_sentence"}
+    assert set(POOLINGS) == {"cls", "mean", "mean_nocls", "last", "mean_sentence", "weightedmean", "max",
+                             "mean_sqrt_len"}
     assert str(View("pooler", 0)) == "pooler@0"
     with pytest.raises(ValueError, match="unknown pooling"):
-        View("max", 1)
+        View("median", 1)
 
 
 def test_target_pairs_keeps_repeats_and_flow_fits_on_pair_batches(tiny_bert, tmp_path):

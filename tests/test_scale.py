@@ -298,11 +298,13 @@ def test_two_runs_sharing_one_cache_at_once_never_corrupt_it(senteval_root, tiny
 
 
 def test_an_own_model_method_encodes_only_its_own_sentences(bench, senteval_root, tiny_st, tmp_path):
-    """sbert needs the eval sentences only, even next to a method (simcse-train) that trains on a corpus."""
+    """sbert through sentence-transformers needs the eval sentences only, even next to a method (simcse-train)
+    that trains on a corpus."""
     corpus_file = tmp_path / "corpus.txt"
     corpus_file.write_text("\n".join(corpus(50, seed=3)) + "\n")
     common = ("--tasks", "stsb", "--source", "senteval", "--senteval-dir", str(senteval_root), "--backbone",
-              str(tiny_st), "--sbert-model", "auto", "--fit-set", f"corpus:{corpus_file}", "--dry-run")
+              str(tiny_st), "--sbert-model", "auto", "--set", "sbert.pipeline=sentence-transformers",
+              "--fit-set", f"corpus:{corpus_file}", "--dry-run")
     counts = []
     for methods in (["sbert"], ["sbert", "simcse-train"]):
         code, out, err = bench("--methods", *methods, *common)

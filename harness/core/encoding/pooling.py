@@ -10,7 +10,9 @@ tanh over [CLS]) and ignores the layer. ``last`` is the hidden state of the last
 produced for the (prompted) text: a causal model's only position that has seen all of it.
 ``mean_sentence`` averages the sentence's own tokens only, leaving the prompt and special tokens out
 (sentence-transformers' ``include_prompt=False``): it reads the *sentence mask*
-(:data:`SENTENCE_MASK`) the forward pass builds from the tokenizer's offsets.
+(:data:`SENTENCE_MASK`) the forward pass builds from the tokenizer's offsets. ``weightedmean``
+(SGPT's position-weighted mean), ``max`` and ``mean_sqrt_len`` are sentence-transformers' pooling
+modes of those names (``mean_sqrt_len_tokens`` there), so a checkpoint's own pooling is a view.
 """
 
 from __future__ import annotations
@@ -59,6 +61,33 @@ def last_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
+def weighted_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SGPT's position-weighted mean (Muennighoff 2022; sentence-transformers' ``weightedmean``):
+    the i-th real token weighs i, so later tokens, which a causal model has let see more of the
+    text, count more. Weights count real tokens only, whichever side the padding is on. Worked
+    example: tokens (1, 3, 5) with mask (1, 1, 0) → (1·1 + 2·3) / 3 = 7/3; with mask (0, 1, 1)
+    (left padding) → (1·3 + 2·5) / 3 = 13/3."""
+    positions = mask.cumsum(dim=1) * mask  # 1..n over the real tokens, 0 on padding
+    weights = positions.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+def masked_max(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each dimension's largest value over the non-padding positions (sentence-transformers'
+    ``max``). Worked example: tokens (1, 9), (5, 7) and padding (20, 20) → (5, 9)."""
+    import torch
+
+    low = torch.finfo(hidden.dtype).min  # padding never wins
+    return torch.where(mask.unsqueeze(-1).bool(), hidden, low).amax(dim=1)
+
+
+def mean_sqrt_len(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The masked sum divided by the square root of the token count (sentence-transformers'
+    ``mean_sqrt_len_tokens``). Worked example: tokens 1, 3 and 5 → 9 / √3 ≈ 5.196."""
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0).sqrt()
+
+
 POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "cls": cls_token,
     "mean": masked_mean,
@@ -66,6 +95,9 @@ POOLINGS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "last": last_token,
     # over the sentence mask: the prompt's and special tokens left out
     "mean_sentence": masked_mean,
+    "weightedmean": weighted_mean,
+    "max": masked_max,
+    "mean_sqrt_len": mean_sqrt_len,
 }
 POOLER = "pooler"  # BERT's pooler output: not a function of one layer, served by the engine
 ATTENTION_MASK, SENTENCE_MASK = "attention_mask", "sentence_mask"

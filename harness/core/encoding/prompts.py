@@ -57,6 +57,8 @@ def prompteol_rule(sentence: str) -> str:
 RULES: dict[str, Callable[[str], str]] = {
     "none": lambda sentence: sentence,
     "prompteol": prompteol_rule,
+    # a sentence-transformers checkpoint whose Transformer sets do_lower_case
+    "lower": str.lower,
 }
 
 

@@ -23,6 +23,8 @@ from harness.core.encoding.windows import WindowTask, encoder_code, make_windows
 from harness.core.vector_store import VectorStore
 
 if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
     from harness.core.encoding.forward import ForwardPass
     from harness.core.encoding.prompts import Prompt
     from harness.core.encoding.settings import EncodeSettings
@@ -63,6 +65,11 @@ class ViewProvider:
         self.executor = None  # type: Callable[[WindowTask], tuple[int, set[str]]] | None  # type: ignore[name-defined]
         self.impl = resolve_impl(ref, settings.impl)
         self._verified: set[View] = set()  # views whose cached vectors --verify-cache checked
+        # The same backbone and settings at a smaller max_length (:meth:`share_shorter`), and the
+        # token count of each (prompted) text asked about.
+        self.shorter: ViewProvider | None = None
+        self._token_counts: dict[str, int] = {}
+        self._counter: Tokenizer | None = None
         self.verify_forwarded = (
             0  # sentences re-encoded to check the cache (not counted as encoded)
         )
@@ -100,13 +107,60 @@ class ViewProvider:
         shared all of it, part of it and none (:meth:`ForwardPass.shared_prefixes`)."""
         return self._forward.shared_prefixes() if self._forward is not None else {}
 
+    def share_shorter(self, shorter: ViewProvider) -> bool:
+        """Serve from ``shorter`` (this backbone and settings at a smaller ``max_length``) every
+        sentence whose text has no more tokens than its limit: cut at neither length, such a
+        sentence has the same vectors under both, so the run's one pass at the shorter length
+        gives them (sbert reads its checkpoint's ``max_seq_length``, 256 on MiniLM, avg reads
+        ``--max-length`` 128: STS-B's sentences fit both). Only a longer sentence is encoded here.
+        Returns whether it can: counting tokens takes the backbone's ``tokenizer.json``, as the
+        engines read it (:func:`~harness.core.encoding.tokenizer.tokenizer_reason`)."""
+        from harness.core.encoding.tokenizer import tokenizer_reason
+
+        if tokenizer_reason(Path(self.ref.path)):
+            return False
+        self.shorter = shorter
+        return True
+
+    def fits_shorter(self, sentences: Sequence[str], prompt: Prompt) -> np.ndarray:
+        """Per sentence, whether its text under ``prompt`` fits the shorter provider's length
+        (all False without one). Worked example: limit 128, texts of 40 and 200 tokens → (True,
+        False): the second is cut at 128 there and at this provider's length here."""
+        if self.shorter is None:
+            return np.zeros(len(sentences), dtype=bool)
+        from harness.core.encoding.settings import usable_length
+        from harness.core.encoding.tokenizer import read_tokenizer
+
+        limit = usable_length(self.shorter.settings.max_length, self.ref.max_positions)
+        texts = [prompt.apply(s) if prompt else s for s in sentences]
+        todo = [text for text in dict.fromkeys(texts) if text not in self._token_counts]
+        if todo:
+            if self._counter is None:  # no truncation: a text's whole length
+                self._counter = read_tokenizer(Path(self.ref.path))
+            counted = self._counter.encode_batch(todo)
+            self._token_counts.update(zip(todo, (len(e.ids) for e in counted)))
+        return np.array([self._token_counts[text] <= limit for text in texts], dtype=bool)
+
     def ensure(self, sentences: Sequence[str], views: Sequence[View]) -> None:
-        """Encode, in one forward pass per sentence, every (sentence, view) not yet cached.
+        """Encode, in one forward pass per sentence, every (sentence, view) not yet cached; those
+        that fit a shorter provider's length are encoded by it (:meth:`share_shorter`).
 
         Work is cut into windows (:mod:`harness.core.encoding.windows`); a window with anything
         missing is encoded whole, by this process or, with an executor (several GPUs, dask, ray), by
         workers writing into the same cache.
         """
+        if self.shorter is None:
+            self._ensure_here(sentences, views)
+            return
+        for prompt in dict.fromkeys(view.prompt for view in views):
+            group = [view for view in views if view.prompt == prompt]
+            fits = self.fits_shorter(sentences, prompt)
+            if fits.any():
+                self.shorter.ensure([s for s, ok in zip(sentences, fits) if ok], group)
+            if not fits.all():
+                self._ensure_here([s for s, ok in zip(sentences, fits) if not ok], group)
+
+    def _ensure_here(self, sentences: Sequence[str], views: Sequence[View]) -> None:
         import time
 
         views = sorted(set(views))
@@ -212,4 +266,13 @@ class ViewProvider:
     def get(self, sentences: Sequence[str], view: View) -> np.ndarray:
         """Float32 (n, d) vectors of ``sentences`` for ``view``, encoding what is missing first."""
         self.ensure(sentences, [view])
-        return self.store(view).get(sentences)
+        fits = self.fits_shorter(sentences, view.prompt)
+        if self.shorter is None or not fits.any():
+            return self.store(view).get(sentences)
+        inside = self.shorter.store(view).get([s for s, ok in zip(sentences, fits) if ok])
+        if fits.all():
+            return inside
+        out = np.empty((len(sentences), inside.shape[1]), dtype=np.float32)
+        out[fits] = inside
+        out[~fits] = self.store(view).get([s for s, ok in zip(sentences, fits) if not ok])
+        return out

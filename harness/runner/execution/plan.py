@@ -284,10 +284,43 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         methods,
         tasks,
         fit_sets,
-        list(jobs.values()),
+        share_across_lengths(list(jobs.values())),
         own_model,
         calibration_set,
         thresholds,
         selections,
         selection_splits,
     )
+
+
+def share_across_lengths(jobs: list[EncodeJob]) -> list[EncodeJob]:
+    """Jobs of one backbone (and settings) that differ only in ``max_length`` share the shortest
+    one's pass: each longer job's views join the shortest job for every sentence short enough for
+    both (not cut at either length, its vectors are the same: ``ViewProvider.share_shorter``),
+    and the longer job keeps only the sentences that are not. A job left with none is dropped. On
+    the embedded default, ``sbert`` (MiniLM's ``max_seq_length`` 256) reads ``avg``'s pass
+    (``--max-length`` 128): one forward pass per sentence."""
+    from dataclasses import replace
+
+    groups: dict[tuple, list[EncodeJob]] = {}
+    for job in jobs:
+        provider = job.provider
+        groups.setdefault((provider.ref, replace(provider.settings, max_length=0)), []).append(job)
+    dropped: set[int] = set()
+    for group in groups.values():
+        group.sort(key=lambda job: job.provider.settings.max_length)
+        shortest = group[0]
+        for job in group[1:]:
+            if not job.views or not job.provider.share_shorter(shortest.provider):
+                continue
+            fits = np.ones(len(job.sentences), dtype=bool)
+            for prompt in dict.fromkeys(view.prompt for view in job.views):
+                fits &= job.provider.fits_shorter(job.sentences, prompt)
+            shared = [s for s, ok in zip(job.sentences, fits) if ok]
+            shortest.views |= job.views
+            shortest.sentences = unique(shortest.sentences + shared)
+            shortest.methods += [m for m in job.methods if m not in shortest.methods]
+            job.sentences = [s for s, ok in zip(job.sentences, fits) if not ok]
+            if not job.sentences and not job.only:
+                dropped.add(id(job))
+    return [job for job in jobs if id(job) not in dropped]

@@ -149,9 +149,13 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, Failure]:
     failed: dict[str, Failure] = {}
     for method in plan.methods:
         if not method.backbone_views():
+            sentences = plan.own_model_sentences[method.name]
             try:
                 with guest(type(method), "prepare()"):
-                    method.prepare(plan.own_model_sentences[method.name])
+                    note = method.describe_encode(sentences)
+                    if note:  # what encodes it (sbert through sentence-transformers: and why)
+                        say(f"encode: {method.label()} (own model): {note}")
+                    method.prepare(sentences)
             except (PluginError, EndpointError) as err:
                 failed[method.name] = err
                 say(f"{method.label():>16} · not scored: {what_failed(err)}")
