@@ -112,10 +112,10 @@ def test_out_of_memory_halves_the_batch_and_retries(tiny_bert, tmp_path, monkeyp
                              tmp_path / "a").get(sentences, View("mean", 2))
     original = NativeEngine.forward
 
-    def small_gpu(self, batch):  # more than 4 distinct sentences do not fit (repeats topping a batch up do)
+    def small_gpu(self, batch, **options):  # more than 4 distinct sentences do not fit (repeats topping a batch up do)
         if len({tuple(row) for row in batch["input_ids"].tolist()}) > 4:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return original(self, batch)
+        return original(self, batch, **options)
 
     monkeypatch.setattr(NativeEngine, "forward", small_gpu)
     provider = ViewProvider(resolve_backbone(str(tiny_bert)), EncodeSettings(batch_size=16, progress=False),

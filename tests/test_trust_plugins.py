@@ -336,7 +336,7 @@ def test_a_post_processor_with_a_view_option_runs_with_the_prompt_options_added(
     assert code == 0, err
     record = records(tmp_path / "out")["bad[view=cls] on pairs"]
     assert record["method"]["spec"]["params"] == {"view": "cls", "prompt": "", "prompt2": "same",
-                                                  "prompt_select": "none"}
+                                                  "prompt_select": "none", "attention": "default", "adapter": ""}
 
 
 def test_register_method_checks_the_contract_too():
