@@ -184,6 +184,7 @@ from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_byte
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
 from harness.core.sparse import SparseVectors
+from harness.core.sparse_store import SparseVectorStore
 from harness.core.vector_store import VectorStore
 from methods.pooling import BASE_VIEWS, PostProcessor, ViewMethod, base_view
 
@@ -208,6 +209,7 @@ __all__ = [
     "PostProcessor",
     "Prompt",
     "SparseEmbeddingMethod",
+    "SparseVectorStore",
     "SparseVectors",
     "SpecRequest",
     "SplitData",

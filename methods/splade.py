@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.api import MethodContext, MethodSpec, Option, SparseEmbeddingMethod, SpecRequest
 from harness.core.errors import UserError
-from harness.core.sparse import SIMILARITIES, SparseVectors
+from harness.core.sparse import SparseVectors
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 # activation name → how many times log1p follows the relu (sentence-transformers' name)
 ACTIVATIONS = {"log1p_relu": 1, "log1p_log1p_relu": 2}  # ST: "relu", "log1p_relu"
 POOLINGS = ("max", "sum")
+# how a pair of sparse vectors may be compared (harness.core.sparse.SIMILARITIES, which the run
+# checks a sparse method's answer against)
+SIMILARITIES = ("dot", "cosine")
 # Logits held at once: a batch of (rows, tokens, vocabulary) float32 stays under 256 MiB
 LOGIT_BUDGET = 1 << 26
 CHUNK = 2048  # sentences encoded between two writes to the cache

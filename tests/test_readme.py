@@ -158,6 +158,8 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
     if "Qwen/Qwen2.5-0.5B" in argv or "facebook/opt-125m" in argv:  # decoders: tiny ones (fixtures.write_tiny_decoder)
         decoders = request.getfixturevalue("tiny_decoders")
         substitutes.update({"Qwen/Qwen2.5-0.5B": str(decoders["qwen2"]), "facebook/opt-125m": str(decoders["opt"])})
+    if "naver/splade-cocondenser-ensembledistil" in argv:  # SPLADE: a tiny BertForMaskedLM (fixtures.write_tiny_mlm)
+        substitutes["naver/splade-cocondenser-ensembledistil"] = str(request.getfixturevalue("tiny_mlm"))
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.

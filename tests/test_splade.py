@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 
@@ -27,26 +26,6 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 # our activation → sentence-transformers' SpladePooling activation_function of the same function
 ST_ACTIVATION = {"log1p_relu": "relu", "log1p_log1p_relu": "log1p_relu"}
 SENTENCES = ["a man is playing a guitar", "two dogs on the grass", "the quick brown fox jumps", "a"]
-
-
-@pytest.fixture(scope="module")
-def tiny_mlm(tiny_bert, tmp_path_factory):
-    """A 2-layer BertForMaskedLM on the tiny BERT's vocabulary, its head's bias drawn below zero so
-    that most words are inactive (sparse vectors, as a SPLADE model's)."""
-    import torch
-    from transformers import BertConfig, BertForMaskedLM
-
-    folder = tmp_path_factory.mktemp("models") / "tiny-mlm"
-    folder.mkdir()
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (tiny_bert / name).is_file():
-            shutil.copy(tiny_bert / name, folder / name)
-    torch.manual_seed(3)
-    model = BertForMaskedLM(BertConfig.from_pretrained(tiny_bert))
-    with torch.no_grad():
-        model.cls.predictions.bias.normal_(-0.15, 0.1)
-    model.save_pretrained(folder)
-    return folder
 
 
 def build(folder, tmp_path, **options):
@@ -150,31 +129,56 @@ def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_ro
     assert vector["bytes_per_vector"] == int(np.floor(8 * active + 0.5))
     assert (vector["precision"], vector["similarity"], record["protocol"]["similarity"]) == ("sparse", "dot", "dot")
     assert vector["full_dims"] == record["embed_dim"] == len((tiny_mlm / "vocab.txt").read_text().split())
-    # the sealed file verifies (its sparse vector fields checked), and an edited cost does not
-    (path,) = [p for p in (tmp_path / "out").rglob("*.json") if '"splade"' in p.read_text(encoding="utf-8")
-               and '"schema_version"' in p.read_text(encoding="utf-8")]
+    # the sealed file verifies (its sparse vector fields checked), and an edited cost or label does not
+    (path,) = [p for p in (tmp_path / "out" / "runs").rglob("*.json")
+               if json.loads(p.read_text(encoding="utf-8"))["method"]["name"] == "splade"]
     stored = json.loads(path.read_text(encoding="utf-8"))
     assert problems(stored) is None
-    stored["vector"]["bytes_per_vector"] += 1
-    stored["checksum"] = checksum(stored)
-    assert "bytes_per_vector" in problems(stored)
+    for field, value, said in (("bytes_per_vector", vector["bytes_per_vector"] + 1, "bytes_per_vector"),
+                               ("flops", vector["full_dims"] + 1.0, "flops")):
+        edited = json.loads(json.dumps(stored))
+        edited["vector"][field] = value
+        edited["checksum"] = checksum(edited)
+        assert said in problems(edited)
+    edited = json.loads(json.dumps(stored))
+    edited["method"]["label"] = "splade"
+    edited["checksum"] = checksum(edited)
+    assert "does not say its similarity" in problems(edited)
     with (tmp_path / "out" / "scores.csv").open(encoding="utf-8") as f:
         rows = {r["method"]: r for r in csv.DictReader(f)}
-    assert float(rows["splade"]["active_dims"]) == pytest.approx(active, rel=1e-5)
-    assert float(rows["splade"]["flops"]) == pytest.approx(vector["flops"], rel=1e-5)
+    # the row names its similarity, as every row compared by another than cosine does
+    assert record["method"]["label"] == "splade · dot"
+    assert float(rows["splade · dot"]["active_dims"]) == pytest.approx(active, rel=1e-5)
+    assert float(rows["splade · dot"]["flops"]) == pytest.approx(vector["flops"], rel=1e-5)
     assert rows["avg"]["active_dims"] == rows["avg"]["flops"] == ""  # not measured on dense vectors
     with (tmp_path / "out" / "frontier.csv").open(encoding="utf-8") as f:
         frontier = {r["method"]: r for r in csv.DictReader(f)}
-    assert set(frontier) == {"avg", "splade"}
-    assert frontier["splade"]["bytes_per_vector"] == str(vector["bytes_per_vector"])
-    assert float(frontier["splade"]["active_dims"]) == pytest.approx(active, rel=1e-5)
-    assert frontier["splade"]["full_vector"] == "splade" and frontier["avg"]["active_dims"] == ""
+    assert set(frontier) == {"avg", "splade · dot"}
+    sparse = frontier["splade · dot"]
+    assert sparse["bytes_per_vector"] == str(vector["bytes_per_vector"]) and sparse["of"] == "splade"
+    assert float(sparse["active_dims"]) == pytest.approx(active, rel=1e-5)
+    assert sparse["full_vector"] == "splade · dot" and frontier["avg"]["active_dims"] == ""
     text = (tmp_path / "out" / "frontier.md").read_text(encoding="utf-8")
     assert "active dims | FLOPS |" in text and f"| {active:.1f} |" in text
     # warm: the vectors come from the sparse cache, equal, nothing forwarded
     warm = harness.run(BenchConfig(**{**cfg.__dict__, "output_dir": str(tmp_path / "warm")}))
     again = next(r for r in warm.records if r["method"]["name"] == "splade")
     assert again["pairs"]["similarity"] == record["pairs"]["similarity"] and warm.sentences_forwarded == 0
+    # cosine asked: the same cached vectors (the similarity is not part of what they are), compared by cosine
+    cosine = harness.run(BenchConfig(**{**cfg.__dict__, "output_dir": str(tmp_path / "cos"), "methods": ("splade",),
+                                        "method_params": {"splade": {"similarity": "cosine"}}}))
+    (rec,) = cosine.records
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    np.testing.assert_allclose(rec["pairs"]["similarity"], (a * b).sum(1) / norms, rtol=1e-5)
+    assert (rec["method"]["label"], rec["vector"]["similarity"], cosine.sentences_forwarded) == (
+        "splade[similarity=cosine]", "cosine", 0)
+
+
+def test_the_similarities_offered_are_those_the_run_accepts():
+    from harness.core import sparse
+    from methods import splade
+
+    assert splade.SIMILARITIES == sparse.SIMILARITIES
 
 
 def test_a_backbone_without_an_mlm_head_is_refused_in_one_line(tiny_bert, senteval_root, tmp_path):

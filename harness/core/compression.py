@@ -369,10 +369,10 @@ class VectorSetting:
     def suffix(self) -> str:
         """What a row label adds to the method's label: the dimensions when cut, the precision
         when not fp32, the similarity when not the precision's own (cosine; hamming for bits).
-        Nothing for sparse vectors, which are scored only as the method made them (its label
-        names a similarity it was given)."""
+        Sparse vectors are scored only as the method made them: their similarity, when not
+        cosine (``splade · dot``)."""
         if self.precision == SPARSE:
-            return ""
+            return "" if self.similarity == "cosine" else self.similarity
         own = HAMMING if self.precision in BIT_PRECISIONS else "cosine"
         parts = [
             f"{self.dims}d" if self.dims is not None else "",

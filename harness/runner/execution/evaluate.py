@@ -382,7 +382,7 @@ def sparse_scored(
     """A sparse method's one score: its vectors as they are (no ``--dims``/``--precision``), by
     its own similarity, with their active dimensions, FLOPS and bytes in ``record["vector"]``
     (:mod:`harness.core.sparse`). Nothing is densified."""
-    from harness.core.sparse import describe
+    from harness.core.sparse import SPARSE, describe
     from harness.runner.execution.sparse_sides import SparsePairs
 
     split = task.eval
@@ -405,6 +405,7 @@ def sparse_scored(
     )
     record["vector"] = strict(describe(*sides.arrays(), how))  # type: ignore[typeddict-item]
     record["protocol"]["similarity"] = how
+    record["method"]["label"] = VectorSetting(None, SPARSE, how).label(method.label())
     record["embed_dim"] = int(sides.left.dim)
     return Scored(record)
 

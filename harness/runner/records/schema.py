@@ -571,7 +571,10 @@ def _vector_problem(record: Record) -> str | None:
 def _sparse_problem(record: Record) -> str | None:
     """Why a sparse ``record["vector"]`` cannot be what a sparse method's row says: every
     dimension kept, its similarity one of a sparse vector's, the protocol's similarity alike, the
-    active dimensions within the vocabulary and the bytes they take, FLOPS at most as many."""
+    active dimensions within the vocabulary and the bytes they take, FLOPS at most as many, the
+    label naming a similarity other than cosine."""
+    from harness.core.compression import VectorSetting
+
     vector = record["vector"]
     full, similarity = vector["full_dims"], vector["similarity"]
     active, flops = vector.get("active_dims"), vector.get("flops")
@@ -587,6 +590,9 @@ def _sparse_problem(record: Record) -> str | None:
         return f"vector.bytes_per_vector is not what {active} active dimensions take"
     if not (isinstance(flops, int | float) and 0 <= flops <= full):
         return f"vector.flops {flops!r} is not 0..{full}"
+    suffix = VectorSetting.read("full", SPARSE, similarity).suffix()
+    if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
+        return f"method.label does not say its similarity ({suffix})"
     return None
 
 
