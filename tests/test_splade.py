@@ -11,18 +11,19 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import FakeContext
 from scipy.stats import spearmanr
 
-from fakes import FakeContext
 from harness.core.api import SpecRequest
 from harness.core.errors import UserError
 from methods import get_method
 from tests.test_evaluate import settings, stsb_test_pairs
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 # our activation → sentence-transformers' SpladePooling activation_function of the same function
 ST_ACTIVATION = {"log1p_relu": "relu", "log1p_log1p_relu": "log1p_relu"}
 SENTENCES = ["a man is playing a guitar", "two dogs on the grass", "the quick brown fox jumps", "a"]
@@ -69,8 +70,11 @@ def sparse_encoder(folder, activation, pooling, max_length=16):
 def test_vectors_equal_sparse_encoder_and_numpy(tiny_mlm, tmp_path, activation, pooling):
     method, ctx = build(tiny_mlm, tmp_path, activation=activation, pooling=pooling)
     ours = method.encode_sparse(SENTENCES)
-    st = sparse_encoder(tiny_mlm, activation, pooling).encode(SENTENCES, convert_to_tensor=True,
-                                                                 convert_to_sparse_tensor=False).numpy()
+    st = (
+        sparse_encoder(tiny_mlm, activation, pooling)
+        .encode(SENTENCES, convert_to_tensor=True, convert_to_sparse_tensor=False)
+        .numpy()
+    )
     reference = numpy_splade(tiny_mlm, SENTENCES, activation, pooling)
     dense = ours.to_dense()
     np.testing.assert_allclose(dense, st, rtol=1e-5, atol=1e-5)
@@ -80,7 +84,8 @@ def test_vectors_equal_sparse_encoder_and_numpy(tiny_mlm, tmp_path, activation, 
     assert 0 < ours.active().mean() < 0.8 * ours.dim
     assert ctx.forwarded == len(SENTENCES)
     assert method.spec.pooling == f"splade-{pooling}" and method.label() == (
-        "splade" if (activation, pooling) == ("log1p_relu", "max") else method.label())
+        "splade" if (activation, pooling) == ("log1p_relu", "max") else method.label()
+    )
 
 
 def test_sts_spearman_and_active_dims_equal_the_evaluators(tiny_mlm, senteval_root, tmp_path):
@@ -94,16 +99,18 @@ def test_sts_spearman_and_active_dims_equal_the_evaluators(tiny_mlm, senteval_ro
     (u1, rows1), (u2, rows2) = distinct_rows(s1), distinct_rows(s2)
     left, right = method.encode_sparse(u1), method.encode_sparse(u2)
     dot, _ = pair_similarity(left, rows1, right, rows2, "dot")
-    evaluator = SparseEmbeddingSimilarityEvaluator(s1, s2, list(gold / 5), main_similarity="dot", name="t",
-                                                   write_csv=False)
+    evaluator = SparseEmbeddingSimilarityEvaluator(
+        s1, s2, list(gold / 5), main_similarity="dot", name="t", write_csv=False
+    )
     metrics = evaluator(sparse_encoder(tiny_mlm, "log1p_relu", "max"))
     assert 100 * spearmanr(dot, gold).statistic == pytest.approx(100 * metrics["t_spearman_dot"], abs=1e-6)
     assert active_dims(left, rows1, right, rows2) == pytest.approx(metrics["t_active_dims"], rel=1e-9)
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run_bench.py"), *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_root, tmp_path):
@@ -112,8 +119,14 @@ def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_ro
     from harness.runner.settings.config import BenchConfig
 
     kwargs = settings(tiny_mlm, senteval_root, tmp_path)
-    cfg = BenchConfig(methods=("avg", "splade"), tasks=("stsb",), output_dir=str(tmp_path / "out"),
-                      bootstrap=100, max_length=16, **kwargs)
+    cfg = BenchConfig(
+        methods=("avg", "splade"),
+        tasks=("stsb",),
+        output_dir=str(tmp_path / "out"),
+        bootstrap=100,
+        max_length=16,
+        **kwargs,
+    )
     outcome = harness.run(cfg)
     record = next(r for r in outcome.records if r["method"]["name"] == "splade")
     s1, s2, gold = stsb_test_pairs(senteval_root)
@@ -130,12 +143,17 @@ def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_ro
     assert (vector["precision"], vector["similarity"], record["protocol"]["similarity"]) == ("sparse", "dot", "dot")
     assert vector["full_dims"] == record["embed_dim"] == len((tiny_mlm / "vocab.txt").read_text().split())
     # the sealed file verifies (its sparse vector fields checked), and an edited cost or label does not
-    (path,) = [p for p in (tmp_path / "out" / "runs").rglob("*.json")
-               if json.loads(p.read_text(encoding="utf-8"))["method"]["name"] == "splade"]
+    (path,) = [
+        p
+        for p in (tmp_path / "out" / "runs").rglob("*.json")
+        if json.loads(p.read_text(encoding="utf-8"))["method"]["name"] == "splade"
+    ]
     stored = json.loads(path.read_text(encoding="utf-8"))
     assert problems(stored) is None
-    for field, value, said in (("bytes_per_vector", vector["bytes_per_vector"] + 1, "bytes_per_vector"),
-                               ("flops", vector["full_dims"] + 1.0, "flops")):
+    for field, value, said in (
+        ("bytes_per_vector", vector["bytes_per_vector"] + 1, "bytes_per_vector"),
+        ("flops", vector["full_dims"] + 1.0, "flops"),
+    ):
         edited = json.loads(json.dumps(stored))
         edited["vector"][field] = value
         edited["checksum"] = checksum(edited)
@@ -165,13 +183,24 @@ def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_ro
     again = next(r for r in warm.records if r["method"]["name"] == "splade")
     assert again["pairs"]["similarity"] == record["pairs"]["similarity"] and warm.sentences_forwarded == 0
     # cosine asked: the same cached vectors (the similarity is not part of what they are), compared by cosine
-    cosine = harness.run(BenchConfig(**{**cfg.__dict__, "output_dir": str(tmp_path / "cos"), "methods": ("splade",),
-                                        "method_params": {"splade": {"similarity": "cosine"}}}))
+    cosine = harness.run(
+        BenchConfig(
+            **{
+                **cfg.__dict__,
+                "output_dir": str(tmp_path / "cos"),
+                "methods": ("splade",),
+                "method_params": {"splade": {"similarity": "cosine"}},
+            }
+        )
+    )
     (rec,) = cosine.records
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     np.testing.assert_allclose(rec["pairs"]["similarity"], (a * b).sum(1) / norms, rtol=1e-5)
     assert (rec["method"]["label"], rec["vector"]["similarity"], cosine.sentences_forwarded) == (
-        "splade[similarity=cosine]", "cosine", 0)
+        "splade[similarity=cosine]",
+        "cosine",
+        0,
+    )
 
 
 def test_the_similarities_offered_are_those_the_run_accepts():
@@ -186,9 +215,26 @@ def test_a_backbone_without_an_mlm_head_is_refused_in_one_line(tiny_bert, sentev
     with pytest.raises(UserError, match="no masked-language-model head") as err:
         method.encode_sparse(SENTENCES)
     assert "\n" not in str(err.value) and str(err.value).startswith(f"splade: --backbone {tiny_bert}")
-    done = run_cli("--methods", "splade", "--tasks", "stsb", "--backbone", str(tiny_bert), "--source", "senteval",
-                   "--senteval-dir", str(senteval_root), "--cache-dir", str(tmp_path / "c"), "--output-dir",
-                   str(tmp_path / "o"), "--no-plots", "--bootstrap", "0", cwd=tmp_path)
+    done = run_cli(
+        "--methods",
+        "splade",
+        "--tasks",
+        "stsb",
+        "--backbone",
+        str(tiny_bert),
+        "--source",
+        "senteval",
+        "--senteval-dir",
+        str(senteval_root),
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--no-plots",
+        "--bootstrap",
+        "0",
+        cwd=tmp_path,
+    )
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2 and len(errors) == 1 and "masked-language-model head" in errors[0]
     assert "Traceback" not in done.stderr

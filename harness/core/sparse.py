@@ -64,9 +64,7 @@ class SparseVectors:
     ) -> SparseVectors:
         """The vectors of these arrays, or a ``ValueError`` saying why they are not CSR vectors
         (:meth:`problem`): what is read back from a cache goes through here."""
-        vectors = cls(
-            np.asarray(indptr), np.asarray(indices), np.asarray(values), int(dim)
-        )
+        vectors = cls(np.asarray(indptr), np.asarray(indices), np.asarray(values), int(dim))
         problem = vectors.problem()
         if problem is not None:
             raise ValueError(problem)
@@ -81,9 +79,7 @@ class SparseVectors:
         rows, cols = np.nonzero(dense)
         indptr = np.zeros(len(dense) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(dense)), out=indptr[1:])
-        return cls.from_arrays(
-            indptr, cols.astype(np.int32), dense[rows, cols], dense.shape[1]
-        )
+        return cls.from_arrays(indptr, cols.astype(np.int32), dense[rows, cols], dense.shape[1])
 
     @classmethod
     def empty(cls, dim: int) -> SparseVectors:
@@ -152,8 +148,7 @@ class SparseVectors:
             return f"{self.dim} dimensions"
         if indptr.dtype != np.int64 or indices.dtype != np.int32 or values.dtype != np.float32:
             return (
-                f"dtypes {indptr.dtype}, {indices.dtype}, {values.dtype}, not int64, int32, "
-                "float32"
+                f"dtypes {indptr.dtype}, {indices.dtype}, {values.dtype}, not int64, int32, float32"
             )
         if indptr.ndim != 1 or indices.ndim != 1 or values.ndim != 1 or len(indptr) < 1:
             return "indptr, indices and values are not 1-dimensional"
@@ -280,7 +275,10 @@ def sparse_bytes(mean_active: float) -> int:
 
 
 def describe(
-    left: SparseVectors, left_rows: np.ndarray, right: SparseVectors, right_rows: np.ndarray,
+    left: SparseVectors,
+    left_rows: np.ndarray,
+    right: SparseVectors,
+    right_rows: np.ndarray,
     similarity: str,
 ) -> dict[str, object]:
     """``record["vector"]`` of sparse vectors compared by ``similarity``: every dimension kept

@@ -1,5 +1,5 @@
-"""A content-addressed store of sparse sentence vectors (:class:`~harness.core.sparse.SparseVectors`):
-the dense :class:`~harness.core.vector_store.VectorStore`'s rules, in a CSR file format.
+"""A content-addressed store of sparse sentence vectors (:mod:`harness.core.sparse`): the rules of
+the dense :class:`~harness.core.vector_store.VectorStore` in a CSR file format.
 
 Layout of one store (``<cache>/sparse-vectors/<key hash>/``)::
 

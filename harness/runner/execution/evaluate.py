@@ -403,7 +403,7 @@ def sparse_scored(
     record = scored_record(
         method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
     )
-    record["vector"] = strict(describe(*sides.arrays(), how))  # type: ignore[typeddict-item]
+    record["vector"] = strict(describe(*sides.arrays(), how))
     record["protocol"]["similarity"] = how
     record["method"]["label"] = VectorSetting(None, SPARSE, how).label(method.label())
     record["embed_dim"] = int(sides.left.dim)

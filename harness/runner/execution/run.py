@@ -442,12 +442,15 @@ def score_stage(
                         f"export: {method.label()} scores pairs as a whole; it has no sentence "
                         "vectors to export (skipped)"
                     )
-                elif cfg.export_embeddings and task is plan.tasks[0] and scored.left is None:
-                    if record["vector"]["precision"] == SPARSE:  # a vocabulary wide, densified
-                        say(
-                            f"export: {method.label()}'s vectors are sparse; --export-embeddings "
-                            "writes dense vectors only (skipped)"
-                        )
+                elif (
+                    cfg.export_embeddings
+                    and task is plan.tasks[0]
+                    and record["vector"]["precision"] == SPARSE  # a vocabulary wide, densified
+                ):
+                    say(
+                        f"export: {method.label()}'s vectors are sparse; --export-embeddings "
+                        "writes dense vectors only (skipped)"
+                    )
                 label, undefined = record["method"]["label"], record["scores"]["undefined"]
                 metric = score_title(record)
                 if undefined and not cfg.allow_undefined:

@@ -167,7 +167,7 @@ def vector_columns(rec: Record) -> dict[str, Any]:
     unmeasured = dict.fromkeys(SPARSE_COLUMNS, math.nan)
     vector = rec.get("vector")
     if vector is not None:
-        return {key: vector.get(key, math.nan) for key in VECTOR_COLUMNS}  # type: ignore[misc]
+        return {key: vector.get(key, math.nan) for key in VECTOR_COLUMNS}
     similarity = rec["protocol"].get("similarity", "cosine")
     width = rec.get("embed_dim")
     if similarity == "cosine" and width:
