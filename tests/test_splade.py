@@ -27,8 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # our activation → sentence-transformers' SpladePooling activation_function of the same function
 ST_ACTIVATION = {"log1p_relu": "relu", "log1p_log1p_relu": "log1p_relu"}
 # one longer than max_length 16 tokens: truncated alike by all three
-SENTENCES = ["a man is playing a guitar", "two dogs on the grass", "the quick brown fox jumps", "a",
-             "a man is playing a guitar and two dogs on the grass and the quick brown fox jumps on a big red car"]
+SENTENCES = [
+    "a man is playing a guitar",
+    "two dogs on the grass",
+    "the quick brown fox jumps",
+    "a",
+    "a man is playing a guitar and two dogs on the grass and the quick brown fox jumps on a big red car",
+]
 
 
 def build(folder, tmp_path, **options):
