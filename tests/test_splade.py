@@ -245,3 +245,21 @@ def test_a_backbone_without_an_mlm_head_is_refused_in_one_line(tiny_bert, sentev
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2 and len(errors) == 1 and "masked-language-model head" in errors[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_sparse_plugin_without_encode_sparse_is_refused_and_a_bad_answer_is_one_line():
+    from harness.core.errors import PluginError
+    from harness.method_api import SparseEmbeddingMethod, SparseVectors
+    from harness.runner.execution.sparse_sides import checked
+    from methods import PROCESS
+
+    class NoVectors(SparseEmbeddingMethod):
+        name, summary = "no-vectors", "a sparse method that forgot encode_sparse"
+
+    with pytest.raises(PluginError, match="defines no encode_sparse"):
+        PROCESS.layer(NoVectors)
+    good = SparseVectors.from_dense(np.eye(2, 5, dtype=np.float32))
+    assert checked(good, 2, NoVectors) is good
+    for answer, said in ((np.eye(2, 5), "it must return SparseVectors"), (good, "2 vectors for 3 sentences")):
+        with pytest.raises(PluginError, match=said):
+            checked(answer, 3, NoVectors)
