@@ -37,6 +37,10 @@ max_length, params) and ``self.ctx`` (:class:`MethodContext`), and implements:
 
 ``EmbeddingMethod.encode(sentences) -> np.ndarray``
     float32 (n, d), one row per sentence in order; pairs are compared by cosine.
+``SparseEmbeddingMethod.encode_sparse(sentences) -> SparseVectors``
+    sparse vectors (CSR: one dimension per vocabulary entry, SPLADE's), kept sparse by the run and
+    compared by ``sparse_similarity()`` (``dot`` unless overridden); reported with their active
+    dimensions and FLOPS.
 ``PairScoringMethod.score_pairs(s1, s2) -> np.ndarray``
     one score per pair ``(s1[i], s2[i])``, correlated with gold as is.
 ``fit(fit_set)``
@@ -160,6 +164,7 @@ from harness.core.api import (
     MethodSpec,
     Option,
     PairScoringMethod,
+    SparseEmbeddingMethod,
     SpecRequest,
 )
 from harness.core.artifacts import ArtifactCorrupt, ArtifactDir, ArtifactStore
@@ -179,6 +184,8 @@ from harness.core.errors import EndpointError, UserError
 from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
+from harness.core.sparse import SparseVectors
+from harness.core.sparse_store import SparseVectorStore
 from harness.core.vector_store import VectorStore
 from methods.pooling import BASE_VIEWS, PostProcessor, ViewMethod, base_view
 
@@ -203,6 +210,9 @@ __all__ = [
     "PairScoringMethod",
     "PostProcessor",
     "Prompt",
+    "SparseEmbeddingMethod",
+    "SparseVectorStore",
+    "SparseVectors",
     "SpecRequest",
     "SplitData",
     "TaskSpec",

@@ -45,6 +45,7 @@ METHODS: dict[str, str] = {
     "simcse-train": "methods.simcse_train:SimCSETrain",
     "cross-encoder": "methods.cross_encoder:CrossEncoder",
     "dse": "methods.dse:DSE",
+    "splade": "methods.splade:Splade",
     "random": "methods.random_baseline:RandomBaseline",
     "endpoint": "methods.endpoint:Endpoint",
 }

@@ -197,10 +197,25 @@ def _check_options(cls: type[Method], where: str) -> None:
 def _check_contract(cls: type[Method], where: str) -> None:
     """What the class's base needs of it: the method that makes its result, a ``fit`` when it fits,
     and a post-processor's ``view`` option (its base reads it to build the spec)."""
-    from harness.core.api import EmbeddingMethod, Method, PairScoringMethod
+    from harness.core.api import (
+        EmbeddingMethod,
+        Method,
+        PairScoringMethod,
+        SparseEmbeddingMethod,
+    )
     from methods.pooling import BASE_VIEWS, PostProcessor
 
     name = cls.__name__
+    if (
+        issubclass(cls, SparseEmbeddingMethod)
+        and cls.encode_sparse is SparseEmbeddingMethod.encode_sparse
+    ):
+        raise broken(
+            cls,
+            where,
+            f"{name} defines no encode_sparse(sentences); a SparseEmbeddingMethod returns "
+            "SparseVectors from it (docs/PLUGINS.md)",
+        )
     if (
         issubclass(cls, EmbeddingMethod)
         and cls.encode is EmbeddingMethod.encode

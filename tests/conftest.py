@@ -27,6 +27,7 @@ from fixtures import (  # noqa: E402
     write_tiny_bert,
     write_tiny_deberta,
     write_tiny_decoder,
+    write_tiny_mlm,
     write_tiny_mpnet,
     write_tiny_roberta,
 )
@@ -40,6 +41,12 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_roberta(tiny_bert, tmp_path_factory) -> Path:
     return write_tiny_roberta(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tiny_bert, tmp_path_factory) -> Path:
+    """A tiny BertForMaskedLM with its MLM head (fixtures.write_tiny_mlm): splade's backbone."""
+    return write_tiny_mlm(tiny_bert, tmp_path_factory.mktemp("models") / "tiny-mlm")
 
 
 @pytest.fixture(scope="session")

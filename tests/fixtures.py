@@ -52,6 +52,22 @@ def write_tiny_bert(folder: Path, seed: int = 0, with_pooler: bool = True) -> Pa
     return folder
 
 
+def write_tiny_mlm(bert_dir: Path, folder: Path, seed: int = 3) -> Path:
+    """A 2-layer BertForMaskedLM (its MLM head saved: ``cls.predictions``) on the tiny BERT's
+    vocabulary, the head's bias drawn below zero so that most words are inactive: sparse SPLADE
+    vectors (methods/splade.py)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    _copy_tokenizer(bert_dir, folder)
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(BertConfig.from_pretrained(bert_dir))
+    with torch.no_grad():
+        model.cls.predictions.bias.normal_(-0.15, 0.1)
+    model.save_pretrained(str(folder))
+    return folder
+
+
 def _copy_tokenizer(bert_dir: Path, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):

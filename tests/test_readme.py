@@ -168,6 +168,8 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         # server of the docs' models (tests/endpoint_server.py)
         url = request.getfixturevalue("endpoint_url")
         substitutes.update({"https://api.openai.com/v1": url, "http://localhost:8000/v1": url})
+    if "naver/splade-cocondenser-ensembledistil" in argv:  # SPLADE: a tiny BertForMaskedLM (fixtures.write_tiny_mlm)
+        substitutes["naver/splade-cocondenser-ensembledistil"] = str(request.getfixturevalue("tiny_mlm"))
     if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from harness.core.data.fitsets import FitSet
     from harness.core.data.splits import SplitData, TaskSpec
     from harness.core.encoding import BackboneRef, EncodeSettings, View, ViewProvider
+    from harness.core.sparse import SparseVectors
 
 
 T = TypeVar("T")
@@ -339,6 +340,27 @@ class EmbeddingMethod(Method):
         """The vectors of both sentences of each pair (``s1[i]``, ``s2[i]``): :meth:`encode` of each
         side, unless the method reads the sides differently (per-side prompts)."""
         return self.encode(s1), self.encode(s2)
+
+
+class SparseEmbeddingMethod(EmbeddingMethod):
+    """An embedding method whose vectors are sparse (one dimension per vocabulary entry, nearly
+    all zero: SPLADE's): :meth:`encode_sparse` gives them as
+    :class:`~harness.core.sparse.SparseVectors`, which the run keeps sparse and compares by
+    :meth:`sparse_similarity` (dot product unless the method says otherwise), reporting their
+    active dimensions and FLOPS. ``--dims``/``--precision``/``--similarity`` do not apply to
+    them. :meth:`encode` gives the same vectors dense, for a caller that needs an array."""
+
+    def encode_sparse(self, sentences: Sequence[str]) -> SparseVectors:
+        """The sparse vectors of ``sentences``, in order."""
+        raise NotImplementedError
+
+    def sparse_similarity(self) -> str:
+        """How pairs of its vectors are compared: ``dot`` or ``cosine``
+        (:data:`harness.core.sparse.SIMILARITIES`)."""
+        return "dot"
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        return self.encode_sparse(sentences).to_dense()
 
 
 class PairScoringMethod(Method):

@@ -1,10 +1,11 @@
 """Every cache folder under one root, and the folders of trained artifacts.
 
 ``ArtifactStore`` is the one place that decides where things are cached: sentence vectors and pair
-scores (``vectors/<key hash>/``), trained artifacts (``<kind>/<key hash>/``: flow weights,
-fine-tuned checkpoints), the memo of model-folder fingerprints (``fingerprints.json``), that of
-bootstrap resamples (``bootstrap/``) and that of parsed sources (``code-digests.json``, through
-the store's own :class:`~harness.core.codekeys.CodeDigests`: nothing of it is process-wide).
+scores (``vectors/<key hash>/``), sparse vectors (``sparse-vectors/<key hash>/``), trained
+artifacts (``<kind>/<key hash>/``: flow weights, fine-tuned checkpoints), the memo of model-folder
+fingerprints (``fingerprints.json``), that of bootstrap resamples (``bootstrap/``) and that of
+parsed sources (``code-digests.json``, through the store's own
+:class:`~harness.core.codekeys.CodeDigests`: nothing of it is process-wide).
 
 Every vector store and artifact folder is keyed on the code that fills it as well as on its inputs:
 callers name the modules (``code=``) and :func:`harness.core.codekeys.code_digest` of them and of
@@ -19,7 +20,7 @@ import logging
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core import authenticity
 from harness.core.authenticity import secret_from_env
@@ -36,6 +37,9 @@ from harness.core.hashing import (
     strict_json,
 )
 from harness.core.vector_store import CACHE_SCHEMA, VectorStore
+
+if TYPE_CHECKING:
+    from harness.core.sparse_store import SparseVectorStore
 
 log = logging.getLogger("sts_bench.artifacts")
 UNAUTHENTICATED = "is not authenticated"
@@ -72,6 +76,15 @@ class ArtifactStore:
         """The vector store of ``key`` as computed by the modules ``code`` (and what they
         import)."""
         return VectorStore(self.root, {**key, "code": self.code_digests.digest(*code)}, self.secret)
+
+    def sparse_vectors(self, key: Mapping[str, Any], *, code: Sequence[str]) -> SparseVectorStore:
+        """The sparse vector store of ``key`` as computed by the modules ``code``
+        (``sparse-vectors/<key hash>/``)."""
+        from harness.core.sparse_store import SparseVectorStore
+
+        return SparseVectorStore(
+            self.root, {**key, "code": self.code_digests.digest(*code)}, self.secret
+        )
 
     def folder(self, kind: str, key: Mapping[str, Any], *, code: Sequence[str]) -> ArtifactDir:
         """The artifact folder of ``key`` as made by the modules ``code`` (and what they import)."""

@@ -63,6 +63,7 @@ import numpy as np
 
 from harness.core.errors import UserError, did_you_mean, flag
 from harness.core.scoring import cosine_rows
+from harness.core.sparse import SPARSE
 
 PRECISIONS = ("fp32", "int8", "uint8", "binary", "ubinary")
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
@@ -356,8 +357,9 @@ class VectorSetting:
 
     @property
     def full(self) -> bool:
-        """Every dimension in float32: the vector the method made, as it made it."""
-        return self.dims is None and self.precision == "fp32"
+        """Every dimension in float32 (or sparse, :mod:`harness.core.sparse`: a sparse method's
+        own vectors): the vector the method made, as it made it."""
+        return self.dims is None and self.precision in ("fp32", SPARSE)
 
     @property
     def calibrated(self) -> bool:
@@ -366,7 +368,11 @@ class VectorSetting:
 
     def suffix(self) -> str:
         """What a row label adds to the method's label: the dimensions when cut, the precision
-        when not fp32, the similarity when not the precision's own (cosine; hamming for bits)."""
+        when not fp32, the similarity when not the precision's own (cosine; hamming for bits).
+        Sparse vectors are scored only as the method made them: their similarity, when not
+        cosine (``splade · dot``)."""
+        if self.precision == SPARSE:
+            return "" if self.similarity == "cosine" else self.similarity
         own = HAMMING if self.precision in BIT_PRECISIONS else "cosine"
         parts = [
             f"{self.dims}d" if self.dims is not None else "",
@@ -382,7 +388,10 @@ class VectorSetting:
 
     def reference(self) -> VectorSetting:
         """The full vector this setting is compared with: every dimension in fp32, by the same
-        similarity (cosine for bits, which have no float similarity of their own)."""
+        similarity (cosine for bits, which have no float similarity of their own); a sparse
+        vector is its own full vector."""
+        if self.precision == SPARSE:
+            return self
         return VectorSetting(
             None, "fp32", "cosine" if self.similarity == HAMMING else self.similarity
         )

@@ -20,13 +20,15 @@ from harness.core.encoding.engines import quiet_transformers
 from harness.core.encoding.pooling import pool_layers
 from harness.core.encoding.settings import usable_length
 from harness.core.encoding.tokenizer import load_hf_tokenizer
+from harness.core.errors import UserError
 
 if TYPE_CHECKING:
     import torch
 
 # What ``Checkpoint.open`` builds on the weights: the bare encoder (no pooling layer: the trainers
-# pool through the pooling table) or a sequence-classification head (a cross-encoder's).
-HEADS = ("encoder", "sequence-classification")
+# pool through the pooling table), a sequence-classification head (a cross-encoder's) or the
+# masked-language-model head the checkpoint was trained with (SPLADE reads its logits).
+HEADS = ("encoder", "sequence-classification", "masked-lm")
 
 
 @dataclass
@@ -42,8 +44,10 @@ class Checkpoint:
         cls, folder: str | Path, head: str = "encoder", num_labels: int | None = None
     ) -> Checkpoint:
         """Load ``folder`` offline with transformers' loading reports off (the harness reports what
-        matters in one line). ``num_labels`` sets a new classification head's outputs."""
-        from transformers import AutoModel, AutoModelForSequenceClassification
+        matters in one line). ``num_labels`` sets a new classification head's outputs. The
+        ``masked-lm`` head must be in the checkpoint's weights: transformers would otherwise start
+        a random one, so a checkpoint without it (a bare encoder) is one :class:`UserError` line."""
+        from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
         if head not in HEADS:
             raise ValueError(f"head {head!r}: expected one of {', '.join(HEADS)}")
@@ -53,6 +57,22 @@ class Checkpoint:
             model = AutoModel.from_pretrained(
                 folder, local_files_only=True, add_pooling_layer=False
             )
+        elif head == "masked-lm":
+            try:
+                model, info = AutoModelForMaskedLM.from_pretrained(
+                    folder, local_files_only=True, output_loading_info=True
+                )
+            except ValueError as err:  # a config no masked-LM class is registered for
+                first = (str(err).strip().splitlines() or ["no masked-LM class"])[0][:160]
+                raise UserError(f"{folder}: no masked-language-model head: {first}") from None
+            missing = sorted(info["missing_keys"])
+            if missing:
+                raise UserError(
+                    f"{folder}: the checkpoint has no masked-language-model head (missing "
+                    f"{len(missing)} weights, e.g. {missing[0]}): a bare encoder's vocabulary "
+                    "logits would come from a random head; give a checkpoint saved with its MLM "
+                    "head (a *ForMaskedLM model, e.g. bert-base-uncased or a SPLADE model)"
+                )
         else:
             labels = {} if num_labels is None else {"num_labels": num_labels}
             model = AutoModelForSequenceClassification.from_pretrained(

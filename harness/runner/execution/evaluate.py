@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from harness.core.api import EmbeddingMethod, PairScoringMethod
+from harness.core.api import EmbeddingMethod, PairScoringMethod, SparseEmbeddingMethod
 from harness.core.compression import (
     Calibration,
     VectorSetting,
@@ -333,6 +333,8 @@ def score(
         raise TypeError(
             f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
         )
+    if isinstance(method, SparseEmbeddingMethod):
+        return [sparse_scored(method, task, fit_set, cfg, ctx, leakage, (t0, t1))]
     sides = pair_sides(method, split.s1, split.s2)
     t2 = time.perf_counter()
     grid = cfg.vector_grid()
@@ -377,6 +379,46 @@ def score(
             else Scored(record)
         )
     return out
+
+
+def sparse_scored(
+    method: SparseEmbeddingMethod,
+    task: LoadedTask,
+    fit_set: FitSet | None,
+    cfg: BenchConfig,
+    ctx: RunContext,
+    leakage: dict[str, Any] | None,
+    begun: tuple[float, float],
+) -> Scored:
+    """A sparse method's one score: its vectors as they are (no ``--dims``/``--precision``), by
+    its own similarity, with their active dimensions, FLOPS and bytes in ``record["vector"]``
+    (:mod:`harness.core.sparse`). Nothing is densified."""
+    from harness.core.sparse import SPARSE, describe
+    from harness.runner.execution.sparse_sides import SparsePairs
+
+    split = task.eval
+    sides = SparsePairs.encode(method, split.s1, split.s2)
+    t2 = time.perf_counter()
+    how = SparsePairs.similarity_of(method)
+    similarity, n_zero = sides.similarity(how)
+    threshold = None
+    if (tuning := threshold_pairs(task, cfg)) is not None:
+        tuned, _ = SparsePairs.encode(method, tuning.s1, tuning.s2).similarity(how)
+        threshold = chosen_thresholds(tuned, tuning, task)
+    if n_zero:
+        say(
+            f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero "
+            "vector; their cosine is set to 0"
+        )
+    clock = (*begun, t2)
+    record = scored_record(
+        method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
+    )
+    record["vector"] = strict(describe(*sides.arrays(), how))
+    record["protocol"]["similarity"] = how
+    record["method"]["label"] = VectorSetting(None, SPARSE, how).label(method.label())
+    record["embed_dim"] = int(sides.left.dim)
+    return Scored(record)
 
 
 def scored_record(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.data.splits import unique
 from harness.core.errors import EndpointError, PluginError
+from harness.core.sparse import SPARSE
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
@@ -447,6 +448,15 @@ def score_stage(
                     say(
                         f"export: {method.label()} scores pairs as a whole; it has no sentence "
                         "vectors to export (skipped)"
+                    )
+                elif (
+                    cfg.export_embeddings
+                    and task is plan.tasks[0]
+                    and record["vector"]["precision"] == SPARSE  # a vocabulary wide, densified
+                ):
+                    say(
+                        f"export: {method.label()}'s vectors are sparse; --export-embeddings "
+                        "writes dense vectors only (skipped)"
                     )
                 label, undefined = record["method"]["label"], record["scores"]["undefined"]
                 metric = score_title(record)

@@ -195,7 +195,7 @@ def experiment_kwargs(record: Record) -> dict[str, Any] | None:
     kwargs: dict[str, Any] = {}
     if setting.dims is not None:
         kwargs["embed_dim"] = setting.dims
-    if setting.precision != "fp32":
+    if setting.precision in OUTPUT_DTYPES:  # fp32, or sparse: the vectors as the method made them
         kwargs["output_dtypes"] = OUTPUT_DTYPES[setting.precision]
     vector = record.get("vector")
     calibration = vector.get("calibration") if vector is not None else None

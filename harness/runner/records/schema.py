@@ -40,6 +40,8 @@ from harness.core import authenticity
 from harness.core.bootstrap import MAX_ROUNDS, ResampleMemo
 from harness.core.hashing import canonical_json, strict_json
 from harness.core.scoring import AGGREGATIONS, score_split
+from harness.core.sparse import SIMILARITIES as SPARSE_SIMILARITIES
+from harness.core.sparse import SPARSE, sparse_bytes
 from harness.core.typecheck import problem as type_problem
 
 RESULT_SCHEMA_VERSION = 2  # 2: strict JSON (undefined scores are null), a checksum, checked on read
@@ -131,6 +133,9 @@ class VectorInfo(TypedDict):
     similarity: str  # as compared: hamming for binary/ubinary
     bytes_per_vector: int
     calibration: NotRequired[dict[str, Any]]  # int8/uint8: the fit set the ranges came from
+    # sparse vectors (harness.core.sparse): mean active dimensions and SPLADE's FLOPS of the pairs
+    active_dims: NotRequired[float]
+    flops: NotRequired[float]
 
 
 class Record(TypedDict):
@@ -536,6 +541,10 @@ def _vector_problem(record: Record) -> str | None:
     if vector is None:
         return None
     precision, similarity, full = vector["precision"], vector["similarity"], vector["full_dims"]
+    if precision == SPARSE:
+        return _sparse_problem(record)
+    if "active_dims" in vector or "flops" in vector:
+        return f"vector.active_dims and vector.flops are for sparse vectors, not {precision}"
     if precision not in PRECISIONS:
         return f"vector.precision {precision!r} is not one of {', '.join(PRECISIONS)}"
     bits = precision in BIT_PRECISIONS
@@ -556,6 +565,34 @@ def _vector_problem(record: Record) -> str | None:
     suffix = setting.suffix()
     if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
         return f"method.label does not say its setting ({suffix})"
+    return None
+
+
+def _sparse_problem(record: Record) -> str | None:
+    """Why a sparse ``record["vector"]`` cannot be what a sparse method's row says: every
+    dimension kept, its similarity one of a sparse vector's, the protocol's similarity alike, the
+    active dimensions within the vocabulary and the bytes they take, FLOPS at most as many, the
+    label naming a similarity other than cosine."""
+    from harness.core.compression import VectorSetting
+
+    vector = record["vector"]
+    full, similarity = vector["full_dims"], vector["similarity"]
+    active, flops = vector.get("active_dims"), vector.get("flops")
+    if vector["dims"] != "full" or type(full) is not int or full < 1:
+        return "vector.dims of a sparse vector is not full, or vector.full_dims not a width"
+    if similarity not in SPARSE_SIMILARITIES:
+        return f"vector.similarity {similarity!r} is not how sparse vectors are compared"
+    if record["protocol"].get("similarity") != similarity:
+        return f"protocol.similarity is not vector.similarity {similarity!r}"
+    if not (isinstance(active, int | float) and 0 <= active <= full):
+        return f"vector.active_dims {active!r} is not 0..{full}"
+    if vector["bytes_per_vector"] != sparse_bytes(active):
+        return f"vector.bytes_per_vector is not what {active} active dimensions take"
+    if not (isinstance(flops, int | float) and 0 <= flops <= full):
+        return f"vector.flops {flops!r} is not 0..{full}"
+    suffix = VectorSetting.read("full", SPARSE, similarity).suffix()
+    if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
+        return f"method.label does not say its similarity ({suffix})"
     return None
 
 

@@ -49,8 +49,10 @@ def protocol_line(group: Mapping[str, Any]) -> str:
     )
 
 
-# How a row's vectors were stored and compared (record["vector"]; --dims/--precision/--similarity)
-VECTOR_COLUMNS = ("dims", "precision", "similarity", "bytes_per_vector")
+# How a row's vectors were stored and compared (record["vector"]; --dims/--precision/--similarity),
+# and for sparse vectors (harness.core.sparse) their mean active dimensions and SPLADE's FLOPS
+SPARSE_COLUMNS = ("active_dims", "flops")
+VECTOR_COLUMNS = ("dims", "precision", "similarity", "bytes_per_vector", *SPARSE_COLUMNS)
 TASK_ORDER = [spec.title for spec in TASKS.values()]
 AVG = "Avg."
 LONG_COLUMNS = (
@@ -155,14 +157,17 @@ def records_digest(records: Iterable[Record]) -> str:
 def vector_columns(rec: Record) -> dict[str, Any]:
     """A record's :data:`VECTOR_COLUMNS`: its ``vector`` setting; for a record without one (a
     method that scores pairs, an embedding record of an older sts-bench: its full vector by cosine)
-    what is known, NaN for the bytes where no vectors were compared.
+    what is known, NaN for the bytes where no vectors were compared. The active dimensions and
+    FLOPS are NaN but for sparse vectors.
 
     >>> vector_columns({"protocol": {"similarity": "score_pairs"}})
-    {'dims': '', 'precision': '', 'similarity': 'score_pairs', 'bytes_per_vector': nan}
+    {'dims': '', 'precision': '', 'similarity': 'score_pairs', 'bytes_per_vector': nan, \
+'active_dims': nan, 'flops': nan}
     """
+    unmeasured = dict.fromkeys(SPARSE_COLUMNS, math.nan)
     vector = rec.get("vector")
     if vector is not None:
-        return {key: vector[key] for key in VECTOR_COLUMNS}  # type: ignore[literal-required]
+        return {key: vector.get(key, math.nan) for key in VECTOR_COLUMNS}
     similarity = rec["protocol"].get("similarity", "cosine")
     width = rec.get("embed_dim")
     if similarity == "cosine" and width:
@@ -171,8 +176,15 @@ def vector_columns(rec: Record) -> dict[str, Any]:
             "precision": "fp32",
             "similarity": similarity,
             "bytes_per_vector": 4 * width,
+            **unmeasured,
         }
-    return {"dims": "", "precision": "", "similarity": similarity, "bytes_per_vector": math.nan}
+    return {
+        "dims": "",
+        "precision": "",
+        "similarity": similarity,
+        "bytes_per_vector": math.nan,
+        **unmeasured,
+    }
 
 
 def task_data(task: Mapping[str, object]) -> str:

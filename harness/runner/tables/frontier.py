@@ -44,6 +44,8 @@ COLUMNS = (
     "precision",
     "similarity",
     "bytes_per_vector",
+    "active_dims",
+    "flops",
     "spearman",
     "ci_low",
     "ci_high",
@@ -57,8 +59,8 @@ COLUMNS = (
 
 
 def has_settings(long: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether any row is a compressed setting (fewer dimensions or another precision): only then
-    is there a frontier to draw within a method."""
+    """Whether any row is a compressed setting (fewer dimensions or another precision) or sparse
+    vectors (whose bytes are their active dimensions'): only then is there a frontier to draw."""
     return any(
         row.get("precision") not in ("", "fp32", None) or row.get("dims") not in ("", "full", None)
         for row in long
@@ -164,6 +166,8 @@ def frontier_rows(
                     "precision": row["precision"],
                     "similarity": row["similarity"],
                     "bytes_per_vector": int(row["bytes_per_vector"]),
+                    "active_dims": row.get("active_dims", math.nan),
+                    "flops": row.get("flops", math.nan),
                     "spearman": float(row["spearman"]),
                     "ci_low": row["ci_low"],
                     "ci_high": row["ci_high"],
@@ -234,28 +238,37 @@ def verdict(row: Mapping[str, Any]) -> str:
 
 def frontier_markdown(rows: list[dict[str, Any]]) -> str:
     """frontier.md: per protocol group and task, the rows by bytes per vector (smallest first),
-    Pareto rows marked ●, each compressed setting's test against its full vector."""
+    Pareto rows marked ●, each compressed setting's test against its full vector; a task with
+    sparse rows also shows their mean active dimensions and FLOPS (blank for dense rows)."""
     parts = [
         "# sts-bench quality-cost frontier",
         "",
         "Spearman ×100 against the bytes one vector takes (`--dims`, `--precision`; "
-        "docs/compression.md). ● on the Pareto set: no other row of the task is as small and "
-        "scores higher. Each setting is tested against its method's full vector (every "
-        "dimension, fp32, the same similarity) by the paired bootstrap of significance.csv.",
+        "docs/compression.md; a sparse vector's: 8 bytes per active dimension). ● on the Pareto "
+        "set: no other row of the task is as small and scores higher. Each setting is tested "
+        "against its method's full vector (every dimension, fp32, the same similarity) by the "
+        "paired bootstrap of significance.csv.",
     ]
     for group, task, members in by_task(rows):
+        sparse = any(not _missing(row.get("active_dims")) for row in members)
+        extra = " active dims | FLOPS |" if sparse else ""
         parts += ["", f"## {task} · {protocol_line(group)}", ""]
         parts += [
-            "| | method | backbone | bytes/vector | Spearman | 95 % CI | vs full vector |",
-            "|:-|:-|:-|-:|-:|:-|:-|",
+            f"| | method | backbone | bytes/vector |{extra} Spearman | 95 % CI | vs full vector |",
+            "|:-|:-|:-|-:|" + ("-:|-:|" if sparse else "") + "-:|:-|:-|",
         ]
         for row in members:
             ci = "" if _missing(row["ci_low"]) else f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
             mark = PARETO_MARK if row["pareto"] else ""
+            costs = (
+                f" {_number(row.get('active_dims'), '.1f')} | {_number(row.get('flops'), '.2f')} |"
+                if sparse
+                else ""
+            )
             parts.append(
                 f"| {mark} | {_cell(row['method'])}{row['marks']} | "
-                f"{_cell(row['backbone'])} | {row['bytes_per_vector']} | {row['spearman']:.2f} | "
-                f"{ci} | {verdict(row)} |"
+                f"{_cell(row['backbone'])} | {row['bytes_per_vector']} |{costs} "
+                f"{row['spearman']:.2f} | {ci} | {verdict(row)} |"
             )
     return "\n".join(parts) + "\n"
 
@@ -278,6 +291,11 @@ def _csv_value(value: Any) -> Any:
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.6g}"
     return value
+
+
+def _number(value: Any, spec: str) -> str:
+    """A cost cell: the number in ``spec``, blank where it was not measured (a dense row)."""
+    return "" if _missing(value) else format(float(value), spec)
 
 
 def _cell(text: Any) -> str:

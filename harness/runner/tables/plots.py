@@ -238,7 +238,7 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig, axes = plt.subplots(height, cols, figsize=(7.2 * cols, 4.6 * height), squeeze=False)
     methods = sorted({(r["of"], r["backbone"], r["fit_set"]) for r in rows})
     colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
-    markers = {"fp32": "o", "int8": "s", "uint8": "D", "binary": "^", "ubinary": "v"}
+    markers = {"fp32": "o", "int8": "s", "uint8": "D", "binary": "^", "ubinary": "v", "sparse": "*"}
     for ax, ((group, task), members) in zip(axes.flat, panels.items()):
         lines: dict[tuple, list[Mapping[str, Any]]] = {}
         for row in members:
