@@ -86,7 +86,8 @@ def papers(out_dir: Path, records: Iterable[Record] = ()) -> list[PaperFile]:
         try:
             reader = csv.DictReader(io.StringIO(read_inside(path).decode("utf-8"), newline=""))
             fields = reader.fieldnames or []
-            missing = [c for c in PAPER_COLUMNS if c not in fields and c not in OPTIONAL]
+            lacking = [c for c in PAPER_COLUMNS if c not in fields and c not in OPTIONAL]
+            missing = [f"missing column(s) {', '.join(lacking)}"] if lacking else []
             rows = [] if missing else [_line(row) for row in reader]
         except NotAFile as err:
             log.warning("report: %s %s; left out of the page", path, err.strerror)
