@@ -185,6 +185,21 @@ def test_a_run_records_sparse_costs_in_scores_and_frontier(tiny_mlm, senteval_ro
     assert sparse["full_vector"] == "splade · dot" and frontier["avg"]["active_dims"] == ""
     text = (tmp_path / "out" / "frontier.md").read_text(encoding="utf-8")
     assert "active dims | FLOPS |" in text and f"| {active:.1f} |" in text
+    # the page's frontier has the same costs beside bytes per vector (blank on the dense row)
+    from harness.runner.page.frontier_tables import frontier_table
+
+    page_rows = [{**r, "active_dims": r["active_dims"] or None, "flops": r["flops"] or None, "pareto": False,
+                  "spearman": float(r["spearman"]), "ci_low": None, "ci_high": None, "marks": "",
+                  "full_vector": r["full_vector"]} for r in frontier.values()]
+    table = frontier_table(page_rows)
+    heads = [h.text for h in table.head]
+    assert heads[heads.index("bytes/vector") + 1:heads.index("bytes/vector") + 3] == ["active dims", "FLOPS"]
+    cells = {row[1].text: [c.text for c in row] for row in table.rows}
+    at = heads.index("active dims")
+    assert cells["splade · dot"][at:at + 2] == [f"{active:.1f}", f"{vector['flops']:.2f}"]
+    assert cells["avg"][at:at + 2] == ["", ""]
+    assert [h.text for h in frontier_table(page_rows[:1] if page_rows[0]["method"] == "avg" else page_rows[1:]).head
+            ].count("FLOPS") == 0  # a task of dense rows only keeps the dense columns
     # warm: the vectors come from the sparse cache, equal, nothing forwarded
     warm = harness.run(BenchConfig(**{**cfg.__dict__, "output_dir": str(tmp_path / "warm")}))
     again = next(r for r in warm.records if r["method"]["name"] == "splade")

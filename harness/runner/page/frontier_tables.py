@@ -11,6 +11,7 @@ the page resamples nothing and shows frontier.csv's numbers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,13 +42,14 @@ FIGURE_CAPTION = (
     "ringed: the Pareto set"
 )
 PARETO_HINT = "on the Pareto set: no other row of this task is as small and scores higher"
+BYTES = Head("bytes/vector", num=True)
 HEADS = (
     Head("Pareto"),
     Head("method"),
     Head("backbone"),
     Head("fit set"),
     Head("marks"),
-    Head("bytes/vector", num=True),
+    BYTES,
     Head("Spearman", num=True),
     Head("vs full vector"),
 )
@@ -91,9 +93,12 @@ def frontier_section(
 
 def frontier_table(rows: list[Mapping[str, Any]]) -> Table:
     """One task's frontier rows (already in the order shown: bytes per vector, smallest first) as
-    a sortable table."""
+    a sortable table; where a row is sparse (SPLADE), its active dimensions and FLOPS beside its
+    bytes, as frontier.md has them (blank on dense rows: not measured there)."""
+    sparse = any(not math.isnan(as_float(row.get("active_dims"))) for row in rows)
     body = []
     for row in rows:
+        costs = [_cost(row.get("active_dims"), ".1f"), _cost(row.get("flops"), ".2f")]
         backbone = str(row["backbone"])
         spearman, low, high = row["spearman"], row["ci_low"], row["ci_high"]
         ci = f"{number(low)} – {number(high)}" if as_float(low) == as_float(low) else None
@@ -110,11 +115,24 @@ def frontier_table(rows: list[Mapping[str, Any]]) -> Table:
                 Cell(str(row["fit_set"])),
                 Cell(str(row["marks"]), css="marks"),
                 Cell(str(row["bytes_per_vector"]), css="num", sort=str(row["bytes_per_vector"])),
+                *(costs if sparse else []),
                 Cell(f"{spearman:.2f}", css="num score", sort=sort_value(spearman), interval=ci),
                 verdict_cell(row),
             ]
         )
-    return Table("sortable frontier", list(HEADS), body)
+    heads = list(HEADS)
+    if sparse:
+        at = heads.index(BYTES) + 1
+        heads[at:at] = [Head("active dims", num=True), Head("FLOPS", num=True)]
+    return Table("sortable frontier", heads, body)
+
+
+def _cost(value: Any, spec: str) -> Cell:
+    """A sparse cost cell: the number in ``spec``, blank on a dense row (not measured)."""
+    number_ = as_float(value)
+    if math.isnan(number_):  # not measured
+        return Cell("", css="num", sort="")
+    return Cell(format(number_, spec), css="num", sort=sort_value(number_))
 
 
 def verdict_cell(row: Mapping[str, Any]) -> Cell:
