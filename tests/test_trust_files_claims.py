@@ -149,6 +149,19 @@ def test_a_model_folder_without_tokenizer_files_is_one_error_line_not_a_score(be
     assert not (tmp_path / "out" / "runs").exists()
 
 
+def test_a_tokenizer_file_that_does_not_parse_is_one_error_line_naming_it(bench, model, tmp_path):
+    path = model / "tokenizer.json"
+    assert path.is_file()
+    path.write_bytes(path.read_bytes()[:300])  # cut: before, tokenizers' bare Exception, "a bug in sts-bench"
+    code, _, err = bench(*pairs_args(tmp_path, model))
+    assert code == 2, err
+    (line,) = error_lines(err)
+    assert line.startswith(f"error: {path} is not a tokenizer the tokenizers library can read (")
+    assert line.endswith("copy the tokenizer files saved with the model into the folder again "
+                         "(tokenizer.save_pretrained(folder))")
+    assert "Traceback" not in err and not (tmp_path / "out" / "runs").exists()
+
+
 def _truncated(path: Path) -> str:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 2 // 3])

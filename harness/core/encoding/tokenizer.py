@@ -29,6 +29,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.errors import UserError
+
 if TYPE_CHECKING:
     import torch
     from tokenizers import Tokenizer
@@ -83,7 +85,15 @@ def read_tokenizer(folder: Path, max_length: int | None = None) -> Tokenizer:
     ``max_length`` tokens (None: none)."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    path = folder / "tokenizer.json"
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception for a file it cannot parse
+        raise UserError(
+            f"{path} is not a tokenizer the tokenizers library can read ({str(err)[:120]}); copy "
+            "the tokenizer files saved with the model into the folder again "
+            "(tokenizer.save_pretrained(folder))"
+        ) from None
     tokenizer.no_padding()
     if max_length is None:
         tokenizer.no_truncation()
