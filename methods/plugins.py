@@ -287,9 +287,12 @@ def load_reference(text: str) -> type[Method]:
 
 def _import_file(path: Path, where: str) -> object:
     if not path.is_file():
+        from harness.core.hashing import not_a_file
+
+        reason = not_a_file(path)  # a folder or a FIFO named like a file is called what it is
+        what = f"no such file {path}" if reason == "no such file" else f"{path} {reason}"
         raise UserError(
-            f"{where}: no such file {path} (relative to {Path.cwd()}); give the path of the "
-            "plugin's .py file"
+            f"{where}: {what} (relative to {Path.cwd()}); give the path of the plugin's .py file"
         )
     if path.suffix != ".py":
         raise UserError(f"{where}: {path} is not a .py file; a plugin file is Python source")

@@ -215,6 +215,7 @@ BROKEN = {
 
 @pytest.mark.parametrize(("target", "message"), [
     ("missing.py:X", "--methods missing.py:X: no such file missing.py"),
+    ("folder.py:X", "--methods folder.py:X: folder.py is a directory, not a file"),
     ("not_method.py:Absent", "defines no Absent; its classes: NotAMethod"),
     ("builtin_name.py:Avg", "'avg' is a built-in method's name; give the plugin class another name"),
     ("raises.py:X", "raises.py:4: RuntimeError: boom"),
@@ -226,6 +227,7 @@ BROKEN = {
 def test_a_bad_plugin_is_one_line_and_exit_2(bench, tmp_path, monkeypatch, capsys, target, message):
     for name, text in BROKEN.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "folder.py").mkdir()  # a folder named like a plugin file: said so, not "no such file" (issue 42)
     monkeypatch.chdir(tmp_path)
     code, _, err = bench("--methods", target, "--tasks", "sts12")
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
