@@ -38,10 +38,10 @@ from harness.core.hashing import (
     atomic_write_text,
     key_hash,
     read_regular,
-    read_regular_text,
     text_digest,
 )
 from harness.core.sparse import SparseVectors
+from harness.core.vector_store import read_meta
 
 SPARSE_CACHE_SCHEMA = 1
 ARRAYS = ("keys", "indptr", "indices", "values")
@@ -70,25 +70,10 @@ class SparseVectorStore:
         if self._index is not None:
             return self._index
         self._index, self._parts = {}, []
-        meta_path = self.dir / "meta.json"
-        if not meta_path.is_file():
+        dim = read_meta(self.dir, self.key)
+        if dim is None:
             return self._index
-        try:
-            meta = json.loads(read_regular_text(meta_path))
-            ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(
-                meta.get("dim"), int
-            )
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
-            log.warning(
-                "cache: %s does not match its key (damaged or foreign); discarding it, its "
-                "sentences will be encoded again",
-                meta_path,
-            )
-            shutil.rmtree(self.dir, ignore_errors=True)
-            return self._index
-        self.dim = int(meta["dim"])
+        self.dim = dim
         for path in sorted(self.dir.glob("part-*.npz")):  # by name: the first holding a text wins
             opened = self._open_part(path)
             if opened is None:

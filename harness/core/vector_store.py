@@ -46,6 +46,29 @@ CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-m
 log = logging.getLogger("sts_bench.cache")
 
 
+def read_meta(folder: Path, key: Mapping[str, Any]) -> int | None:
+    """The vector width a store folder's ``meta.json`` records, if it was written for ``key``;
+    None when there is none yet, and when it is damaged or another key's (the folder is then
+    discarded with one warning: its sentences are encoded again). Dense and sparse stores alike."""
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(read_regular_text(meta_path))
+        ok = meta.get("key") == json.loads(json.dumps(key)) and isinstance(meta.get("dim"), int)
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        log.warning(
+            "cache: %s does not match its key (damaged or foreign); discarding it, "
+            "its sentences will be encoded again",
+            meta_path,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return int(meta["dim"])
+
+
 def _row_dtype(dim: int) -> np.dtype:
     # The key is 32 raw bytes as uint8, not "S32": numpy strips trailing NUL bytes from S-strings,
     # which would corrupt the 1 in 256 digests that end in 0x00.
@@ -77,25 +100,10 @@ class VectorStore:
         if self._index is not None:
             return self._index
         self._index, self._parts, self._part_files = {}, [], []
-        meta_path = self.dir / "meta.json"
-        if not meta_path.is_file():
+        dim = read_meta(self.dir, self.key)
+        if dim is None:
             return self._index
-        try:
-            meta = json.loads(read_regular_text(meta_path))
-            ok = meta.get("key") == json.loads(json.dumps(self.key)) and isinstance(
-                meta.get("dim"), int
-            )
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
-            log.warning(
-                "cache: %s does not match its key (damaged or foreign); discarding it, "
-                "its sentences will be encoded again",
-                meta_path,
-            )
-            shutil.rmtree(self.dir, ignore_errors=True)
-            return self._index
-        self.dim = int(meta["dim"])
+        self.dim = dim
         for path in sorted(
             self.dir.glob("part-*.npy")
         ):  # by name: the first part holding a sentence wins
