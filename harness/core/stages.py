@@ -23,7 +23,8 @@ import os
 import time
 from collections.abc import Iterator
 
-# The stage whose share of the total the line gives, when the run has it.
+# The stage whose share of the total the line gives: the forward passes, the model's load (and
+# torch's import) before the first included.
 SHARE_OF = "encode"
 _CURRENT: contextvars.ContextVar[Stages | None] = contextvars.ContextVar(
     "sts_bench_stages", default=None
@@ -77,7 +78,13 @@ class Stages:
 
     def line(self) -> str:
         """``stages: start 2.1 s · plan 0.1 s · ... · total 164.0 s (encode 85 %)``; stages under
-        5 ms are left out (a step memoised in the cache)."""
+        5 ms are left out (a step memoised in the cache).
+
+        >>> clock = Stages()
+        >>> clock.seconds = {"start": 1.0, "plan": 0.5, "encode": 2.5, "page": 0.001}
+        >>> clock.line()
+        'stages: start 1.0 s · plan 0.5 s · encode 2.5 s · total 4.0 s (encode 62 %)'
+        """
         total = self.total()
         shown = [f"{name} {s:.1f} s" for name, s in self.seconds.items() if s >= 0.005]
         share = ""
