@@ -91,7 +91,7 @@ def test_process_age_is_the_time_since_the_process_started():
 
 def test_the_command_line_prints_stages_that_add_up_to_the_run(bench, senteval_root, tiny_bert):
     started = time.perf_counter()
-    code, out, err = bench("--methods", "avg", "whitening", "--tasks", "stsb", "--backbone", str(tiny_bert),
+    code, _, err = bench("--methods", "avg", "whitening", "--tasks", "stsb", "--backbone", str(tiny_bert),
                            "--source", "senteval", "--senteval-dir", str(senteval_root), "--no-plots")
     wall = time.perf_counter() - started
     assert code == 0, err
