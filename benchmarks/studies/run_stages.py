@@ -165,6 +165,36 @@ def stage_table(rounds: list[dict], steps: list[str]) -> list[str]:
     return lines
 
 
+# The stages of a checkout from before the stages: line, as its summary line grouped them.
+COARSE = ("start", "plan", "encode", "fit", "score", "write")
+
+
+def coarse(stages: dict[str, float]) -> dict[str, float]:
+    """A run's stages in :data:`COARSE`'s groups: data with the plan, every fit as fit, every
+    report step (records, comparisons and plots included) as write."""
+    out = dict.fromkeys(COARSE, 0.0)
+    for name, seconds in stages.items():
+        if name == "total":
+            continue
+        group = "plan" if name == "data" else "fit" if name.startswith("fit") else name
+        out[group if group in COARSE else "write"] += seconds
+    out["total"] = stages.get("total", sum(out.values()))
+    return out
+
+
+def coarse_table(rounds: list[dict], steps: list[str]) -> list[str]:
+    lines = ["| stage | " + " | ".join(steps) + " |", "|---|" + "---:|" * len(steps)]
+    meds = {}
+    for step in steps:
+        grouped = [coarse(r[step]["stages"]) for r in rounds]
+        meds[step] = {n: statistics.median(g[n] for g in grouped) for n in grouped[0]}
+    for name in [*COARSE, "total"]:
+        lines.append(f"| {name} | " + " | ".join(f"{meds[s][name]:.1f} s" for s in steps) + " |")
+    processes = [statistics.median(r[s]["process_s"] for r in rounds) for s in steps]
+    lines.append("| process | " + " | ".join(f"{p:.1f} s" for p in processes) + " |")
+    return lines
+
+
 def report(rounds: list[dict], trees: dict[str, Path], args: argparse.Namespace) -> list[str]:
     from benchmarks.report import cpu_facts
     from benchmarks.side_by_side import header
@@ -181,9 +211,13 @@ def report(rounds: list[dict], trees: dict[str, Path], args: argparse.Namespace)
         "|---|" + "---:|" * len(sides) + "---:|",
     ]
     if not args.small_only:
-        steps = [f"default {kind} {side}" for kind in ("cold", "warm") for side in sides]
+        steps = [f"default {kind} {sides[-1]}" for kind in ("cold", "warm")]
         lines += ["Default run (`python run_bench.py`, what `make bench` runs):", ""]
         lines += [*stage_table(rounds, steps), ""]
+        if len(sides) > 1:
+            steps = [f"default {kind} {side}" for kind in ("cold", "warm") for side in sides]
+            lines += ["Before and after, stages grouped as the summary line had them:", ""]
+            lines += [*coarse_table(rounds, steps), ""]
         cells = []
         for side in sides:
             process, stages = medians(rounds, f"default cold {side}")
@@ -198,9 +232,13 @@ def report(rounds: list[dict], trees: dict[str, Path], args: argparse.Namespace)
             lines.append(f"embedded default's Spearman ({side}): {said}")
         lines.append("")
     if args.dtypes:
-        steps = [f"avg {dtype} cold {side}" for dtype in args.dtypes for side in sides]
+        steps = [f"avg {dtype} cold {sides[-1]}" for dtype in args.dtypes]
         lines += ["Cold small run (`run_bench.py --methods avg --tasks stsb --dtype D`):", ""]
         lines += [*stage_table(rounds, steps), ""]
+        if len(sides) > 1:
+            steps = [f"avg {dtype} cold {side}" for dtype in args.dtypes for side in sides]
+            lines += ["Before and after, grouped:", ""]
+            lines += [*coarse_table(rounds, steps), ""]
         mteb = statistics.median(r["mteb fp32"]["process_s"] for r in rounds)
         lines.append(f"MTEB's STSBenchmark evaluation, fp32 (process): {mteb:.2f} s")
         lines.append("")
