@@ -1,7 +1,8 @@
 """The default run stage by stage, cold and warm, and the cold small run against MTEB's (issue 44).
 
     .venv/bin/python benchmarks/studies/run_stages.py            # ~4 minutes on 2 idle cores
-    .venv/bin/python benchmarks/studies/run_stages.py --small-only --rounds 3
+    .venv/bin/python benchmarks/studies/run_stages.py --small-only --rounds 3 \\
+        --out docs/measurements/run_stages_small.md
     .venv/bin/python benchmarks/studies/run_stages.py --before /tmp/before \\
         --out docs/measurements/run_stages.md
 
@@ -37,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,13 +129,20 @@ def one_round(trees: dict[str, Path], work: Path, number: int, args: argparse.Na
             cache, folder = work / f"cache-default-{side}-{number}", work / f"out-default-{side}"
             out[f"default cold {side}"] = run_command(tree, [], cache, folder)
             out[f"default warm {side}"] = run_command(tree, [], cache, folder)
+    # MTEB's step amid the small runs (between the dtypes), the order reversed every other round:
+    # a machine that drifts meets both sides alike.
+    small: list[tuple[str, Callable[[], dict]]] = []
     for dtype in args.dtypes:
         for side, tree in order:
             cache, folder = work / f"cache-avg-{dtype}-{side}-{number}", work / f"out-avg-{side}"
-            small = ["--methods", "avg", "--tasks", "stsb", "--dtype", dtype]
-            out[f"avg {dtype} cold {side}"] = run_command(tree, small, cache, folder)
-    if args.dtypes:
-        out["mteb fp32"] = mteb_step()
+            command = ["--methods", "avg", "--tasks", "stsb", "--dtype", dtype]
+            small.append(
+                (f"avg {dtype} cold {side}", partial(run_command, tree, command, cache, folder))
+            )
+        if dtype == args.dtypes[0]:
+            small.append(("mteb fp32", mteb_step))
+    for name, step in reversed(small) if number % 2 else small:
+        out[name] = step()
     out.update(start_steps())
     return out
 

@@ -40,8 +40,13 @@ class AdamWeightDecay:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-6,
     ) -> None:
-        self.defaults = {"lr": lr, "weight_decay": weight_decay, "betas": betas, "eps": eps}
-        self.param_groups = [{"params": list(params), **self.defaults}]
+        self.defaults: dict[str, Any] = {
+            "lr": lr,
+            "weight_decay": weight_decay,
+            "betas": betas,
+            "eps": eps,
+        }
+        self.param_groups: list[dict[str, Any]] = [{"params": list(params), **self.defaults}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
