@@ -234,9 +234,7 @@ class ViewMethod(EmbeddingMethod):
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
         provider = self.ctx.views(self.spec)
         arrays = [provider.get(sentences, view) for view in self.side_views(side)]
-        # numpy types a mean as a scalar or an array; over axis 0 of (n, d) arrays it is an (n, d)
-        # array
-        return arrays[0] if len(arrays) == 1 else np.mean(arrays, axis=0, dtype=np.float32)  # type: ignore[return-value]
+        return arrays[0] if len(arrays) == 1 else mean_of(arrays)
 
     def fit_vectors(self, sentences: Sequence[str]) -> np.ndarray:
         """The vectors a post-processor fits on: the fit set under each side's prompt (one set when
@@ -263,6 +261,21 @@ class ViewMethod(EmbeddingMethod):
                 "transform(pooled(...)); this class overrides encode(): give both sides one prompt"
             )
         return self.transform(self.pooled(s1, 1)), self.transform(self.pooled(s2, 2))
+
+
+def mean_of(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.mean(arrays, axis=0, dtype=np.float32)`` bit for bit, without stacking the arrays
+    into one first (a copy of every view: 0.1-0.2 s per call for the 15,487 × 384 first-last
+    vectors of the embedded default, 0.02 s this way). numpy's mean over axis 0 adds the arrays
+    in order in float32, then divides by the count as an ``intp``, which is what this does.
+
+    >>> mean_of([np.array([[1.0, 2.0]], np.float32), np.array([[2.0, 5.0]], np.float32)])
+    array([[1.5, 3.5]], dtype=float32)
+    """
+    total = np.add(arrays[0], arrays[1], dtype=np.float32)
+    for array in arrays[2:]:
+        np.add(total, array, out=total, dtype=np.float32)
+    return np.true_divide(total, np.intp(len(arrays)), out=total, casting="unsafe")
 
 
 class PostProcessor(ViewMethod):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ from methods.training.flow_fit import FlowConfig, latents, train_flow
 from methods.training.glow import ActNorm, Glow
 from methods.whitening import whitening_transform
 
+ROOT = Path(__file__).resolve().parent.parent
 COMBOS = [(c, m) for c in ("additive", "affine") for m in ("permute", "conv1x1")]
 
 
@@ -181,3 +185,58 @@ def test_a_diverging_fit_is_refused_with_the_fix(bench, senteval_root, tiny_bert
     assert code == 2
     assert "flow: the fit on fit set 'target' diverged" in err and "lower --flow-lr" in err
     assert not list((tmp_path / "cache").glob("flows/*/meta.json"))  # nothing diverged is cached
+
+
+def test_the_fit_runs_on_one_thread_with_the_weights_of_a_multi_threaded_fit():
+    """train_flow fits on one thread (its tiny operations only wait for a second one) and puts
+    torch's thread count back; the weights are those of the same fit on two threads, bit for bit."""
+    from methods.training.flow_fit import _train
+
+    x, _ = synthetic(n=640)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        one, _ = train_flow(lambda e: x, 16, 640, FlowConfig(), seed=7, progress=False)
+        assert torch.get_num_threads() == 2
+        two, _ = _train(lambda e: x, 16, 640, FlowConfig(), 7, "cpu", False, None)  # 2 threads
+    finally:
+        torch.set_num_threads(before)
+    for (name, a), (_, b) in zip(one.state_dict().items(), two.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_the_optimizer_steps_as_torch_adamw_would_without_bias_correction():
+    """Against torch.optim.AdamW (an independent implementation), its bias correction undone by
+    scaling lr and eps per step, without weight decay (AdamW decays before the step, this one with
+    it: the by-hand tests check the decay)."""
+    from methods.training.flow_fit import AdamWeightDecay
+
+    torch.manual_seed(0)
+    start = torch.randn(5, dtype=torch.float64)
+    grads = [torch.randn(5, dtype=torch.float64) for _ in range(4)]
+    ours = torch.nn.Parameter(start.clone())
+    theirs = torch.nn.Parameter(start.clone())
+    opt = AdamWeightDecay([ours], lr=0.01, weight_decay=0.0)
+    reference = torch.optim.AdamW([theirs], lr=0.01, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0)
+    for step, grad in enumerate(grads, 1):
+        ours.grad = grad.clone()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert ours.grad is None
+        # AdamW's step: p -= (lr'/c1) · m / (sqrt(v)/sqrt(c2) + eps'); with lr' = lr·c1/sqrt(c2)
+        # and eps' = eps/sqrt(c2) that is p -= lr · m / (sqrt(v) + eps), the uncorrected update.
+        c1, c2 = 1 - 0.9**step, 1 - 0.999**step
+        reference.param_groups[0].update(lr=0.01 * c1 / math.sqrt(c2), eps=1e-6 / math.sqrt(c2))
+        theirs.grad = grad.clone()
+        reference.step()
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+
+
+def test_a_fit_imports_no_torch_dynamo():
+    """torch.optim.Optimizer imports torch._dynamo (seconds of imports); the fit does not."""
+    code = ("import sys, numpy as np; from methods.training.flow_fit import FlowConfig, train_flow; "
+            "x = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32); "
+            "train_flow(lambda e: x, 8, 64, FlowConfig(), seed=0, progress=False); "
+            "print('torch._dynamo' in sys.modules, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]

@@ -7,7 +7,8 @@ The fit set is ``--fit-set target`` of the embedded default: the 15,487 unique s
 train + dev + test, pooled as first-last (layers 1 and 6) by the packaged MiniLM in fp32. Their
 vectors come from the harness cache (``--cache-dir``, the harness default), so only the first run
 encodes them; the timed part is the flow fit alone (one epoch, the defaults of Table 7), median of
-``--rounds``, with the same thread count as the harness (the cores this process may use). The two
+``--rounds``; the fit runs on one thread, as in the harness (``train_flow``), the test-time
+latents on the cores this process may use. The two
 other settings of README's table (affine coupling; conv1x1 mixing at lr 1e-4) are timed once each.
 """
 
@@ -71,7 +72,8 @@ def main() -> None:
         f"BERT-flow fit, packaged MiniLM first-last (fp32 vectors), STS-B target fit set: {n} "
         "sentences × "
         f"{dim} dims (fingerprint {fit_set.fingerprint[:12]}); "
-        f"CPU, {torch.get_num_threads()} threads; levels 2, depth 3, width 32, batch 32, 1 epoch",
+        f"CPU, the fit on 1 thread (train_flow's), the latents on {torch.get_num_threads()}; "
+        "levels 2, depth 3, width 32, batch 32, 1 epoch",
         "",
         "| setting | fit seconds (median) | rounds | steps | steps/s | bits/dim first → last |",
         "|---|---:|---:|---:|---:|---|",

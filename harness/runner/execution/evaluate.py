@@ -29,6 +29,7 @@ from harness.core.compression import (
 from harness.core.errors import PluginError
 from harness.core.pair_metrics import SELECTED_ON_SCORED, Decisions, PairScores
 from harness.core.scoring import TaskScores
+from harness.core.stages import stage
 from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
@@ -295,7 +296,7 @@ def score(
     with guest(kind, "begin_task()"):
         method.begin_task(task.spec)  # a method trained per task switches to this task's
     if method.uses_fit_set and fit_set is not None:
-        with guest(kind, "fit()"):
+        with stage(f"fit {method.name}"), guest(kind, "fit()"):
             method.fit(fit_set)
         if plugin:
             checked_fit_info(method, fit_set)

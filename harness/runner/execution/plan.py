@@ -18,6 +18,7 @@ from harness.core.data.fitsets import FitSet, build_fit_set, check_fit_set_name,
 from harness.core.data.splits import LoadedTask, SplitData, unique
 from harness.core.data.tasks import get_task, load_task
 from harness.core.errors import UserError
+from harness.core.stages import stage
 from harness.runner.execution.context import RunContext
 from harness.runner.settings.config import BenchConfig
 
@@ -184,20 +185,21 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
         )
         chosen_on = prompt_sets.split_names(selections)
         splits = unique([spec.eval_split, *tuning, *extra, *chosen_on])
-        tasks.append(
-            load_task(
+        with stage("data"):
+            loaded = load_task(
                 spec,
                 cfg.source,
                 splits,
                 locations=locations,
                 lenient_gold=cfg.allow_gold_out_of_range,
             )
-        )
-    fit_sets = {
-        (task.spec.name, name): build_fit_set(name, task, locations)
-        for task in tasks
-        for name in fit_names
-    }
+        tasks.append(loaded)
+    with stage("data"):
+        fit_sets = {
+            (task.spec.name, name): build_fit_set(name, task, locations)
+            for task in tasks
+            for name in fit_names
+        }
     from harness.core.bootstrap import RUN_BYTES_PER_PAIR, check_fits, check_rounds
 
     # every method's resampled scores of every task are kept for the paired tests

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.hashing import atomic_write_bytes
+from harness.core.stages import stage
 from harness.runner.history.log import HistoryLog
 from harness.runner.page.build import Page
 from harness.runner.records.mteb_files import MtebFiles
@@ -70,7 +71,8 @@ def report_stage(
     texts, paths = [], []
     for step in steps:
         if step.enabled(inputs.cfg):
-            written = run_step(step, inputs, artifacts)
+            with stage(step.name):  # the run's stages: line (harness.core.stages)
+                written = run_step(step, inputs, artifacts)
             texts += [written.text] if written.text else []
             paths += written.paths
     return "\n".join(texts), paths

@@ -18,9 +18,6 @@ sts-bench.
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.data.splits import unique
 from harness.core.errors import EndpointError, PluginError
 from harness.core.sparse import SPARSE
+from harness.core.stages import Stages, stage, start_clock, timing
 from harness.runner.execution.context import RunContext
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
@@ -61,7 +59,8 @@ class RunOutcome:
     DataFrame of the cells compared (``exit_code`` 1 when one dropped beyond the tolerance);
     ``sentences_forwarded``, ``models_trained``, ``pairs_scored``: what this run computed rather
     than read from the cache (all 0 on a fully warm re-run); ``embedding_dirs``: with
-    ``--export-embeddings``, one folder per (method, task, split) (:mod:`.export`).
+    ``--export-embeddings``, one folder per (method, task, split) (:mod:`.export`);
+    ``stage_seconds``: where the run's wall time went, stage by stage (:mod:`.stages`).
 
     >>> outcome = harness.run(cfg)                          # doctest: +SKIP
     >>> outcome.scores[["method", "task", "spearman"]]      # doctest: +SKIP
@@ -79,6 +78,8 @@ class RunOutcome:
     pairs_scored: int = 0
     dry_run: bool = False
     embedding_dirs: list[Path] = field(default_factory=list)
+    # wall seconds per stage, exclusive (harness.core.stages): the stages: line
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def scores(self) -> Any:
@@ -186,16 +187,17 @@ def run(cfg: BenchConfig, registry: Registry | None = None) -> RunOutcome:
     from harness.core.data.hf_places import caches_under, describe
     from harness.runner.execution.preflight import settle
 
+    clock = start_clock()
     # The datasets library and MTEB cache under --cache-dir, not the user's home
     # (core/data/hf_places.py).
-    with caches_under(ArtifactStore(cfg.cache_dir)) as places:
+    with timing(clock), clock("plan"), caches_under(ArtifactStore(cfg.cache_dir)) as places:
         cfg = settle(cfg)  # duplicate tasks merged, --max-length checked against the backbone
         if cfg.source in ("mteb", "hub") and not cfg.dry_run:
             say(describe(places))
         ctx = RunContext(cfg, registry)
         try:
             with ctx.hub_failures.current():  # hub calls of this run remember their failures there
-                return _run(cfg, ctx)
+                return _run(cfg, ctx, clock)
         except (
             BaseException
         ) as err:  # a plugin's exit or exception from a call no guard wraps: blamed on it
@@ -207,7 +209,7 @@ def run(cfg: BenchConfig, registry: Registry | None = None) -> RunOutcome:
             ctx.close()
 
 
-def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
+def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     from harness.runner.execution.preflight import check_cache_writable, preflight
 
     baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
@@ -218,7 +220,6 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
 
         pages, text = history_pages(cfg)
         return RunOutcome([], [], pages, text, dry_run=True)
-    clock = Stages()
     with clock("plan"):
         build_methods(cfg, ctx)
         plan = make_plan(cfg, ctx)
@@ -243,13 +244,13 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     warn_leakage(leaks)
     with clock("encode"):
         failed = encode_stage(plan, ctx) or {}  # or: a test's stand-in returns None
-    records, paths, refused, exported, broken = score_stage(
-        plan, cfg, ctx, leaks, clock.seconds["encode"], failed
-    )
-    clock.add_record_timings(records)
-    with clock("write"):
-        table, board = report_stage(plan, cfg, ctx, records)
-    say(summary(plan, ctx, clock))
+    with clock("score"):  # each method's fit is a stage of its own, inside (evaluate.py)
+        records, paths, refused, exported, broken = score_stage(
+            plan, cfg, ctx, leaks, clock.seconds["encode"], failed
+        )
+    table, board = report_stage(plan, cfg, ctx, records)  # a stage per report step (reports.py)
+    say(summary(plan, ctx))
+    say(clock.line())
     if broken:  # after the other methods' records and the reports: what finished is kept
         raise plugin_failure(broken, refused, Path(cfg.output_dir)) from broken[0][
             2
@@ -271,6 +272,7 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
         models_trained=ctx.trained,
         pairs_scored=ctx.pairs_scored,
         embedding_dirs=exported,
+        stage_seconds=dict(clock.seconds),
     )
     if baseline is not None:
         from harness.runner.tables.frames import long_rows
@@ -282,39 +284,16 @@ def _run(cfg: BenchConfig, ctx: RunContext) -> RunOutcome:
     return outcome
 
 
-class Stages:
-    """Seconds per stage of a run, for its summary line: ``with clock("encode"): ...``."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-
-    def add_record_timings(self, records: list[Record]) -> None:
-        """Fitting and scoring happen per record; their seconds are in each record's timings."""
-        self.seconds["fit"] = sum(r["timings"]["fit_s"] for r in records)
-        self.seconds["score"] = sum(
-            r["timings"]["score_s"] + r["timings"]["encode_s"] for r in records
-        )
-
-
-def summary(plan: Plan, ctx: RunContext, clock: Stages) -> str:
-    """What the run computed and what came from the cache, and where the time went."""
+def summary(plan: Plan, ctx: RunContext) -> str:
+    """What the run computed and what came from the cache (where the time went: the ``stages:``
+    line after it, :mod:`.stages`)."""
     planned = sum(len(job.sentences) for job in plan.encode_jobs)
     encoded = sum(job.provider.forwarded for job in plan.encode_jobs)
-    order = ("plan", "encode", "fit", "score", "write")
     return (
         f"summary: backbone passes {encoded} sentence(s) encoded, {max(planned - encoded, 0)} from "
         "cache; "
         f"other encodes {ctx.sentences_forwarded - encoded}; {ctx.trained} model(s) trained, "
-        f"{ctx.pairs_scored} pair(s) scored; "
-        + " · ".join(f"{k} {clock.seconds[k]:.1f} s" for k in order if k in clock.seconds)
+        f"{ctx.pairs_scored} pair(s) scored"
     )
 
 
@@ -493,11 +472,13 @@ def report_stage(
         else []
     )
     with output_lock(out):
+        with stage("records"):  # every record of the folder, read back and verified
+            every_run = load_results(out / "runs", ctx.resamples)
         inputs = ReportInputs(
             cfg,
             out,
             records,
-            load_results(out / "runs", ctx.resamples),  # this run's resamples: checked, not redrawn
+            every_run,  # this run's resamples: checked, not redrawn
             plan.methods,
             pool,
             ctx.resamples,

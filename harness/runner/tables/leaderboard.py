@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.hashing import atomic_write_text
+from harness.core.stages import stage
 from harness.runner.records.outputs import StepOutput
 from harness.runner.tables.frames import (
     AVG,
@@ -345,9 +346,10 @@ class Leaderboards:
         cfg, out = inputs.cfg, inputs.out_dir
         # One significance computation, for the file; the console's rows are cut from the same
         # table.
-        significance, marks, summary = compare(
-            inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
-        )
+        with stage("comparisons"):  # the paired tests, a stage of the run's (stages.py)
+            significance, marks, summary = compare(
+                inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
+            )
         table = console_table(inputs.records, inputs.every_run, marks, summary)
         long = long_rows(inputs.every_run)[0]
         paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks, summary=summary)

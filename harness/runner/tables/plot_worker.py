@@ -34,6 +34,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.stages import stage
+
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
@@ -101,6 +103,11 @@ def draw(function: Callable[..., Path], *args: Any, **kwargs: Any) -> Path:
 
     >>> draw(plots.leaderboard_png, long, out / "plots" / "leaderboard.png")  # doctest: +SKIP
     """
+    with stage("plots"):  # the run's stages: line (harness.core.stages)
+        return _draw(function, *args, **kwargs)
+
+
+def _draw(function: Callable[..., Path], *args: Any, **kwargs: Any) -> Path:
     worker = current()
     # A function off the list (a test's stand-in) is called here: only listed ones go to the worker.
     if worker is not None and allowed(function):
