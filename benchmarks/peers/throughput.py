@@ -14,13 +14,16 @@ Each encoder's time is also given as a fraction of this machine's matmul peak.
         --peers openvino:bf16 --batch-sizes 64 128 \\
         --out docs/measurements/throughput_all_bf16.md  # 15,487 sentences
     .venv/bin/python benchmarks/peers/throughput.py --split all --batch-sizes 64 128 \\
-        --out docs/measurements/throughput_all_fastest_amx.md  # issue 44: native dtype, all peers
+        --out docs/measurements/throughput_all_fastest_amx_busy.md  # issue 44: native dtype
+    .venv/bin/python benchmarks/peers/throughput.py --split all --peers torch:fastest \\
+        openvino:fastest --batch-sizes 64 128 --out docs/measurements/throughput_all_fastest_amx.md
 
 By default every side runs in the fastest dtype this CPU computes natively (``fastest``: bf16 with
 AMX or AVX512-BF16, else fp32), the peers too (``torch:fastest``, ``openvino:fastest``; ONNX
 Runtime runs its fp32 graph), and the report names the CPU kind and that dtype; ``--dtypes auto``
 also times fp32 beside bf16 where the CPU has it. The harness at its fastest against the fastest
-peer is the headline ratio, beside issue 44's target (at least 1.25x).
+peer is the headline ratio; issue 44's target (at least 1.25x) is against the faster of ONNX
+Runtime and OpenVINO.
 
 Same model, same sentences (the unique sentences of STS-B test, or the first ``--sentences`` of
 them), every encoder loaded once in its own process and waiting while the others run: only
@@ -61,7 +64,8 @@ PEERS = (
     ("onnx", "fp32"),
     ("openvino", "fastest"),
 )
-TARGET = 1.25  # issue 44: the harness at least this many times faster than the fastest peer
+# issue 44: the harness at least this many times faster than the fastest of these peers
+TARGET, TARGET_PEERS = 1.25, ("ST onnx", "ST openvino")
 
 
 def matmul_peak(dtype, size: int = 4096, repeats: int = 5, budget_s: float = 0.5) -> float:
@@ -313,13 +317,20 @@ def main(argv: list[str] | None = None) -> None:
         peers_best = [k for k in best if k not in ours]
         if peers_best:
             top = min(peers_best, key=lambda k: med[k])
-            headline = sbs.ratio(med[top], med[fastest])
-            verdict = "met" if headline >= TARGET else "MISSED"
             lines += [
                 "",
-                f"fastest peer: {top[0]} {top[1]}; sts-bench {fastest[1]} / fastest peer: "
-                f"**{headline:.2f}×** (issue 44's target ≥ {TARGET}: {verdict})",
+                f"fastest peer: {top[0]} {top[1]}; its seconds / sts-bench {fastest[1]}'s: "
+                f"**{sbs.ratio(med[top], med[fastest]):.2f}×**",
             ]
+        targeted = [k for k in peers_best if k[0] in TARGET_PEERS]
+        if targeted:  # issue 44's target: against sentence-transformers on ONNX Runtime / OpenVINO
+            top = min(targeted, key=lambda k: med[k])
+            headline = sbs.ratio(med[top], med[fastest])
+            verdict = "met" if headline >= TARGET else "MISSED"
+            lines.append(
+                f"fastest of ST + ONNX Runtime / OpenVINO: {top[0]} {top[1]}, "
+                f"**{headline:.2f}×** (issue 44's target ≥ {TARGET}: {verdict})"
+            )
     lines += [f"- {line}" for line in skipped]
     lines += [
         "",
