@@ -41,20 +41,28 @@ def cpu_facts(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
 
 
 def machine_line(dtypes: Sequence[str], facts: dict[str, Any] | None = None) -> str:
-    """One line for a report's header: the CPU kind and the dtypes timed.
+    """One line for a report's header: the CPU kind, the fastest dtype it computes natively (what
+    ``--dtype fastest`` picks: :func:`harness.core.machine.fastest_cpu_dtype`) and the dtypes
+    timed.
 
     >>> facts = {"cpu": "Xeon", "flags": ["amx_bf16"], "cores": 2, "bf16_native": True}
     >>> machine_line(["fp32", "bf16"], facts)
-    'CPU: Xeon, 2 cores, bf16 native (amx_bf16); dtype: fp32, bf16'
-    >>> machine_line(["bf16"], {**facts, "flags": [], "bf16_native": False})
-    'CPU: Xeon, 2 cores, bf16 emulated (no bf16 instructions): slower than fp32; dtype: bf16'
-    """
+    'CPU: Xeon, 2 cores, bf16 native (amx_bf16), fastest native dtype bf16; dtype: fp32, bf16'
+    >>> print(machine_line(["fp32"], {**facts, "flags": [], "bf16_native": False}))
+    CPU: Xeon, 2 cores, bf16 emulated (no bf16 instructions): slower than fp32, fastest native dtype fp32; dtype: fp32
+    """  # noqa: E501
+    from harness.core.machine import fastest_cpu_dtype
+
     facts = cpu_facts() if facts is None else facts
     if facts["bf16_native"]:
         half = "bf16 native" + (f" ({', '.join(facts['flags'])})" if facts["flags"] else "")
     else:
         half = "bf16 emulated (no bf16 instructions): slower than fp32"
-    return f"CPU: {facts['cpu']}, {facts['cores']} cores, {half}; dtype: {', '.join(dtypes)}"
+    fastest = fastest_cpu_dtype(bool(facts["bf16_native"]))
+    return (
+        f"CPU: {facts['cpu']}, {facts['cores']} cores, {half}, fastest native dtype {fastest}; "
+        f"dtype: {', '.join(dtypes)}"
+    )
 
 
 def load_line(started: tuple[float, float, float]) -> str:

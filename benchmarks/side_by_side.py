@@ -6,8 +6,11 @@ The parts they share live here, so each script holds only what it measures:
 
 - **options**: :func:`add_options` gives a parser ``--rounds``, ``--dtypes``, ``--threads``,
   ``--out`` and ``--json`` with one meaning everywhere, and :func:`check_options` refuses what
-  cannot run; :func:`resolve_dtypes` turns ``auto`` into fp32, plus bf16 where the CPU computes
-  it (on a CPU that emulates bf16, a bf16 timing says nothing about bf16).
+  cannot run; :func:`resolve_dtypes` turns ``fastest`` into the fastest dtype this CPU computes
+  natively (bf16 with AMX or AVX512-BF16, else fp32: :func:`harness.core.machine.fastest_cpu_dtype`)
+  and ``auto`` into fp32, plus bf16 where the CPU computes it (on a CPU that emulates bf16, a bf16
+  timing says nothing about bf16). A benchmark that defaults to ``fastest`` times both sides in
+  the dtype a user of this CPU would pick, and its header says which.
 - **fresh processes**: each side of a cold measurement runs in a process of its own (as a run
   does: one process for both would share oneDNN's kernel cache and the imports). A script answers
   its own steps with :func:`answer_step` (``script --step JSON`` prints one JSON line), launched by
@@ -42,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What every step process gets: offline, and no tokenizer thread pool fighting the timed threads.
 STEP_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 DTYPES = ("fp32", "bf16", "fp16")
+FASTEST = "fastest"  # the fastest dtype this CPU computes natively, resolved by resolve_dtypes
 
 T = TypeVar("T")
 
@@ -72,7 +76,9 @@ def add_options(
             nargs="+",
             choices=list(dtype_choices),
             default=list(dtypes),
-            help=f"dtypes timed ({' '.join(dtypes)}); auto: fp32, and bf16 where the CPU has it",
+            help=f"dtypes timed ({' '.join(dtypes)}); fastest: the fastest this CPU computes "
+            "natively (bf16 with AMX or AVX512-BF16, else fp32); auto: fp32, and bf16 where the "
+            "CPU has it",
         )
     if isinstance(threads, int):
         parser.add_argument(
@@ -108,20 +114,31 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def resolve_dtypes(dtypes: Sequence[str], bf16_native: bool | None = None) -> list[str]:
-    """``auto`` becomes fp32, and bf16 where the CPU computes bf16; duplicates go, order stays.
+    """``fastest`` becomes bf16 where the CPU computes bf16, else fp32; ``auto`` becomes fp32, and
+    bf16 where the CPU computes it; duplicates go, order stays. ``bf16_native`` answers the CPU
+    probe (None: ask oneDNN, :func:`harness.core.machine.half_native_on_cpu`).
 
     >>> resolve_dtypes(["auto"], bf16_native=True), resolve_dtypes(["auto"], bf16_native=False)
     (['fp32', 'bf16'], ['fp32'])
+    >>> resolve_dtypes(["fastest"], bf16_native=True), resolve_dtypes(["fastest"], False)
+    (['bf16'], ['fp32'])
     >>> resolve_dtypes(["bf16", "auto"], bf16_native=True)
     ['bf16', 'fp32']
     """
-    if "auto" in dtypes and bf16_native is None:
+    from harness.core.machine import fastest_cpu_dtype
+
+    if {"auto", FASTEST} & set(dtypes) and bf16_native is None:
         from harness.core.machine import half_native_on_cpu
 
         bf16_native = half_native_on_cpu("bf16")
     found: list[str] = []
     for dtype in dtypes:
-        found += (["fp32", "bf16"] if bf16_native else ["fp32"]) if dtype == "auto" else [dtype]
+        if dtype == "auto":
+            found += ["fp32", "bf16"] if bf16_native else ["fp32"]
+        elif dtype == FASTEST:
+            found.append(fastest_cpu_dtype(bool(bf16_native)))
+        else:
+            found.append(dtype)
     return list(dict.fromkeys(found))
 
 
@@ -283,7 +300,7 @@ def header(
     <BLANKLINE>
     STS-B test, MiniLM; median of 3 alternating rounds
     <BLANKLINE>
-    CPU: Xeon, 2 cores, bf16 native; dtype: bf16
+    CPU: Xeon, 2 cores, bf16 native, fastest native dtype bf16; dtype: bf16
     <BLANKLINE>
     """
     from benchmarks.report import machine_line

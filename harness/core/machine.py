@@ -142,3 +142,54 @@ def half_native_on_cpu(dtype: str) -> bool:
 
     test = {"bf16": "_is_mkldnn_bf16_supported", "fp16": "_is_mkldnn_fp16_supported"}[dtype]
     return mkldnn_supports(torch.ops.mkldnn, test)
+
+
+# What ``--dtype fastest`` may pick, from the safest to the fastest where the hardware has it.
+FASTEST = "fastest"
+_SPEED_RANK = ("fp32", "fp16", "bf16")
+
+
+def fastest_cpu_dtype(bf16_native: bool | None = None) -> str:
+    """The fastest dtype this CPU computes natively: ``bf16`` where it has bf16 instructions
+    (AMX-BF16, AVX512-BF16: oneDNN's own test, :func:`half_native_on_cpu`), else ``fp32``; an
+    emulated bf16 is slower than fp32 (7.7x measured on an AVX2-only AMD EPYC, issue 44).
+    ``bf16_native`` answers the probe (a test, or a benchmark that already asked).
+
+    >>> fastest_cpu_dtype(bf16_native=True), fastest_cpu_dtype(bf16_native=False)
+    ('bf16', 'fp32')
+    """
+    native = half_native_on_cpu("bf16") if bf16_native is None else bf16_native
+    return "bf16" if native else "fp32"
+
+
+def fastest_cuda_dtype(capability: tuple[int, int]) -> str:
+    """The fastest dtype a GPU of compute ``capability`` computes in its tensor cores: ``bf16``
+    from Ampere (8.0) on, ``fp16`` on Volta and Turing (7.x), ``fp32`` before (no tensor cores).
+    bf16 before fp16 where both run: as fast, and with fp32's range it cannot overflow.
+
+    >>> fastest_cuda_dtype((9, 0)), fastest_cuda_dtype((7, 5)), fastest_cuda_dtype((6, 1))
+    ('bf16', 'fp16', 'fp32')
+    """
+    if capability >= (8, 0):
+        return "bf16"
+    return "fp16" if capability >= (7, 0) else "fp32"
+
+
+def fastest_dtype(requested_device: str) -> tuple[str, str]:
+    """What ``--dtype fastest`` means on ``requested_device`` (as ``--device`` gives it): the
+    concrete dtype and why, for the record (``("bf16", "fastest on this CPU")``). On several GPUs
+    the dtype every one of them runs fast (the slowest pick); on a CPU :func:`fastest_cpu_dtype`.
+    The answer depends on the machine, so a run's scores do too: the default stays ``fp32``."""
+    devices = [resolve_device(device) for device in device_list(requested_device.strip())]
+    if all(device == "cpu" for device in devices):
+        return fastest_cpu_dtype(), "fastest on this CPU"
+    import torch
+
+    picks = {}
+    for device in devices:
+        capability = tuple(torch.cuda.get_device_capability(torch.device(device)))
+        picks[device] = (fastest_cuda_dtype((capability[0], capability[1])), capability)
+    dtype = min((pick for pick, _ in picks.values()), key=_SPEED_RANK.index)
+    shown = ", ".join(f"{d} {c[0]}.{c[1]}" for d, (_, c) in picks.items())
+    where = "this GPU" if len(picks) == 1 else "these GPUs"
+    return dtype, f"fastest on {where} (compute capability {shown})"

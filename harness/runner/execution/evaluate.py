@@ -195,7 +195,7 @@ def build_record(
             "gold": [float(g) for g in split.gold],
             "subset": list(split.subsets) if split.subsets is not None else None,
         },
-        "env": environment(devices, cfg.dtype),
+        "env": environment(devices, cfg.dtype, cfg.dtype_picked),
         "timings": timings,
     }
     return strict(record)

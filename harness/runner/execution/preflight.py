@@ -2,7 +2,8 @@
 for a reason it could have seen at the start: the ``--baseline`` file is a readable leaderboard
 CSV (read once, here, before anything is written), the output and cache folders and every cache
 subfolder the run may write can be written to, and the settings that depend on the backbone
-(``--max-length`` against its positions and special tokens) are settled.
+(``--max-length`` against its positions and special tokens) are settled, and so is
+``--dtype fastest`` (the concrete dtype this machine runs fastest, :func:`applied_dtype`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,32 @@ def settle(cfg: BenchConfig) -> BenchConfig:
             names[canonical] = given
     if len(names) < len(cfg.tasks):
         cfg = replace(cfg, tasks=tuple(names.values()))
-    return replace(cfg, max_length=applied_max_length(cfg))
+    return applied_dtype(replace(cfg, max_length=applied_max_length(cfg)))
+
+
+def applied_dtype(cfg: BenchConfig) -> BenchConfig:
+    """``--dtype fastest`` as this machine resolves it (:func:`harness.core.machine.fastest_dtype`:
+    bf16 on a CPU with AMX or AVX512-BF16, fp32 on one without, bf16 or fp16 on a GPU by its
+    compute capability): the concrete dtype is what the protocol, the cache keys and the tables
+    hold, and ``dtype_picked`` says it was picked (the record's ``env``). One line says so. Any
+    other dtype is left as given. Refused with workers elsewhere (``--scheduler-address``): their
+    hardware is not this machine's, so this machine cannot say what is fastest there."""
+    from dataclasses import replace
+
+    from harness.core.machine import FASTEST, fastest_dtype
+    from harness.runner.settings.console import say
+
+    if cfg.dtype != FASTEST:
+        return cfg
+    if cfg.scheduler_address:
+        raise UserError(
+            f"--dtype fastest: the encode windows run on the workers of {cfg.scheduler_address}, "
+            "whose hardware this machine cannot probe; give their dtype (fp32 runs everywhere; "
+            "bf16 where they have AMX, AVX512-BF16 or an Ampere or newer GPU)"
+        )
+    dtype, why = fastest_dtype(cfg.device)
+    say(f"--dtype fastest: {dtype} ({why}; recorded as dtype {dtype})")
+    return replace(cfg, dtype=dtype, dtype_picked=why)
 
 
 def applied_max_length(cfg: BenchConfig) -> int:

@@ -51,6 +51,7 @@ def _config(
         "baseline",
         "paper",
         "explicit",
+        "dtype_picked",
     }
     for key in settings:
         if key not in names:
@@ -74,12 +75,11 @@ def _config(
             "method_params": {method: dict(options)},
         },
     )
-    from harness.runner.execution.preflight import applied_max_length
+    from harness.runner.execution.preflight import applied_dtype, applied_max_length
 
     cfg = cfg.validate()
-    return replace(
-        cfg, max_length=applied_max_length(cfg)
-    )  # as a run applies it: capped at the model's reach
+    # as a run applies them: capped at the model's reach, --dtype fastest made concrete
+    return applied_dtype(replace(cfg, max_length=applied_max_length(cfg)))
 
 
 def mteb_model(

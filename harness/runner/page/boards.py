@@ -65,8 +65,9 @@ def settings_of(rec: Record) -> str:
         if backbone
         else "",
         f"fit set {fit.get('name')}: {fit.get('n_sentences')} sentences" if fit else "",
-        f"aggregation {protocol['aggregation']}, dtype {protocol['dtype']}, "
-        f"similarity {protocol['similarity']}",
+        f"aggregation {protocol['aggregation']}, dtype {protocol['dtype']}"
+        + (f" ({env['dtype_picked']})" if env.get("dtype_picked") else "")
+        + f", similarity {protocol['similarity']}",
         f"bootstrap {rec['scores'].get('bootstrap_rounds')} rounds, "
         f"seed {rec['scores'].get('bootstrap_seed')}",
         f"run {rec['created']} at commit {str(rec['harness'].get('git_sha'))[:12]}; torch "

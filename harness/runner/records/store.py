@@ -67,13 +67,16 @@ def git_sha() -> str | None:
     return f"{sha}+dirty" if dirty else sha
 
 
-def environment(devices: list[str], dtype: str) -> dict[str, Any]:
+def environment(devices: list[str], dtype: str, picked: str = "") -> dict[str, Any]:
+    """Where a record was computed. ``picked``: why ``dtype`` is what it is when the run chose it
+    (``--dtype fastest`` → ``"fastest on this CPU"``); the key is there only then."""
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": package_versions(*_PACKAGES),
         "devices": devices or ["none (all vectors from cache)"],
         "dtype": dtype,
+        **({"dtype_picked": picked} if picked else {}),
     }
 
 

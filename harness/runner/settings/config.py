@@ -98,8 +98,9 @@ def _data_dirs(locations: dict[str, str]) -> None:
 
 def _dtypes() -> Sequence[str]:
     from harness.core.encoding import EncodeSettings
+    from harness.core.machine import FASTEST
 
-    return EncodeSettings.DTYPES
+    return (*EncodeSettings.DTYPES, FASTEST)
 
 
 def _available_cpus() -> int:
@@ -323,7 +324,8 @@ class BenchConfig:
         group=ENCODING,
         choices=_dtypes,
         protocol=True,
-        help="compute dtype (autocast)",
+        help="compute dtype (autocast); fastest: the fastest this machine runs natively (bf16 on "
+        "AMX or AVX512-BF16, fp32 on AVX2; recorded as the dtype it picked)",
         reaches=("encode",),
     )
     device: str = setting(
@@ -504,6 +506,10 @@ class BenchConfig:
     # "method.option": that overrides a --paper preset. Fields off their default count as given too.
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     explicit: frozenset[str] = frozenset()
+    # Not a setting either: why ``dtype`` is what it is when the run picked it (``--dtype fastest``
+    # resolved by harness.runner.execution.preflight.applied_dtype: "fastest on this CPU"); the
+    # record keeps it beside the concrete dtype, which is what the protocol and cache keys hold.
+    dtype_picked: str = ""
 
     def given(self) -> frozenset[str]:
         """The settings the user chose: those named in ``explicit`` and those off their default."""
@@ -511,7 +517,7 @@ class BenchConfig:
         changed = {
             f.name
             for f in fields(self)
-            if f.name not in ("explicit", "method_params")
+            if f.name not in ("explicit", "method_params", "dtype_picked")
             and getattr(self, f.name) != getattr(defaults, f.name)
         }
         options = {
