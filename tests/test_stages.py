@@ -98,7 +98,7 @@ def test_the_command_line_prints_stages_that_add_up_to_the_run(bench, senteval_r
     lines = [line for line in err.splitlines() if line.startswith("stages:")]
     assert len(lines) == 1
     seconds = parse_line(lines[0])
-    assert {"start", "plan", "encode", "total"} <= set(seconds), seconds  # stages under 5 ms: left out
+    assert {"start", "encode", "total"} <= set(seconds), seconds  # stages under 5 ms (plan, often): left out
     shown = sum(v for k, v in seconds.items() if k not in ("total", "start"))
     # each shown to 0.1 s, and the stages under 5 ms left out
     assert shown == pytest.approx(seconds["total"] - seconds["start"], abs=0.05 * len(seconds) + 0.1)
