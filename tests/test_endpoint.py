@@ -18,7 +18,7 @@ from endpoint_server import EmbeddingsServer, shortened, words
 from fixtures import pairs
 from scipy.stats import spearmanr
 
-import methods.endpoint_http as endpoint_http
+import methods.endpoint.http as endpoint_http
 from harness.core.errors import EndpointError
 
 KEY = "sk-test-0123456789abcdefSECRET"

@@ -27,6 +27,7 @@ from harness.runner.presets.evidence import (
     CSV_COLUMNS,
     MODEL_DIFFERS,
     NOT_RUN,
+    PAPER_COLUMNS,
     RECORD,
     average_line,
     measured_value,
@@ -271,16 +272,8 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
             "",
             tabulate(
                 rows,
-                headers=[
-                    "model",
-                    "setting",
-                    "task",
-                    "metric",
-                    "published",
-                    "measured",
-                    "Δ",
-                    "status",
-                ],
+                # the CSV's columns from the model on, the delta written as Δ
+                headers=[("Δ" if c == "delta" else c) for c in PAPER_COLUMNS[2:]],
                 tablefmt="pipe",
                 disable_numparse=True,
             ),

@@ -4,7 +4,7 @@ on what may pass (429, 5xx, a timeout, a dropped connection, a garbled body), an
 :class:`EndpointError` line for what will not (a refused key, an unknown model, an answer of the
 wrong shape, retries spent). Standard library only: ``urllib.request`` and a thread pool.
 
-What is sent and how an answer is read is :mod:`methods.endpoint_wire` (the vectors' cache key
+What is sent and how an answer is read is :mod:`methods.endpoint.wire` (the vectors' cache key
 holds its code, not this module's). The key is sent as ``Authorization: Bearer``, is never
 followed to another host (redirects are refused) and is masked in any text the server sends back
 before that text reaches an error line.
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import EndpointError
-from methods.endpoint_wire import Answer, Malformed, WrongAnswer, read_answer, request_body
+from methods.endpoint.wire import Answer, Malformed, WrongAnswer, read_answer, request_body
 
 BACKOFF_S = 1.0  # the first retry's wait when the server names none (doubled per attempt)
 MAX_BACKOFF_S = 60.0

@@ -5,12 +5,12 @@ method of the run.
 The endpoint is named by ``--backbone http://HOST:PORT/v1`` (or ``--set endpoint.url=URL``, which
 leaves ``--backbone`` to the run's other methods) and its model by ``--set endpoint.model=NAME``.
 Each distinct sentence is sent once; its vector is cached under the endpoint's URL, the model,
-``dimensions``, ``cache_key`` and the code that reads the answers (:mod:`methods.endpoint_wire`),
+``dimensions``, ``cache_key`` and the code that reads the answers (:mod:`methods.endpoint.wire`),
 never under the key, so a warm run sends no request. The API key is read from the environment
 (``$OPENAI_API_KEY``, or the variable ``key_env`` names) when the requests are sent: it is in no
 spec, record, cache key, log line or page.
 
-Batching, concurrency and retries are :mod:`methods.endpoint_http`'s; a failing endpoint is one
+Batching, concurrency and retries are :mod:`methods.endpoint.http`'s; a failing endpoint is one
 ``EndpointError`` line (exit 6), the vectors that came back before it stay cached.
 """
 
@@ -32,7 +32,7 @@ from harness.core.progress import progress_bar
 if TYPE_CHECKING:
     from harness.core.data.splits import SplitData
     from harness.core.vector_store import VectorStore
-    from methods.endpoint_http import Spent
+    from methods.endpoint.http import Spent
 
 FLUSH = 2048  # sentences kept in memory before they are written to the cache as one part
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -169,7 +169,7 @@ class Endpoint(EmbeddingMethod):
     def code(self) -> tuple[str, ...]:
         """What the cached vectors depend on in this project's code: the request body and the
         reading of the answer, not the batching, retries or bookkeeping around them."""
-        return ("methods.endpoint_wire",)
+        return ("methods.endpoint.wire",)
 
     def who(self) -> str:
         return f"endpoint {self.spec.params['url']} (model {self.spec.params['model']})"
@@ -188,7 +188,7 @@ class Endpoint(EmbeddingMethod):
         return self._vectors
 
     def describe_encode(self, sentences: Sequence[str]) -> str:
-        from methods.endpoint_http import batches
+        from methods.endpoint.http import batches
 
         p = self.spec.params
         todo = self.store().missing(sentences)
@@ -201,7 +201,7 @@ class Endpoint(EmbeddingMethod):
     def prepare(self, sentences: Sequence[str]) -> None:
         """Send every sentence the cache lacks; each batch's vectors are kept as they arrive and
         written to the cache every :data:`FLUSH` sentences and when the run stops, failed or not."""
-        from methods.endpoint_http import Client, Limits
+        from methods.endpoint.http import Client, Limits
 
         store = self.store()
         todo = store.missing(sentences)
@@ -254,7 +254,7 @@ class Endpoint(EmbeddingMethod):
         and received, the model name the answers gave, and what this run asked of it (requests,
         retries, inputs, and the tokens the answers' ``usage`` reported: 0 requests on a warm
         run). The usage is the run's, for every task it encoded at once, not this task's."""
-        from methods.endpoint_http import Spent
+        from methods.endpoint.http import Spent
 
         p = self.spec.params
         spent = self.spent or Spent()

@@ -4,7 +4,7 @@ This is the part of the ``endpoint`` method that decides the numbers: the reques
 inputs, ``dimensions``) and the reading of ``data[*].embedding`` (floats, or base64 of little-endian
 float32). The endpoint method's cache keys on this module's code alone
 (``methods.endpoint.Endpoint.code``): batching, concurrency, retries and the progress line
-(``methods.endpoint_http``) change when a vector arrives, never what it is.
+(``methods.endpoint.http``) change when a vector arrives, never what it is.
 
 The answer, as OpenAI documents it and vLLM, text-embeddings-inference, Ollama and LiteLLM
 serve it::
