@@ -16,6 +16,7 @@ import hashlib
 import json
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -43,6 +44,17 @@ def shortened(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
     return (cut / np.linalg.norm(cut, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A server whose request errors (a client that hung up mid-answer) are kept in ``errors``
+    rather than printed to ``sys.stderr``: a test captures that stream as the run's, and a
+    traceback there must be the run's own."""
+
+    errors: list[str]
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        self.errors.append(traceback.format_exc())
+
+
 class EmbeddingsServer:
     """The server and its switches (``faults``: what the next requests get, in order)."""
 
@@ -56,7 +68,9 @@ class EmbeddingsServer:
         self.bodies: list[dict] = []
         self.authorized: list[str | None] = []
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.errors: list[str] = []  # the handler's own exceptions, with their tracebacks
+        self.httpd = _Quiet(("127.0.0.1", 0), self._handler())
+        self.httpd.errors = self.errors
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

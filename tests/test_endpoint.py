@@ -128,7 +128,8 @@ def test_429_500_a_timeout_and_a_garbled_body_are_retried_to_the_same_vectors(be
 
 def test_dimensions_are_asked_for_and_cached_apart(bench, embeddings_server, task_file, tmp_path):
     server = embeddings_server
-    assert bench(*run_args(server, task_file))[0] == 0
+    code, _, err = bench(*run_args(server, task_file))
+    assert code == 0, err
     full = server.requests
     code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.dimensions=8", "--export-embeddings",
                                    str(tmp_path / "vectors")))
@@ -170,7 +171,7 @@ def test_the_key_is_sent_and_written_nowhere(bench, embeddings_server, task_file
     monkeypatch.setenv("MY_EMBEDDINGS_KEY", "sk-wrong-SECRET2")
     code, out, err = bench(*run_args(server, task_file, "--set", "endpoint.key_env=MY_EMBEDDINGS_KEY", "--set",
                                      "endpoint.cache_key=v2"))
-    assert code == 6 and "Traceback" not in err
+    assert code == 6 and "Traceback" not in err, (err, server.errors)
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert f"endpoint {server.url} (model words): HTTP 401: Incorrect API key provided: ***." in line
     assert "the key in $MY_EMBEDDINGS_KEY was sent" in line and "SECRET2" not in out + err
@@ -209,7 +210,7 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
     server.faults = ["500"] * 3
     code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.attempts=3", "--set",
                                    "endpoint.concurrency=1", "--methods", "endpoint", "random"))
-    assert code == 6 and "Traceback" not in err
+    assert code == 6 and "Traceback" not in err, (err, server.errors)
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert line == (f"error: endpoint {server.url} (model words): HTTP 500: The server had an error while processing "
                     "your request. on each of 3 attempts; try again later, or allow more: --set endpoint.attempts=N, "
@@ -223,7 +224,7 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
     closed.httpd.server_close()
     code, _, err = bench("--backbone", url, "--methods", "endpoint", "--set", "endpoint.model=words", "--tasks",
                          f"file:{task_file}", "--set", "endpoint.attempts=2")
-    assert code == 6 and "Traceback" not in err
+    assert code == 6 and "Traceback" not in err, (err, server.errors)
     assert re.search(r"error: endpoint http://127\.0\.0\.1:\d+/v1 \(model words\): connection failed "
                      r"\(ConnectionRefusedError: .*\) on each of 2 attempts", err), err
 
@@ -245,7 +246,7 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
 ])
 def test_a_wrong_endpoint_setting_is_one_line_before_anything_is_sent(args, says, bench, tmp_path):
     code, out, err = bench("--methods", "endpoint", *args)
-    assert code == 2 and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err, err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert says in line and "SECRET" not in out + err
 
