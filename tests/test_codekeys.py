@@ -101,3 +101,107 @@ def test_digesting_imports_nothing_heavy():
             "'methods.flow') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _reference_parsed(data: bytes, package: str) -> tuple[str, list[str]]:
+    """The digest and imports written the plain way, as the module computed them before its single
+    pass: ``ast.walk`` over every node, ``ast.dump`` of the whole stripped tree."""
+    import ast
+    import hashlib
+
+    tree = ast.parse(data)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    imports: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            imports.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+            module = ".".join(x for x in (base, node.module or "") if x)
+            imports.add(module)
+            imports.update(f"{module}.{alias.name}" for alias in node.names)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+        elif isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Name(id="_", ctx=ast.Load())
+    return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest(), sorted(imports)
+
+
+EVERY_SHAPE = '''"""Module docstring."""
+from __future__ import annotations
+import os.path as p, json
+from . import sibling
+from ..up import thing as t
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from heavy import Types
+    if True:
+        import deeper
+else:
+    import only_at_runtime
+x: int = 1
+y: "list[int]"
+class C(Base, metaclass=M):
+    """Class docstring."""
+    field: dict[str, int] = {}
+    async def m(self, a: int, /, b: str = "s", *args: int, c: float, **kw: object) -> None:
+        """Method docstring."""
+        import inside_method
+        async with open(p) as f:
+            async for line in f:
+                pass
+def only_doc():
+    """Nothing but this."""
+try:
+    import optional
+except* ImportError as err:
+    optional = None
+else:
+    z = lambda q, *r, s=1: q
+finally:
+    del x
+match command:
+    case {"go": [a, *rest]} if a:
+        import in_match
+    case Point(x=0) | None:
+        pass
+while y:
+    w = [i async for i in g() if i] if False else {k: v for k, v in d}
+'''
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="ast.dump leaves empty fields out from 3.13 on")
+def test_the_single_pass_equals_the_plain_walk_and_dump_on_every_module_and_every_statement_shape():
+    """The one-pass normaliser (quicker, the cold run pays it for ~110 modules) keeps every digest and
+    import list of the plain computation, so no cache key moved: on every module of the tree and
+    on a module with every statement that can hold a block, an import or an annotation."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [(p.read_bytes(), "harness.x.y")
+               for d in ("harness", "methods", "tests") for p in (root / d).rglob("*.py")]
+    sources.append((EVERY_SHAPE.encode(), "pkg.sub"))
+    assert len(sources) > 200
+    for data, package in sources:
+        assert codekeys._parsed(data, package) == _reference_parsed(data, package)
+    digest, imports = codekeys._parsed(EVERY_SHAPE.encode(), "pkg.sub")
+    assert "heavy" not in imports and "deeper" not in imports and "only_at_runtime" in imports
+    expected = {"inside_method", "in_match", "optional", "pkg.sub", "pkg.sub.sibling", "pkg.up.thing", "os.path"}
+    assert expected <= set(imports)
+    annotated = EVERY_SHAPE.replace("c: float", "c: int").replace("-> None", "-> int").replace("x: int", "x: str")
+    assert codekeys._parsed(annotated.encode(), "pkg.sub")[0] == digest
+    assert codekeys._parsed(EVERY_SHAPE.replace("case Point(x=0)", "case Point(x=1)").encode(), "pkg.sub")[0] != digest
