@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import ACTIVATIONS, Packing
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
@@ -48,9 +49,9 @@ class NativeBert(NativeEncoder):
     def __init__(self, config: dict[str, Any], with_pooler: bool, position_offset: int = 0) -> None:
         super().__init__(config, with_pooler)
         hidden = config["hidden_size"]
-        self.word = nn.Embedding(config["vocab_size"], hidden)
-        self.position = nn.Embedding(config["max_position_embeddings"], hidden)
-        self.token_type = nn.Embedding(config.get("type_vocab_size", 2), hidden)
+        self.word = uninitialised.Embedding(config["vocab_size"], hidden)
+        self.position = uninitialised.Embedding(config["max_position_embeddings"], hidden)
+        self.token_type = uninitialised.Embedding(config.get("type_vocab_size", 2), hidden)
         self.norm = nn.LayerNorm(hidden, eps=config.get("layer_norm_eps", 1e-12))
         self.position_offset = position_offset
 

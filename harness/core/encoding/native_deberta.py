@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import Packing, ScoreBias
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
@@ -107,15 +108,15 @@ class NativeDeberta(NativeEncoder):
         hidden, eps = config["hidden_size"], config.get("layer_norm_eps", 1e-7)
         width = config.get("embedding_size") or hidden
         self.config = config
-        self.word = nn.Embedding(config["vocab_size"], width)
+        self.word = uninitialised.Embedding(config["vocab_size"], width)
         self.position = (
-            nn.Embedding(config["max_position_embeddings"], width)
+            uninitialised.Embedding(config["max_position_embeddings"], width)
             if config.get("position_biased_input", True)
             else None
         )
         types = config.get("type_vocab_size", 0)
-        self.token_type = nn.Embedding(types, width) if types > 0 else None
-        self.project = nn.Linear(width, hidden, bias=False) if width != hidden else None
+        self.token_type = uninitialised.Embedding(types, width) if types > 0 else None
+        self.project = uninitialised.Linear(width, hidden, bias=False) if width != hidden else None
         self.norm = nn.LayerNorm(hidden, eps=eps)
         self.terms = attention_terms(config)
         self.relative = bool(config.get("relative_attention", False))

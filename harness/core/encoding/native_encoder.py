@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import (
     LinearKernel,
     PackedStates,
@@ -55,11 +56,11 @@ class NativeLayer(nn.Module):
     def __init__(self, hidden: int, heads: int, inner: int, eps: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.out = nn.Linear(hidden, hidden)
+        self.qkv = uninitialised.Linear(hidden, 3 * hidden)
+        self.out = uninitialised.Linear(hidden, hidden)
         self.norm1 = nn.LayerNorm(hidden, eps=eps)
-        self.up = nn.Linear(hidden, inner)
-        self.down = nn.Linear(inner, hidden)
+        self.up = uninitialised.Linear(hidden, inner)
+        self.down = uninitialised.Linear(inner, hidden)
         self.norm2 = nn.LayerNorm(hidden, eps=eps)
 
 
@@ -78,7 +79,7 @@ class NativeEncoder(nn.Module):
             NativeLayer(hidden, config["num_attention_heads"], config["intermediate_size"], eps)
             for _ in range(config["num_hidden_layers"])
         )
-        self.pooler = nn.Linear(hidden, hidden) if with_pooler else None
+        self.pooler = uninitialised.Linear(hidden, hidden) if with_pooler else None
         self.compute_dtype = torch.float32
         self._kernels: list[dict[str, LinearKernel]] | None = None
 

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import (
     LinearKernel,
     PackedStates,
@@ -126,10 +127,10 @@ class DecoderLayer(nn.Module):
     def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
         width = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
-        self.qkv = nn.Linear(shape.hidden, width, bias=shape.qkv_bias)
-        self.out = nn.Linear(shape.heads * shape.head_dim, shape.hidden, bias=False)
-        self.gate_up = nn.Linear(shape.hidden, 2 * shape.inner, bias=False)
-        self.down = nn.Linear(shape.inner, shape.hidden, bias=False)
+        self.qkv = uninitialised.Linear(shape.hidden, width, bias=shape.qkv_bias)
+        self.out = uninitialised.Linear(shape.heads * shape.head_dim, shape.hidden, bias=False)
+        self.gate_up = uninitialised.Linear(shape.hidden, 2 * shape.inner, bias=False)
+        self.down = uninitialised.Linear(shape.inner, shape.hidden, bias=False)
         self.norm1 = nn.Parameter(torch.ones(shape.hidden))
         self.norm2 = nn.Parameter(torch.ones(shape.hidden))
         self.q_norm = nn.Parameter(torch.ones(shape.head_dim)) if shape.qk_norm else None
@@ -369,7 +370,7 @@ class NativeDecoder(nn.Module):
     def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
         self.shape = shape
-        self.embed = nn.Embedding(shape.vocab, shape.hidden)
+        self.embed = uninitialised.Embedding(shape.vocab, shape.hidden)
         self.layers = nn.ModuleList(DecoderLayer(shape) for _ in range(shape.layers))
         self.norm = nn.Parameter(torch.ones(shape.hidden))
         self.register_buffer("inv_freq", rope_frequencies(shape), persistent=False)

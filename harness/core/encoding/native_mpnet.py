@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import Packing, ScoreBias
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
@@ -75,10 +76,10 @@ class NativeMPNet(NativeEncoder):
     def __init__(self, config: dict[str, Any], with_pooler: bool) -> None:
         super().__init__(config, with_pooler)
         hidden = config["hidden_size"]
-        self.word = nn.Embedding(config["vocab_size"], hidden)
-        self.position = nn.Embedding(config["max_position_embeddings"], hidden)
+        self.word = uninitialised.Embedding(config["vocab_size"], hidden)
+        self.position = uninitialised.Embedding(config["max_position_embeddings"], hidden)
         self.norm = nn.LayerNorm(hidden, eps=config.get("layer_norm_eps", 1e-12))
-        self.relative_bias = nn.Embedding(
+        self.relative_bias = uninitialised.Embedding(
             config.get("relative_attention_num_buckets", BUCKETS), config["num_attention_heads"]
         )
         self._bias_by_length: dict[int, torch.Tensor] = {}
