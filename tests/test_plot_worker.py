@@ -65,6 +65,9 @@ def worker():
     may have imported matplotlib already (serving() would then start none)."""
     with plot_worker.made_current(PlotWorker.start()) as started:
         assert started is not None and started.process.is_alive()
+        # The child imports matplotlib at idle priority: on a busy test machine it may need longer
+        # than a run's first job waits (READY_WAIT_S); these tests are about what comes after.
+        assert started.wait_ready(60)
         yield started
 
 
@@ -282,3 +285,40 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert marker.read_text() == "ran\n"
     assert Path(done.stdout.strip()) == marker.with_suffix(".png") and marker.with_suffix(".png").is_file()
+
+
+def test_a_stopped_worker_ends_at_once_with_its_files_whole(tmp_path):
+    """Asked to stop, the child leaves without the interpreter's teardown of matplotlib (os._exit
+    after flushing): stop() finds it already gone, the exit code is 0 (not the terminate() a
+    child that kept the parent waiting would get), and the PNG it drew is whole."""
+    with plot_worker.made_current(PlotWorker.start()) as worker:
+        assert worker is not None
+        path = worker.draw(plots.leaderboard_png, (long_rows(), tmp_path / "leaderboard.png"), {})
+    assert worker.process.exitcode == 0
+    assert path.read_bytes() == plots.leaderboard_png(long_rows(), tmp_path / "again.png").read_bytes()
+
+
+def test_the_child_imports_at_idle_priority_and_a_starved_one_is_not_waited_for(tmp_path, monkeypatch):
+    """The child takes only the cycles the run leaves (SCHED_IDLE), so a machine whose cores are
+    all busy may starve it: the first job then waits READY_WAIT_S for its greeting, no longer, and
+    is drawn in-process; the child is killed, not left behind."""
+    starved = PlotWorker.start()
+    assert starved is not None
+    os.kill(starved.process.pid, signal.SIGSTOP)  # a child that gets no CPU before the first job
+    monkeypatch.setattr(plot_worker, "READY_WAIT_S", 0.2)
+    with plot_worker.made_current(starved):
+        started = time.perf_counter()
+        path = plot_worker.draw(plots.leaderboard_png, long_rows(), tmp_path / "leaderboard.png")
+        waited = time.perf_counter() - started
+    assert path.read_bytes() == plots.leaderboard_png(long_rows(), tmp_path / "again.png").read_bytes()
+    assert starved.broken and not starved.ready and waited < 30
+    starved.process.join(5)
+    assert not starved.process.is_alive()
+
+    ready = PlotWorker.start()
+    assert ready is not None
+    try:
+        assert ready.wait_ready(60)  # READY comes once matplotlib is imported
+        assert os.sched_getscheduler(ready.process.pid) == os.SCHED_IDLE
+    finally:
+        ready.stop()
