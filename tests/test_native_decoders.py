@@ -382,3 +382,32 @@ def test_a_run_on_qwen3_is_native_and_scores_as_transformers(bench, tiny_decoder
         ours, theirs = _score_values(native[label]), _score_values(hf[label])
         assert ours and len(ours) == len(theirs)
         np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
+
+
+def test_loading_a_decoder_fills_nothing_at_random_and_imports_no_reference_ops(tiny_decoders):
+    """The decoder is built on the meta device and takes the checkpoint's tensors: nothing is
+    computed there (a meta arange or normal_ imports torch's reference ops and sympy, 800 modules,
+    0.8 s of every decoder run), and the rope frequencies are real CPU numbers, transformers' own."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, json, torch\n"
+        "from pathlib import Path\n"
+        "from harness.core.encoding.native_llama import load_decoder, rope_frequencies\n"
+        "before = set(sys.modules)\n"
+        f"model = load_decoder(Path({str(tiny_decoders['qwen2'])!r}))\n"
+        "new = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps({'heavy': [m for m in new if m.startswith(('sympy', 'torch._refs', 'torch._decomp'))],\n"
+        "    'device': model.inv_freq.device.type, 'freq': model.inv_freq.tolist(),\n"
+        "    'meta': [n for n, p in [*model.named_parameters(), *model.named_buffers()] if p.is_meta]}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["heavy"] == [] and seen["meta"] == [] and seen["device"] == "cpu"
+    config = json.loads((tiny_decoders["qwen2"] / "config.json").read_text())
+    theta = config.get("rope_theta") or config["rope_parameters"]["rope_theta"]
+    head = config["hidden_size"] // config["num_attention_heads"]
+    expected = 1.0 / theta ** (np.arange(0, head, 2) / head)  # RoFormer's frequencies, in numpy
+    assert np.allclose(seen["freq"], expected, rtol=1e-6)

@@ -373,7 +373,11 @@ class NativeDecoder(nn.Module):
         self.embed = uninitialised.Embedding(shape.vocab, shape.hidden)
         self.layers = nn.ModuleList(DecoderLayer(shape) for _ in range(shape.layers))
         self.norm = nn.Parameter(torch.ones(shape.hidden))
-        self.register_buffer("inv_freq", rope_frequencies(shape), persistent=False)
+        # Computed on the CPU even when the module is built on the meta device (load_decoder): it
+        # is no checkpoint tensor, and a meta arange would import torch's reference ops and sympy
+        # (824 modules, 0.8 s) only to be computed again.
+        with torch.device("cpu"):
+            self.register_buffer("inv_freq", rope_frequencies(shape), persistent=False)
         self._prefixes: dict[tuple[int, ...], PrefixState] = {}
         self._kernels: list[DecoderKernels] | None = None
 
@@ -583,7 +587,6 @@ def load_decoder(
     with torch.device("meta"):
         model = NativeDecoder(shape)
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
-    model.inv_freq = rope_frequencies(shape)  # built on the meta device: computed for real
     return model.eval()
 
 
