@@ -12,6 +12,8 @@
         --out docs/measurements/decoder_peers_full.md  # all 2,552 sentences
     .venv/bin/python benchmarks/peers/decoder_peers.py --limit 443 --rounds 3 \\
         --out docs/measurements/decoder_peers_fastest_amx.md  # issue 44: the native dtype
+    .venv/bin/python benchmarks/peers/decoder_peers.py --limit 443 --rounds 3 \\
+        --out docs/measurements/decoder_peers_fastest_amx_2.md  # issue 44: no meta-device imports
     .venv/bin/python benchmarks/peers/decoder_peers.py --shapes qwen3-0.6b llama-1b \\
         --dtypes bf16 fp32 --threads 1 2 --rounds 2    # the whole matrix, hours on 2 cores
     .venv/bin/python benchmarks/peers/decoder_peers.py --shapes tiny --encoders harness st-torch \\

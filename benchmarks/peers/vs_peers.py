@@ -8,6 +8,10 @@
         --out docs/measurements/vs_peers_fastest_amx.md  # issue 44
     .venv/bin/python benchmarks/peers/vs_peers.py \\
         --out docs/measurements/vs_peers_fastest_amx_2.md  # issue 44, run again
+    .venv/bin/python benchmarks/peers/vs_peers.py \\
+        --out docs/measurements/vs_peers_fastest_amx_3.md  # issue 44, bytecode compiled
+    .venv/bin/python benchmarks/peers/vs_peers.py \\
+        --out docs/measurements/vs_peers_fastest_amx_4.md  # issue 44, bytecode, run again
 
 Every step is a fresh process (a cold start is what a user pays). Within a round the steps run in
 turn, in an order that rotates from round to round (:func:`benchmarks.side_by_side.round_order`;

@@ -5,6 +5,8 @@
         --out docs/measurements/run_stages_small.md
     .venv/bin/python benchmarks/studies/run_stages.py --before /tmp/before \\
         --out docs/measurements/run_stages.md
+    .venv/bin/python benchmarks/studies/run_stages.py \\
+        --out docs/measurements/run_stages_bytecode.md  # issue 44, installed with bytecode
 
 Every step is a fresh process of the user's own command, ``run_bench.py``, as ``make bench`` runs
 it: plots, page, MTEB files and history included. Its wall time is the process's ("process s":
