@@ -63,10 +63,10 @@ def diagnostics_records() -> list[dict]:
 def worker():
     """A worker of this test, current inside it (stopped after), started even though this process
     may have imported matplotlib already (serving() would then start none)."""
-    with plot_worker.made_current(PlotWorker.start()) as started:
+    # At normal priority and waited for: a busy test machine would starve an idle-priority child
+    # past a run's first job (READY_WAIT_S); these tests are about what comes after.
+    with plot_worker.made_current(PlotWorker.start(idle=False)) as started:
         assert started is not None and started.process.is_alive()
-        # The child imports matplotlib at idle priority: on a busy test machine it may need longer
-        # than a run's first job waits (READY_WAIT_S); these tests are about what comes after.
         assert started.wait_ready(60)
         yield started
 
@@ -146,13 +146,13 @@ def test_a_hung_worker_is_killed_and_the_file_drawn_in_process(worker, tmp_path,
 def test_a_worker_never_sent_a_job_is_terminated_not_waited_for():
     """A run that fails before its reports stops a worker that may still be importing matplotlib:
     it is terminated (SIGTERM) rather than asked and waited for; one that drew exits on request."""
-    idle = PlotWorker.start()
+    idle = PlotWorker.start(idle=False)
     assert idle is not None
     idle.stop()
     assert not idle.process.is_alive() and idle.process.exitcode == -signal.SIGTERM
 
-    used = PlotWorker.start()
-    assert used is not None
+    used = PlotWorker.start(idle=False)
+    assert used is not None and used.wait_ready(60)
     answer = used.exchange(("harness.runner.tables.plots", "no_such", (), {}))  # refused, yet sent
     assert answer[0] in ("raised", "refused")
     used.stop()
@@ -206,6 +206,8 @@ import json, os, sys
 import harness
 from harness.runner.tables import plot_worker as pw
 
+pw.IDLE_PRIORITY = False  # a busy test machine would starve an idle-priority child: the run's own
+pw.READY_WAIT_S = 120.0  # fallback would then draw in-process, which is not what this test is about
 started = []
 start = pw.PlotWorker.start.__func__
 pw.PlotWorker.start = classmethod(lambda cls: started.append(start(cls)) or started[-1])
@@ -263,6 +265,8 @@ sys.path.insert(0, sys.argv[2])
 with open(sys.argv[1], "a") as marker:  # top level, no __main__ guard: spawn would run it again
     marker.write("ran\\n")
 from harness.runner.tables import plot_worker, plots
+plot_worker.IDLE_PRIORITY = False  # a busy test machine would starve an idle-priority child
+plot_worker.READY_WAIT_S = 120.0
 with plot_worker.serving() as worker:
     assert worker is not None and "matplotlib" not in sys.modules
     import test_plot_worker as t
@@ -291,8 +295,8 @@ def test_a_stopped_worker_ends_at_once_with_its_files_whole(tmp_path):
     """Asked to stop, the child leaves without the interpreter's teardown of matplotlib (os._exit
     after flushing): stop() finds it already gone, the exit code is 0 (not the terminate() a
     child that kept the parent waiting would get), and the PNG it drew is whole."""
-    with plot_worker.made_current(PlotWorker.start()) as worker:
-        assert worker is not None
+    with plot_worker.made_current(PlotWorker.start(idle=False)) as worker:
+        assert worker is not None and worker.wait_ready(60)
         path = worker.draw(plots.leaderboard_png, (long_rows(), tmp_path / "leaderboard.png"), {})
     assert worker.process.exitcode == 0
     assert path.read_bytes() == plots.leaderboard_png(long_rows(), tmp_path / "again.png").read_bytes()
@@ -315,10 +319,12 @@ def test_the_child_imports_at_idle_priority_and_a_starved_one_is_not_waited_for(
     starved.process.join(5)
     assert not starved.process.is_alive()
 
-    ready = PlotWorker.start()
-    assert ready is not None
+    default = PlotWorker.start()  # a run's worker: the child sets its own policy first thing
+    assert default is not None
     try:
-        assert ready.wait_ready(60)  # READY comes once matplotlib is imported
-        assert os.sched_getscheduler(ready.process.pid) == os.SCHED_IDLE
+        deadline = time.monotonic() + 60
+        while os.sched_getscheduler(default.process.pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.sched_getscheduler(default.process.pid) == os.SCHED_IDLE
     finally:
-        ready.stop()
+        default.stop()

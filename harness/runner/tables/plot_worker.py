@@ -67,6 +67,9 @@ STOP_WAIT_S = 1.0  # how long a stopped child may take to exit before it is term
 # How long the first job waits for a child still importing matplotlib before it is drawn
 # in-process instead: about what that import costs here, so a starved child costs little more.
 READY_WAIT_S = 0.5
+# The child imports at idle priority (see the module docstring). Off, it competes with the run
+# like any process: what the worker's own tests use, so a busy test machine cannot starve them.
+IDLE_PRIORITY = True
 READY = ("ready",)  # the child's first message: matplotlib is imported, jobs are answered at once
 
 _CURRENT: ContextVar[PlotWorker | None] = ContextVar("sts_bench_plot_worker", default=None)
@@ -173,15 +176,17 @@ class PlotWorker:
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls) -> PlotWorker | None:
-        """A started worker, or None when the process did not start (a debug line)."""
+    def start(cls, idle: bool | None = None) -> PlotWorker | None:
+        """A started worker, or None when the process did not start (a debug line). ``idle``: the
+        child imports at idle priority (default :data:`IDLE_PRIORITY`)."""
+        idle = IDLE_PRIORITY if idle is None else idle
         try:
             import multiprocessing
 
             context = multiprocessing.get_context("spawn")
             parent, child = context.Pipe(duplex=True)
             process = context.Process(
-                target=serve, args=(child,), name="sts-bench-plots", daemon=True
+                target=serve, args=(child, idle), name="sts-bench-plots", daemon=True
             )
             with _no_main_module():
                 process.start()
@@ -322,7 +327,7 @@ def rebuilt(
     return error
 
 
-def serve(conn: Connection) -> None:
+def serve(conn: Connection, idle: bool = True) -> None:
     """The child: import matplotlib first (the point of the process), at idle priority, say
     :data:`READY`, then answer jobs until told to stop (``None``) or the parent goes away. An
     answer is ``("done", result)``, ``("raised", module, qualname, message, error or None,
@@ -335,8 +340,9 @@ def serve(conn: Connection) -> None:
     # cycles the parent leaves (a 2-thread torch forward loses 0.2-0.3 s of a 1.1 s encode to a
     # child at normal priority, even niced). A child that is still importing when the first job
     # comes is not waited for long (READY_WAIT_S).
-    with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere: normal priority
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    if idle:
+        with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere: normal priority
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     try:
         from harness.runner.tables.plots import _pyplot
 
