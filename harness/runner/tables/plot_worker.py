@@ -171,7 +171,6 @@ class PlotWorker:
         self.process = process
         self.conn = conn
         self.broken = False  # once it failed, every later job is drawn in-process at once
-        self.used = False  # a job was sent: the child is past its matplotlib import
         self.ready = False  # the child said it imported matplotlib (READY)
         self._lock = threading.Lock()
 
@@ -221,7 +220,6 @@ class PlotWorker:
                 self._await_ready(READY_WAIT_S)
             try:
                 self.conn.send(job)
-                self.used = True
             except (OSError, ValueError) as err:  # the pipe broke, or the child is gone
                 self._fail(f"job not sent: {err}")
                 raise Unavailable(str(err)) from err
@@ -281,13 +279,14 @@ class PlotWorker:
 
     def stop(self, wait: float = STOP_WAIT_S) -> None:
         """Ask the child to exit, wait ``wait`` seconds, then terminate it; never raises. A child
-        never sent a job (a run that failed before its reports) is terminated at once: it may
-        still be importing matplotlib, and would only read the request after that."""
+        not known to be :attr:`ready` (a run that failed before its reports; no job is sent before
+        READY is read) is terminated at once: it may still be importing matplotlib, and would only
+        read the request after that."""
         with contextlib.suppress(Exception):
-            if not self.broken and self.used:
+            if not self.broken and self.ready:
                 self.conn.send(None)
         with contextlib.suppress(Exception):
-            self.process.join(wait if self.used else 0)
+            self.process.join(wait if self.ready else 0)
             if self.process.is_alive():
                 self.process.terminate()
                 self.process.join(wait)
