@@ -182,6 +182,7 @@ from harness.core.encoding import (
 )
 from harness.core.errors import EndpointError, UserError
 from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
+from harness.core.kinds import kind_of
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
 from harness.core.sparse import SparseVectors
@@ -225,6 +226,7 @@ __all__ = [
     "atomic_write_text",
     "base_view",
     "fingerprint_pairs",
+    "kind_of",
     "npy_bytes",
     "progress_bar",
     "score_split",

@@ -28,6 +28,7 @@ import numpy as np
 from harness.core.api import MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
 from harness.core.encoding import BackboneRef
 from harness.core.errors import UserError
+from harness.core.kinds import kind_of
 from methods.trained import TrainedMethod
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         ``task``: ``task`` itself when it is a pair-classification task with a train split; None
         otherwise (STS tasks, MTEB's pair tasks, which have no train split, a published model):
         the STS-B regressor, whose score is then the similarity."""
-        if task is None or not self.trains or task.kind != "pairclass":
+        if task is None or not self.trains or not kind_of(task).labelled:
             return None
         return task if "train" in task.splits else None
 

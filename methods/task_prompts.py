@@ -39,13 +39,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.encoding import Prompt
+from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
     from harness.core.data.splits import TaskSpec
 
 SIDES = ("query", "document")
-# sts-bench's task kinds as MTEB's task types name them
-MTEB_TYPES = {"sts": "STS", "pairclass": "PairClassification"}
 FILE_HINT = (
     "@FILE, a TOML (or .json) table of prompts keyed as MTEB's model_prompts: a task name, a kind "
     "(sts, pairclass, STS, PairClassification), query/document, or KEY-query/KEY-document"
@@ -106,7 +105,7 @@ def names(task: TaskSpec) -> list[str]:
 
 def kinds(task: TaskSpec) -> list[str]:
     """The keys that name ``task``'s kind: sts-bench's and MTEB's task type."""
-    return [k for k in dict.fromkeys([task.kind, MTEB_TYPES.get(task.kind, "")]) if k]
+    return [k for k in dict.fromkeys([task.kind, kind_of(task).mteb_type]) if k]
 
 
 def candidates(task: TaskSpec, side: int) -> list[str]:

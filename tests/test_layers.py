@@ -260,3 +260,51 @@ def test_built_in_methods_use_nothing_the_method_api_does_not_expose():
                 if not exposed:
                     beyond.append(f"{name}: {alias.name} from {node.module}")
     assert not beyond, "built-in methods use names harness.method_api does not expose:\n" + "\n".join(beyond)
+
+
+KIND_MODULES = "harness/core/kinds/"
+
+
+def kind_comparisons(path: Path, kinds: set[str]) -> list[str]:
+    """Comparisons of a task kind's name in ``path``: ``x == "pairclass"``, ``kind in ("sts", ...)``,
+    ``case "sts"``, where the other side of the comparison reads a kind (its text says ``kind``).
+    A string that only declares a kind (``TaskSpec(kind="pairclass")``) is no comparison."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+
+    def names_a_kind(node: ast.AST) -> bool:
+        values = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return any(isinstance(v, ast.Constant) and v.value in kinds for v in values)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(names_a_kind(side) for side in sides) and "kind" in ast.unparse(node):
+                found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{node.lineno}")
+        elif (isinstance(node, ast.Match) and "kind" in ast.unparse(node.subject)
+              and any(names_a_kind(getattr(case.pattern, "value", None) or ast.Constant(None)) for case in node.cases)):
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_kind_name_is_compared_outside_the_kind_modules():
+    """A kind owns everything that differs by kind (harness.core.kinds): everywhere else asks the
+    kind (``kind_of(task).labelled``, ``.metrics``, ``.extra_splits``...) and never compares its name."""
+    from harness.core.kinds import KINDS
+
+    kinds = set(KINDS)
+    found = [hit for path in project_modules().values() if KIND_MODULES not in path.as_posix()
+             for hit in kind_comparisons(path, kinds)]
+    assert found == [], "kind names compared outside harness/core/kinds/: " + ", ".join(found)
+
+
+def test_the_kind_comparison_check_finds_each_form(tmp_path):
+    source = tmp_path / "branchy.py"
+    source.write_text(
+        'if spec.kind == "pairclass":\n    pass\n'
+        'if task.get("kind") in ("sts", "x"):\n    pass\n'
+        'match spec.kind:\n    case "sts":\n        pass\n'
+        'layout = "sts" if layout == "sts" else ""\n'  # not a kind: no "kind" in the comparison
+        'declared = dict(kind="pairclass")\n'
+    )
+    assert sorted(hit.rsplit(":", 1)[1] for hit in kind_comparisons(source, {"sts", "pairclass"})) == ["1", "3", "5"]

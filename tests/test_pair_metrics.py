@@ -13,6 +13,24 @@ from fixtures import write_labelled_glue
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
 
 from harness.core import pair_metrics as pm
+from harness.core.kinds import Evidence
+from harness.core.kinds.pairclass import LABELLED
+
+
+def _evidence(similarity, gold, positive, threshold=None, threshold_split="", predicted=None):
+    gold = np.asarray(gold, dtype=np.float64)
+    extra = {"classes": int(max(gold.max() + 1, positive + 1, 2)), "positive": positive, "threshold": threshold,
+             "predicted": None if predicted is None else [int(c) for c in predicted]}
+    if threshold:
+        extra["decision"] = f"threshold:{threshold_split}"
+    return Evidence(np.asarray(similarity, dtype=np.float64), gold, None, extra)
+
+
+def score_labelled(similarity, gold, positive, bootstrap=1000, seed=1234, threshold=None, threshold_split="",
+                   decisions=None, main="ap"):
+    """The labelled-pairs kind's score of one split (what a run records)."""
+    evidence = _evidence(similarity, gold, positive, threshold, threshold_split, decisions)
+    return LABELLED.score(evidence, main, bootstrap, seed)
 
 
 def _mteb():
@@ -71,7 +89,7 @@ def test_each_resample_scores_as_its_pairs_written_out():
     for similarity, labels in _cases(1, 60):
         weights = rng.integers(0, 3, size=(4, len(labels)))
         threshold = {"accuracy": float(np.median(similarity)), "f1": float(similarity.min())}
-        values = pm.metric_values(similarity, labels.astype(float), 1, weights, threshold)
+        values = LABELLED.values(_evidence(similarity, labels, 1, threshold), weights)
         for b in range(len(weights)):
             index = np.repeat(np.arange(len(labels)), weights[b])
             y, s = labels[index], similarity[index]
@@ -96,12 +114,12 @@ def test_thresholds_come_from_the_threshold_split_and_apply_to_the_scored_one():
     assert chosen is not None and chosen["accuracy"] == best
     test_labels = rng.integers(0, 2, 300)
     test = test_labels + rng.normal(size=300)
-    scores = pm.score_labelled(
+    scores = score_labelled(
         test, test_labels.astype(float), 1, bootstrap=0, threshold=chosen, threshold_split="train"
     )
     expected = 100 * accuracy_score(test_labels, (test >= chosen["accuracy"]).astype(int))
     assert scores.metrics["accuracy"]["value"] == pytest.approx(expected)
-    assert scores.decision == "threshold:train"
+    assert scores.fields["decision"] == "threshold:train"
     # the best threshold on the scored split is at least as good as one chosen elsewhere
     assert scores.metrics["accuracy_best"]["value"] >= scores.metrics["accuracy"]["value"]
 
@@ -111,7 +129,7 @@ def test_the_positive_class_need_not_be_index_one_and_others_are_negatives():
     negatives of entailment."""
     gold = np.array([0, 1, 2, 0, 2, 1, 0, 2])
     similarity = np.array([0.9, 0.2, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3])
-    scores = pm.score_labelled(similarity, gold.astype(float), 0, bootstrap=0)
+    scores = score_labelled(similarity, gold.astype(float), 0, bootstrap=0)
     assert scores.metrics["ap"]["value"] == pytest.approx(100 * average_precision_score(gold == 0, similarity))
     assert scores.metrics["roc_auc"]["value"] == pytest.approx(100 * roc_auc_score(gold == 0, similarity))
 
@@ -120,8 +138,8 @@ def test_a_classifiers_argmax_gives_accuracy_over_every_class():
     gold = np.array([0, 1, 2, 2, 1, 0])
     predicted = np.array([0, 1, 1, 2, 1, 2])
     similarity = np.array([2.0, -1.0, -0.5, -2.0, 0.1, -0.2])
-    scores = pm.score_labelled(similarity, gold.astype(float), 0, bootstrap=0, decisions=pm.Decisions(predicted, 3))
-    assert scores.decision == "argmax"
+    scores = score_labelled(similarity, gold.astype(float), 0, bootstrap=0, decisions=predicted)
+    assert scores.fields["decision"] == "argmax"
     assert scores.metrics["accuracy"]["value"] == pytest.approx(100 * accuracy_score(gold, predicted))
     assert scores.metrics["f1"]["value"] == pytest.approx(100 * f1_score(gold == 0, predicted == 0))
 
@@ -130,14 +148,14 @@ def test_intervals_hold_their_values_and_one_class_is_undefined():
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 2, 200)
     similarity = labels + rng.normal(size=200)
-    scores = pm.score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
+    scores = score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
     for name in ("ap", "roc_auc", "accuracy_best", "f1_best"):
         low, high = scores.metrics[name]["ci95"]
         assert low <= scores.metrics[name]["value"] <= high and high - low > 1
     assert scores.metrics["accuracy"] == {"value": None, "ci95": None}  # no threshold split
-    again = pm.score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
+    again = score_labelled(similarity, labels.astype(float), 1, bootstrap=200, seed=7)
     assert again.metrics == scores.metrics  # the same draws: paired across methods
-    one_class = pm.score_labelled(similarity, np.ones(200), 1, bootstrap=10)
+    one_class = score_labelled(similarity, np.ones(200), 1, bootstrap=10)
     assert one_class.undefined and one_class.main is None
 
 

@@ -264,15 +264,15 @@ def test_a_row_with_only_a_published_average_has_its_avg_line():
 
 
 def test_every_row_metric_fits_its_tasks_kind(qnli_task):
-    from harness.core.data.tasks import SCORED_KINDS
-    from harness.runner.presets.data import PAIRCLASS_METRICS
+    from harness.core.kinds import KINDS
+    from harness.runner.presets.data import METRICS
 
-    assert SCORED_KINDS["pairclass"] == PAIRCLASS_METRICS  # one list of scores, named twice
+    assert set(KINDS["pairclass"].metrics) < set(METRICS)  # the kinds' metrics, named once
     for name in PAPERS:
         for row in load_paper(name).rows:
             for task in row.published:
                 if task in TASKS and row.metric != "degradation_pct":
-                    assert row.metric in SCORED_KINDS[TASKS[task].kind], (name, row.model, task, row.metric)
+                    assert row.metric in KINDS[TASKS[task].kind].metrics, (name, row.model, task, row.metric)
 
 
 BERT_FLOW_NEW = {  # (model, setting) -> (table number, backbone, {task: figure}) as the paper prints them
@@ -371,8 +371,10 @@ def sts_record(method: str, task: str, spearman: float, max_length: int = 32) ->
 
 
 def test_a_row_reads_its_pairclass_metric_from_the_record():
-    from harness.runner.presets.data import PAIRCLASS_METRICS
+    from harness.core.kinds import KINDS
     from harness.runner.presets.evidence import measured_value
+
+    PAIRCLASS_METRICS = list(KINDS["pairclass"].metrics)
 
     values = {name: 60.0 + i for i, name in enumerate(PAIRCLASS_METRICS)}
     record = pairclass_record("first-last", "qnli", values)

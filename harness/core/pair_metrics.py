@@ -1,5 +1,5 @@
-"""Scores of labelled sentence pairs (the ``pairclass`` task kind): the similarity of a pair is the
-score a classifier thresholds, and every metric is ×100.
+"""The math of labelled pairs' metrics (registered by :mod:`harness.core.kinds.pairclass`): the
+similarity of a pair is the score a classifier thresholds, and every metric is ×100.
 
 * ``ap`` — average precision of the positive class ranked by similarity (scikit-learn's
   ``average_precision_score``; MTEB PairClassification's main score).
@@ -43,18 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METRICS = ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best")
-# Chosen on the scored split itself: shown with § (harness.runner.tables.frames.record_marks).
-SELECTED_ON_SCORED = frozenset({"accuracy_best", "f1_best"})
-TITLES = {
-    "ap": "AP",
-    "roc_auc": "ROC AUC",
-    "accuracy": "accuracy",
-    "f1": "F1",
-    "accuracy_best": "accuracy (best threshold §)",
-    "f1_best": "F1 (best threshold §)",
-}
-
 
 @dataclass(frozen=True)
 class Ranked:
@@ -85,10 +73,6 @@ class Ranked:
         tp = np.add.reduceat(np.where(pos, w, 0.0), self.starts, axis=1)
         fp = np.add.reduceat(np.where(pos, 0.0, w), self.starts, axis=1)
         return tp, fp
-
-
-def _rows(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
-    return values if weights is not None else values[:1]
 
 
 def average_precision(ranked: Ranked, weights: np.ndarray | None = None) -> np.ndarray:
@@ -210,50 +194,6 @@ def undefined_reason(similarity: np.ndarray | None, positive: np.ndarray) -> str
     return None if similarity is None else similarity_undefined(similarity)
 
 
-@dataclass(frozen=True)
-class Decisions:
-    """A classifier's own decisions: the argmax class of each pair (``classify_pairs``)."""
-
-    predicted: np.ndarray  # class index per pair
-    classes: int
-
-
-def metric_values(
-    similarity: np.ndarray,
-    gold: np.ndarray,
-    positive_index: int,
-    weights: np.ndarray | None = None,
-    threshold: dict[str, float] | None = None,
-    decisions: Decisions | None = None,
-) -> dict[str, np.ndarray]:
-    """Every metric of :data:`METRICS` (×100) for each resample row of ``weights`` (None: the split
-    itself, one row). ``threshold``: the thresholds chosen on the threshold split
-    (``{"accuracy": t, "f1": t}``); ``decisions``: a classifier's argmax, which then gives
-    accuracy and F1 instead of a threshold. Without either, accuracy and F1 are NaN."""
-    gold = np.asarray(gold, dtype=np.float64)
-    positive = gold == positive_index
-    ranked = Ranked.of(similarity, positive)
-    rows = 1 if weights is None else len(weights)
-    out = {
-        "ap": average_precision(ranked, weights),
-        "roc_auc": roc_auc(ranked, weights),
-        "accuracy_best": best_accuracy(ranked, weights)[0],
-        "f1_best": best_f1(ranked, weights)[0],
-    }
-    if decisions is not None:
-        predicted = np.asarray(decisions.predicted)
-        out["accuracy"], _ = decided(
-            predicted == positive_index, positive, weights, correct=predicted == gold
-        )
-        out["f1"] = decided(predicted == positive_index, positive, weights)[1]
-    elif threshold:
-        out["accuracy"] = at_threshold(similarity, positive, threshold["accuracy"], weights)[0]
-        out["f1"] = at_threshold(similarity, positive, threshold["f1"], weights)[1]
-    else:
-        out["accuracy"] = out["f1"] = np.full(rows, np.nan)
-    return {name: out[name] for name in METRICS}
-
-
 def choose_thresholds(
     similarity: np.ndarray, gold: np.ndarray, positive_index: int
 ) -> dict[str, float] | None:
@@ -268,135 +208,3 @@ def choose_thresholds(
     if not (math.isfinite(accuracy) and math.isfinite(f1)):
         return None
     return {"accuracy": accuracy, "f1": f1}
-
-
-@dataclass(frozen=True)
-class PairScores:
-    """Scores of one method on one labelled split, ×100: ``metrics`` maps each name of
-    :data:`METRICS` to its value (None: undefined, or not measured: accuracy / F1 without a
-    threshold split or decisions) and its 95 % interval (None without one). ``decision`` says how
-    accuracy / F1 decided: ``threshold:<split>`` (chosen there), ``argmax`` (the method's own
-    classes) or ``none``. ``undefined`` is the reason the split cannot be scored at all."""
-
-    main_score: str
-    metrics: dict[str, dict[str, float | list[float] | None]]
-    decision: str
-    threshold: dict[str, float] | None
-    n_pairs: int
-    n_zero_vectors: int
-    undefined: str | None = None
-
-    @property
-    def main(self) -> float | None:
-        return self.metrics[self.main_score]["value"]  # type: ignore[return-value]
-
-
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-def score_labelled(
-    similarity: np.ndarray,
-    gold: Sequence[float] | np.ndarray,
-    positive_index: int,
-    main_score: str = "ap",
-    bootstrap: int = 1000,
-    seed: int = 1234,
-    n_zero: int = 0,
-    threshold: dict[str, float] | None = None,
-    threshold_split: str = "",
-    decisions: Decisions | None = None,
-    memo: object | None = None,
-) -> PairScores:
-    """Score a labelled split: every metric of :data:`METRICS`, each with a percentile interval
-    over ``bootstrap`` resamples of the pairs (the same draws :mod:`harness.core.bootstrap` gives
-    an STS split of this size and seed, so two methods' resamples are paired draw by draw).
-
-    ``threshold``: chosen on ``threshold_split`` (:func:`choose_thresholds`); ``decisions``: a
-    classifier's argmax. A split with one class, or equal similarities, is undefined: every
-    metric None, with the reason."""
-    from harness.core.bootstrap import check_fits, percentile_interval
-
-    check_fits(len(similarity), bootstrap)
-    sim = np.asarray(similarity, dtype=np.float64)
-    gold_arr = np.asarray(gold, dtype=np.float64)
-    decision = (
-        "argmax"
-        if decisions is not None
-        else (f"threshold:{threshold_split}" if threshold else "none")
-    )
-    undefined = undefined_reason(sim, gold_arr == positive_index)
-    if undefined:
-        empty: dict[str, dict[str, float | list[float] | None]] = {
-            name: {"value": None, "ci95": None} for name in METRICS
-        }
-        return PairScores(main_score, empty, decision, threshold, len(sim), n_zero, undefined)
-    values = metric_values(sim, gold_arr, positive_index, None, threshold, decisions)
-    resamples = (
-        resampled_metrics(
-            sim, gold_arr, positive_index, bootstrap, seed, threshold, decisions, memo
-        )
-        if bootstrap > 0
-        else None
-    )
-    metrics: dict[str, dict[str, float | list[float] | None]] = {}
-    for name in METRICS:
-        value = _finite_or_none(float(values[name][0]))
-        ci = None
-        if resamples is not None and value is not None:
-            low, high = percentile_interval(resamples[name])
-            if math.isfinite(low) and math.isfinite(high):
-                # as for Spearman: an interval that excludes its own estimate says nothing true
-                ci = [min(low, value), max(high, value)]
-        metrics[name] = {"value": value, "ci95": ci}
-    if metrics[main_score]["value"] is None:
-        reason = (
-            "no threshold split and no decisions of the method's own"
-            if main_score in ("accuracy", "f1")
-            else "undefined"
-        )
-        return PairScores(
-            main_score, metrics, decision, threshold, len(sim), n_zero, f"{main_score}: {reason}"
-        )
-    return PairScores(main_score, metrics, decision, threshold, len(sim), n_zero)
-
-
-def resampled_metrics(
-    similarity: np.ndarray,
-    gold: np.ndarray,
-    positive_index: int,
-    rounds: int,
-    seed: int,
-    threshold: dict[str, float] | None = None,
-    decisions: Decisions | None = None,
-    memo: object | None = None,
-) -> dict[str, np.ndarray]:
-    """Every metric of each of ``rounds`` resamples of the pairs (rows of draw counts from
-    :mod:`harness.core.bootstrap`, a chunk at a time), memoised in ``memo`` (a
-    :class:`~harness.core.bootstrap.ResampleMemo`) under the content of all they depend on."""
-    import hashlib
-
-    from harness.core.bootstrap import ResampleMemo, _count_chunks, check_fits
-    from harness.core.codekeys import code_digest
-
-    memo = ResampleMemo(None) if memo is None else memo
-    digest = hashlib.sha256(np.ascontiguousarray(similarity, dtype=np.float64).data)
-    digest.update(np.ascontiguousarray(gold, dtype=np.float64).data)
-    digest.update(code_digest(__name__).encode() + code_digest("harness.core.bootstrap").encode())
-    extra = [positive_index, rounds, seed, sorted((threshold or {}).items())]
-    digest.update(repr(extra).encode())
-    if decisions is not None:
-        digest.update(np.ascontiguousarray(decisions.predicted, dtype=np.int64).data)
-    key = "pc" + digest.hexdigest()[:38]
-
-    def compute() -> list[np.ndarray]:
-        step = check_fits(len(gold), rounds)
-        out = {name: np.empty(rounds) for name in METRICS}
-        for r0, (counts,) in _count_chunks([np.arange(len(gold))], rounds, seed, step):
-            values = metric_values(similarity, gold, positive_index, counts, threshold, decisions)
-            for name in METRICS:
-                out[name][r0 : r0 + len(counts)] = values[name]
-        return [out[name] for name in METRICS]
-
-    keys = [f"{key}{k}" for k in range(len(METRICS))]
-    return dict(zip(METRICS, memo.recall(keys, rounds, compute)))  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.data.splits import SCORED_KINDS, OwnSource, TaskSpec
+from harness.core.data.splits import OwnSource, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 from harness.core.hashing import not_a_file
 
@@ -245,10 +245,11 @@ def _labelled_spec(
             f"{where} {entry}: positive={positive}: not one of the classes {', '.join(classes)}"
         )
     metric = options.get("metric", "ap").strip()
-    if metric not in SCORED_KINDS["pairclass"]:
+    from harness.core.kinds.pairclass import LABELLED
+
+    if metric not in LABELLED.metrics:
         raise UserError(
-            f"{where} {entry}: metric={metric}: expected one of "
-            f"{', '.join(SCORED_KINDS['pairclass'])}"
+            f"{where} {entry}: metric={metric}: expected one of {', '.join(LABELLED.metrics)}"
         )
     if "range" in options:
         raise UserError(f"{where} {entry}: range= is for graded scores; labels name classes")
@@ -258,7 +259,7 @@ def _labelled_spec(
         description=f"{kind}: {location} (labelled pairs: {', '.join(classes)})",
         splits=SPLITS,
         eval_split=eval_split,
-        kind="pairclass",
+        kind=LABELLED.name,
         main_score=metric,
         classes=classes,
         positive=positive,

@@ -11,15 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# The kinds of task, and the scores each may be ranked by (the first is the default).
-# pairclass scores (harness.core.pair_metrics): ap, roc_auc, accuracy / f1 at the threshold chosen
-# on the task's threshold split, and accuracy_best / f1_best at MTEB's best threshold on the scored
-# split itself (a selection on the scored split: marked §).
-SCORED_KINDS = {
-    "sts": ("spearman",),
-    "pairclass": ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best"),
-}
-
 
 @dataclass(frozen=True)
 class OwnSource:
@@ -49,9 +40,10 @@ class TaskSpec:
     ``kind`` and ``main_score``, its citation and the gold scale its annotators used
     (``gold_range``).
 
-    Two kinds (:data:`harness.core.data.tasks.SCORED_KINDS`): ``sts``, graded pairs ranked by
-    Spearman; ``pairclass``, labelled pairs (paraphrase, duplicate, entailment: GLUE's MRPC, QQP,
-    QNLI, RTE, MNLI; MTEB's PairClassification), ranked by average precision unless declared
+    ``kind`` names a registered :class:`harness.core.kinds.TaskKind` (its metrics and everything
+    that differs by kind): ``sts``, graded pairs ranked by Spearman; ``pairclass``, labelled pairs
+    (paraphrase, duplicate, entailment: GLUE's MRPC, QQP, QNLI, RTE, MNLI; MTEB's
+    PairClassification), ranked by average precision unless declared
     otherwise. A pairclass task's gold is the class index (0.0, 1.0, 2.0 ...) into ``classes``;
     ``positive`` names the class a high similarity predicts (MNLI's "entailment": the other
     classes are its negatives for every similarity metric); thresholds for accuracy / F1 are chosen

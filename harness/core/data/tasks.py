@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from harness.core.data.declared import is_declared, parse_entry
 from harness.core.data.pair_tasks import PAIR_TASKS
 from harness.core.data.sources import SOURCES, run_sources
-from harness.core.data.splits import SCORED_KINDS, LoadedTask, SplitData, TaskSpec
+from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
 from harness.core.registry import Registry
 
@@ -29,22 +29,13 @@ def _check_task(name: str, spec: object) -> str | None:
         return f"expected a TaskSpec, got {type(spec).__name__}"
     if spec.name != name:
         return f"its TaskSpec is named '{spec.name}'; register it under that name"
-    if spec.kind not in SCORED_KINDS:
-        return f"kind '{spec.kind}': the kinds are {', '.join(SCORED_KINDS)}"
-    if spec.main_score not in SCORED_KINDS[spec.kind]:
-        return (
-            f"main score '{spec.main_score}': an {spec.kind} task is ranked by one of "
-            f"{', '.join(SCORED_KINDS[spec.kind])}"
-        )
-    if spec.kind == "pairclass":
-        if len(spec.classes) < 2 or spec.positive not in spec.classes:
-            return "a pairclass task names its classes (2 or more) and its positive class"
-        if spec.gold_range != (0.0, float(len(spec.classes) - 1)):
-            return (
-                f"a pairclass task's gold range is the class indices (0, {len(spec.classes) - 1})"
-            )
-        if spec.threshold_split and spec.threshold_split not in spec.splits:
-            return f"its threshold split '{spec.threshold_split}' is not among its splits"
+    from harness.core.kinds import KINDS
+
+    if spec.kind not in KINDS:
+        return f"kind '{spec.kind}': the kinds are {', '.join(KINDS)}"
+    why = KINDS[spec.kind].check_spec(spec)
+    if why:
+        return why
     if spec.sides and (len(spec.sides) != 2 or not set(spec.sides) <= {"query", "document"}):
         return f"its sides {spec.sides} are not two of 'query', 'document' (or none: symmetric)"
     if spec.eval_split not in spec.splits:

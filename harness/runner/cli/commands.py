@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.core.kinds import KINDS, kind_of
 from harness.runner.cli.parser import (
     _Parser,
     add_run_flags,
@@ -171,17 +172,13 @@ def listing(method: str | None = None) -> str:
         f"Tasks (--tasks; from --source {', '.join(run_sources())}: packaged holds STS-B only, "
         "mteb also any MTEB STS task by its name):",
     ]
-    kinds = {
-        "sts": "graded pairs, ranked by Spearman",
-        "pairclass": "labelled pairs, ranked by average precision; [the sources that have it]",
-    }
     width = max(14, *(len(name) + 1 for name in TASKS))
-    for kind in unique([spec.kind for spec in TASKS.values()]):
-        lines.append(f" kind {kind} ({kinds.get(kind, 'ranked by its main score')}):")
-        for spec in TASKS.values():
-            if spec.kind != kind:
-                continue
-            where = "" if kind == "sts" else f" [{', '.join(spec.where)}]"
+    for name in unique([spec.kind for spec in TASKS.values()]):
+        kind = KINDS[name]
+        sources = "; [the sources that have it]" if kind.labelled else ""
+        lines.append(f" kind {name} ({kind.summary}{sources}):")
+        for spec in (spec for spec in TASKS.values() if kind_of(spec) is kind):
+            where = f" [{', '.join(spec.where)}]" if kind.labelled else ""
             lines.append(f"  {spec.name:<{width}} {spec.description}{where}")
     pad = " " * (width + 3)
     lines += [

@@ -27,8 +27,8 @@ from harness.core.compression import (
     indexed_similarity,
 )
 from harness.core.errors import PluginError
-from harness.core.pair_metrics import SELECTED_ON_SCORED, Decisions, PairScores
-from harness.core.scoring import TaskScores
+from harness.core.kinds import Scored as KindScored
+from harness.core.kinds import kind_of
 from harness.core.stages import stage
 from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
@@ -83,47 +83,23 @@ def _adapter_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
     return adapter.record() if adapter is not None else None
 
 
-def _kind_fields(task: LoadedTask) -> dict[str, Any]:
-    """The task's kind, and for labelled pairs its classes and positive class (STS records keep
-    the fields they always had)."""
-    spec = task.spec
-    if spec.kind == "sts":
-        return {}
-    return {"kind": spec.kind, "classes": list(spec.classes), "positive": spec.positive}
+@dataclass
+class Similarities:
+    """A method's similarities of a task's pairs, however it gives them (vectors compared by one
+    setting, its own pair scores, a classifier's margins): the scored split's, those of each split
+    the task's kind also reads (``extras``: a labelled task's threshold split), the pairs with a
+    zero vector and a classifier's argmax class per pair (``predicted``, None otherwise)."""
 
-
-def _scores_field(scores: TaskScores | PairScores, cfg: BenchConfig) -> dict[str, Any]:
-    """``record["scores"]``: Spearman and its interval for an STS split; for labelled pairs the
-    kind's main score and every metric with its interval (Spearman is not their score: None)."""
-    common = {
-        "bootstrap_rounds": cfg.bootstrap,
-        "bootstrap_seed": cfg.seed,
-        "n_zero_vectors": scores.n_zero_vectors,
-        "undefined": scores.undefined,
-    }
-    if isinstance(scores, PairScores):
-        return {
-            "spearman": None,
-            "pearson": None,
-            "spearman_ci95": None,
-            **common,
-            "main_score": scores.main_score,
-            "metrics": scores.metrics,
-            "decision": scores.decision,
-            "threshold": scores.threshold,
-        }
-    return {
-        "spearman": scores.spearman,
-        "pearson": scores.pearson,
-        "spearman_ci95": list(scores.ci95) if scores.ci95 else None,
-        **common,
-    }
+    scored: np.ndarray
+    extras: dict[str, np.ndarray]
+    n_zero: int = 0
+    predicted: np.ndarray | None = None
 
 
 def build_record(
     method: Method,
     task: LoadedTask,
-    scores: TaskScores | PairScores,
+    scores: KindScored,
     cfg: BenchConfig,
     ctx: RunContext,
     timings: dict[str, float],
@@ -152,15 +128,11 @@ def build_record(
         protocol["prompt_set"] = method.prompt_of_set.record()
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
-    if isinstance(scores, PairScores):
-        protocol["decision"] = scores.decision
-        if scores.decision == "argmax":
-            protocol["similarity"] = "classify_pairs"  # the positive class's logit margin
-        if scores.main_score in SELECTED_ON_SCORED:
-            # ranked by a threshold chosen on the pairs it scores: §, as any such selection
-            protocol["selected_on"] = (
-                protocol["selected_on"] or "threshold chosen on the scored split"
-            )
+    kind = kind_of(task)
+    protocol.update(kind.protocol_fields(scores))
+    if kind.metric(scores.main_score).on_scored:
+        # ranked by a threshold chosen on the pairs it scores: §, as any such selection
+        protocol["selected_on"] = protocol["selected_on"] or "threshold chosen on the scored split"
     devices = sorted({d for p in ctx.providers() for d in p.stats.devices} | ctx.devices)
     record: Record = {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -184,12 +156,12 @@ def build_record(
             "n_pairs": len(split),
             "subsets": split.subset_sizes(),
             "mteb_name": task.spec.mteb_name or None,
-            **_kind_fields(task),  # type: ignore[typeddict-item]
+            **kind.task_fields(task.spec),  # type: ignore[typeddict-item]
         },
         "protocol": protocol,
         "fit": method.fit_info,
-        "scores": _scores_field(scores, cfg),  # type: ignore[typeddict-item]
-        "subset_scores": strict(scores.subsets) if isinstance(scores, TaskScores) else {},
+        "scores": kind.scores_field(scores, cfg.bootstrap, cfg.seed),  # type: ignore[typeddict-item]
+        "subset_scores": scores.subsets,
         "pairs": {
             "similarity": [float(x) for x in similarity],
             "gold": [float(g) for g in split.gold],
@@ -289,47 +261,45 @@ def score(
     """:func:`evaluate`, keeping the vectors that were scored: one :class:`Scored` per vector
     setting of the run (``--dims`` × ``--precision`` × ``--similarity``, the full vector first) for
     an embedding method, all from the one encode; one for a method that scores pairs.
-    ``calibration_set``: the sentences int8/uint8 ranges are calibrated on (the run's --fit-set)."""
-    kind = type(method)
-    plugin = is_guest(kind)
+    ``calibration_set``: the sentences int8/uint8 ranges are calibrated on (the run's --fit-set).
+
+    A scored split is the task's kind × the method's output, each asked once: the output gives
+    :class:`Similarities` of the scored split and of every split the kind reads
+    (:meth:`~harness.core.kinds.TaskKind.extra_splits`), the kind scores them
+    (:func:`scored_record`)."""
+    cls = type(method)
     t0 = time.perf_counter()
-    with guest(kind, "begin_task()"):
+    with guest(cls, "begin_task()"):
         method.begin_task(task.spec)  # a method trained per task switches to this task's
     if method.uses_fit_set and fit_set is not None:
-        with stage(f"fit {method.name}"), guest(kind, "fit()"):
+        with stage(f"fit {method.name}"), guest(cls, "fit()"):
             method.fit(fit_set)
-        if plugin:
+        if is_guest(cls):
             checked_fit_info(method, fit_set)
     t1 = time.perf_counter()
     split = task.eval
-    decisions: Decisions | None = None
-    threshold: dict[str, float] | None = None
-    if task.spec.kind == "pairclass" and classifies(method):  # its own classes: no threshold
-        similarity, decisions = classified(method, split.s1, split.s2, task)
-    elif isinstance(method, PairScoringMethod):
-        similarity = pair_scores(method, split.s1, split.s2)
-        if (tuning := threshold_pairs(task, cfg)) is not None:
-            tuned = pair_scores(method, tuning.s1, tuning.s2)
-            threshold = chosen_thresholds(tuned, tuning, task)
-    if decisions is not None or isinstance(method, PairScoringMethod):  # scored as its pairs are
+    extras = extra_splits(task, cfg)
+    if kind_of(task).labelled and classifies(method):  # its own classes: nothing else is read
+        margin, predicted = classified(method, split.s1, split.s2, task)
+        record = scored_record(
+            method,
+            task,
+            fit_set,
+            cfg,
+            ctx,
+            leakage,
+            Similarities(margin, {}, 0, predicted),
+            (t0, t1, time.perf_counter()),
+        )
+        record["protocol"]["similarity"] = "classify_pairs"  # the positive class's logit margin
+        return [Scored(record)]
+    if isinstance(method, PairScoringMethod):
+        sims = Similarities(
+            pair_scores(method, split.s1, split.s2),
+            {name: pair_scores(method, rows.s1, rows.s2) for name, rows in extras.items()},
+        )
         clock = (t0, t1, time.perf_counter())
-        return [
-            Scored(
-                scored_record(
-                    method,
-                    task,
-                    fit_set,
-                    cfg,
-                    ctx,
-                    leakage,
-                    similarity,
-                    0,
-                    clock,
-                    threshold=threshold,
-                    decisions=decisions,
-                )
-            )
-        ]
+        return [Scored(scored_record(method, task, fit_set, cfg, ctx, leakage, sims, clock))]
     if not isinstance(method, EmbeddingMethod):
         raise TypeError(
             f"{type(method).__name__} is neither an EmbeddingMethod nor a PairScoringMethod"
@@ -340,16 +310,12 @@ def score(
     t2 = time.perf_counter()
     grid = cfg.vector_grid()
     calibration = calibrated_ranges(method, calibration_set, grid)
-    tuning = threshold_pairs(task, cfg)
-    tuning_sides = None if tuning is None else pair_sides(method, tuning.s1, tuning.s2)
+    extra_sides = {name: pair_sides(method, rows.s1, rows.s2) for name, rows in extras.items()}
     out = []
     for setting in grid:
         t_setting = time.perf_counter()
         similarity, n_zero = sides.similarity(setting, calibration)
-        threshold = None
-        if tuning is not None and tuning_sides is not None:
-            tuned, _ = tuning_sides.similarity(setting, calibration)
-            threshold = chosen_thresholds(tuned, tuning, task)
+        others = {name: s.similarity(setting, calibration)[0] for name, s in extra_sides.items()}
         if n_zero:
             say(
                 f"warning: {setting.label(method.label())} on {task.spec.title}: {n_zero} pair(s) "
@@ -357,9 +323,8 @@ def score(
             )
         # the full vector's encode time is the encode; a compressed one's, its compression
         clock = (t0, t1, t2) if setting.full else (t_setting, t_setting, time.perf_counter())
-        record = scored_record(
-            method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
-        )
+        sims = Similarities(similarity, others, n_zero)
+        record = scored_record(method, task, fit_set, cfg, ctx, leakage, sims, clock)
         vector = vector_record(setting, sides.dims, calibration_set, split.sentences())
         record["vector"] = strict(vector)
         record["protocol"]["similarity"] = setting.similarity
@@ -402,19 +367,17 @@ def sparse_scored(
     t2 = time.perf_counter()
     how = SparsePairs.similarity_of(method)
     similarity, n_zero = sides.similarity(how)
-    threshold = None
-    if (tuning := threshold_pairs(task, cfg)) is not None:
-        tuned, _ = SparsePairs.encode(method, tuning.s1, tuning.s2).similarity(how)
-        threshold = chosen_thresholds(tuned, tuning, task)
+    others = {
+        name: SparsePairs.encode(method, rows.s1, rows.s2).similarity(how)[0]
+        for name, rows in extra_splits(task, cfg).items()
+    }
     if n_zero:
         say(
             f"warning: {method.label()} on {task.spec.title}: {n_zero} pair(s) with a zero "
             "vector; their cosine is set to 0"
         )
-    clock = (*begun, t2)
-    record = scored_record(
-        method, task, fit_set, cfg, ctx, leakage, similarity, n_zero, clock, threshold=threshold
-    )
+    sims = Similarities(similarity, others, n_zero)
+    record = scored_record(method, task, fit_set, cfg, ctx, leakage, sims, (*begun, t2))
     record["vector"] = strict(describe(*sides.arrays(), how))
     record["protocol"]["similarity"] = how
     record["method"]["label"] = VectorSetting(None, SPARSE, how).label(method.label())
@@ -429,82 +392,46 @@ def scored_record(
     cfg: BenchConfig,
     ctx: RunContext,
     leakage: dict[str, Any] | None,
-    similarity: np.ndarray,
-    n_zero: int,
+    sims: Similarities,
     clock: tuple[float, float, float],
-    threshold: dict[str, float] | None = None,
-    decisions: Decisions | None = None,
 ) -> Record:
-    """The record of one similarity per pair: scored under the run's protocol, with the fields the
-    method annotates (DSE's teacher, a cross-encoder's symmetry, "columns"). A labelled task is
-    scored by its kind's metrics (:mod:`harness.core.pair_metrics`): ``threshold`` chosen on its
-    threshold split, or the method's own ``decisions``."""
-    from harness.core.pair_metrics import score_labelled
-    from harness.core.scoring import score_split
-
-    kind = type(method)
+    """The record of one similarity per pair, scored by the task's kind under the run's protocol
+    (its evidence: :meth:`~harness.core.kinds.TaskKind.split_evidence`), with the fields the
+    method annotates (DSE's teacher, a cross-encoder's symmetry, "columns")."""
+    kind = kind_of(task)
     split = task.eval
-    scores: TaskScores | PairScores
-    if task.spec.kind == "pairclass":
-        scores = score_labelled(
-            similarity,
-            split.gold,
-            task.spec.positive_index,
-            task.spec.main_score,
-            cfg.bootstrap,
-            cfg.seed,
-            n_zero,
-            threshold=threshold,
-            threshold_split=task.spec.threshold_split,
-            decisions=decisions,
-            memo=ctx.resamples,
-        )
-    else:
-        scores = score_split(
-            similarity,
-            split.gold,
-            split.subsets,
-            cfg.aggregation,
-            cfg.bootstrap,
-            cfg.seed,
-            n_zero,
-            memo=ctx.resamples,  # the run's: the significance table reuses these resamples
-        )
+    extras = {name: (task.splits[name], sim) for name, sim in sims.extras.items()}
+    evidence = kind.split_evidence(task.spec, split, sims.scored, extras, sims.predicted)
+    scores = kind.score(
+        evidence,
+        task.spec.main_score,
+        cfg.bootstrap,
+        cfg.seed,
+        sims.n_zero,
+        memo=ctx.resamples,  # the run's: the significance table reuses these resamples
+        aggregation=cfg.aggregation,
+    )
     t0, t1, t2 = clock
     timings = {
         "fit_s": round(t1 - t0, 4),
         "encode_s": round(t2 - t1, 4),
         "score_s": round(time.perf_counter() - t2, 4),
     }
-    record = build_record(method, task, scores, cfg, ctx, timings, similarity, fit_set, leakage)
-    if decisions is not None:
-        record["pairs"]["predicted"] = [int(c) for c in decisions.predicted]
-    with guest(kind, "annotate()"):
-        extra = method.annotate(split, similarity)
-    if is_guest(kind):
-        extra = checked_annotation(extra, kind)
+    record = build_record(method, task, scores, cfg, ctx, timings, sims.scored, fit_set, leakage)
+    if sims.predicted is not None:
+        record["pairs"]["predicted"] = [int(c) for c in sims.predicted]
+    with guest(type(method), "annotate()"):
+        extra = method.annotate(split, sims.scored)
+    if is_guest(type(method)):
+        extra = checked_annotation(extra, type(method))
     return cast("Record", {**record, **strict(extra)})
 
 
-def threshold_pairs(task: LoadedTask, cfg: BenchConfig) -> SplitData | None:
-    """The split a labelled task's accuracy / F1 thresholds are chosen on (its
-    ``threshold_split``), when the source has it; None for an STS task, without one, or under
-    ``--pair-thresholds none``."""
-    spec = task.spec
-    if spec.kind != "pairclass" or not spec.threshold_split or cfg.pair_thresholds == "none":
-        return None
-    return task.splits.get(spec.threshold_split)
-
-
-def chosen_thresholds(
-    similarity: np.ndarray, tuning: SplitData, task: LoadedTask
-) -> dict[str, float] | None:
-    """The best-accuracy and best-F1 thresholds on the threshold split (never on the scored one)."""
-    from harness.core.pair_metrics import choose_thresholds
-
-    return choose_thresholds(
-        np.asarray(similarity, np.float64), np.asarray(tuning.gold), task.spec.positive_index
-    )
+def extra_splits(task: LoadedTask, cfg: BenchConfig) -> dict[str, SplitData]:
+    """The splits besides the scored one that the task's kind reads under this run's protocol
+    (a labelled task's threshold split, unless ``--pair-thresholds none``), those the source has."""
+    names = kind_of(task).extra_splits(task.spec, cfg.pair_thresholds)
+    return {name: task.splits[name] for name in names if name in task.splits}
 
 
 def pair_scores(method: Method, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
@@ -533,7 +460,7 @@ def classifies(method: Method) -> bool:
 
 def classified(
     method: Method, s1: Sequence[str], s2: Sequence[str], task: LoadedTask
-) -> tuple[np.ndarray, Decisions]:
+) -> tuple[np.ndarray, np.ndarray]:
     """A classifier's own view of labelled pairs: ``classify_pairs`` gives (n, classes) logits; the
     similarity is the positive class's margin (its logit minus the log-sum-exp of the others, a
     log-odds), the decision the argmax."""
@@ -549,7 +476,7 @@ def classified(
     others = np.delete(logits, positive, axis=1)
     top = others.max(axis=1, keepdims=True)
     margin = logits[:, positive] - (top[:, 0] + np.log(np.exp(others - top).sum(axis=1)))
-    return margin, Decisions(np.argmax(logits, axis=1), len(classes))
+    return margin, np.argmax(logits, axis=1)
 
 
 def calibrated_ranges(

@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UserError
+from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -32,7 +33,7 @@ def labelled_overlaps(
             for data_task, data_split in method.labelled_training_for(task.spec):
                 # a pair-classification task's own labelled split (GLUE train, scored on dev);
                 # STS-B train scored on STS-B test stays unmarked, the STS papers' protocol
-                own = data_task == task.spec.name and task.spec.kind == "pairclass"
+                own = data_task == task.spec.name and kind_of(task).labelled
                 if not (own or (data_task == "stsb" and task.spec.in_stsb)):
                     continue
                 key = (data_task, data_split)

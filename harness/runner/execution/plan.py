@@ -18,6 +18,7 @@ from harness.core.data.fitsets import FitSet, build_fit_set, check_fit_set_name,
 from harness.core.data.splits import LoadedTask, SplitData, unique
 from harness.core.data.tasks import get_task, load_task
 from harness.core.errors import UserError
+from harness.core.kinds import KINDS, kind_of
 from harness.core.stages import stage
 from harness.runner.execution.context import RunContext
 from harness.runner.settings.config import BenchConfig
@@ -83,27 +84,17 @@ class Plan:
 def _threshold_split(task: LoadedTask, cfg: BenchConfig) -> list[SplitData]:
     """The split a labelled task's thresholds are chosen on, when loaded: encoded with the scored
     one in the plan's shared pass."""
-    spec = task.spec
-    wanted = spec.kind == "pairclass" and cfg.pair_thresholds == "task"
-    split = task.splits.get(spec.threshold_split) if wanted else None
-    return [split] if split is not None and split is not task.eval else []
+    names = kind_of(task).extra_splits(task.spec, cfg.pair_thresholds)
+    return [task.splits[n] for n in names if n in task.splits and task.splits[n] is not task.eval]
 
 
 def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
     """A task whose score is undefined whatever the method (constant gold, fewer than 3 pairs, or
     such a subset under ``mean``/``wmean``) fails before anything is encoded, unless
     ``--allow-undefined``, when it is scored and recorded as undefined (with one warning)."""
-    from harness.core.scoring import split_undefined
-
-    split = task.eval
-    if task.spec.kind == "pairclass":
-        from harness.core.pair_metrics import undefined_reason
-
-        score = task.spec.main_score
-        reason = undefined_reason(None, np.asarray(split.gold) == task.spec.positive_index)
-    else:
-        score = "Spearman"
-        reason = split_undefined(None, split.gold, split.subsets, cfg.aggregation)
+    split, kind = task.eval, kind_of(task)
+    score = kind.metric(task.spec.main_score).title
+    reason = kind.gold_problem(task.spec, split, cfg.aggregation)
     if not reason:
         return
     where = f"{task.spec.title} {task.spec.eval_split} ({split.origin})"
@@ -178,11 +169,7 @@ def make_plan(cfg: BenchConfig, ctx: RunContext) -> Plan:
     for spec in specs:
         extra = [split for name in fit_names for split in splits_needed(name, spec)]
         # a labelled task's accuracy / F1 thresholds are chosen on its threshold split
-        tuning = (
-            [spec.threshold_split]
-            if spec.kind == "pairclass" and spec.threshold_split and cfg.pair_thresholds == "task"
-            else []
-        )
+        tuning = list(KINDS[spec.kind].extra_splits(spec, cfg.pair_thresholds))
         chosen_on = prompt_sets.split_names(selections)
         splits = unique([spec.eval_split, *tuning, *extra, *chosen_on])
         with stage("data"):

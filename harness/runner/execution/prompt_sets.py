@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.api import PromptOfSet
 from harness.core.errors import UserError
+from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
     from harness.core.api import Method, MethodContext, SpecRequest
@@ -196,10 +197,10 @@ def selection_split(task: LoadedTask, members: list[Method]) -> SplitData:
     select = of_set.select if of_set is not None else None
     split_name = SELECTIONS[str(select)]
     said = f"{members[0].name}.prompt_select={select}"
-    if task.spec.kind != "sts":
+    if kind_of(task).labelled:
         raise UserError(
             f"{said}: chooses a prompt by Spearman on graded pairs; {task.spec.title} is "
-            f"{task.spec.kind}; score it without prompt_select"
+            f"{kind_of(task).title}; score it without prompt_select"
         )
     split = task.splits.get(split_name)
     if split is None or not len(split):

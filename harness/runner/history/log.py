@@ -41,6 +41,7 @@ import numpy as np
 
 from harness.core.errors import ResourceError
 from harness.core.hashing import atomic_write_bytes, canonical_json
+from harness.core.kinds import DEFAULT_KIND, KINDS, TaskKind, kind_of
 from harness.runner.records.lock import NOFOLLOW, NotAFile, link_target, read_inside
 from harness.runner.records.outputs import StepOutput
 from harness.runner.records.schema import main_ci, main_value
@@ -144,30 +145,21 @@ def read_gold(
     return [float(g) for g in value["gold"]], (list(subsets) if isinstance(subsets, list) else None)
 
 
-def labelled_evidence(record: Record) -> dict[str, Any]:
-    """What a labelled-pairs line's score is computed again from, beside its similarities and
-    gold classes: the positive class's index, the thresholds chosen on the threshold split (or
-    None) and a classifier's decisions (or None)."""
-    task, scores = record["task"], record["scores"]
-    classes = list(task.get("classes") or [])
-    return {
-        "classes": len(classes),
-        "positive": classes.index(str(task.get("positive"))),
-        "threshold": scores.get("threshold"),
-        "predicted": record["pairs"].get("predicted"),
-    }
-
-
-def read_labelled(folder: Path, digest: str | None) -> dict[str, Any] | None:
-    """The labelled-pairs evidence of a gold blob (:func:`labelled_evidence`), None if it has none
-    (an STS line's, or a labelled line written before lines carried it)."""
+def read_evidence(folder: Path, digest: str | None) -> tuple[TaskKind, dict[str, Any]]:
+    """The kind of a gold blob and the kind's own evidence it carries
+    (:meth:`~harness.core.kinds.TaskKind.evidence_extra`, under the kind's ``evidence_key``):
+    graded pairs and ``{}`` when it carries none."""
     data = read_blob(folder, digest, ".json")
     try:
         value = json.loads(data) if data is not None else None
     except ValueError:
-        return None
-    labelled = value.get("labelled") if isinstance(value, dict) else None
-    return labelled if isinstance(labelled, dict) else None
+        value = None
+    for name in KINDS:
+        kind = KINDS[name]
+        extra = value.get(kind.evidence_key) if isinstance(value, dict) else None
+        if isinstance(extra, dict):
+            return kind, extra
+    return KINDS[DEFAULT_KIND], {}
 
 
 def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
@@ -180,8 +172,9 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         np.save(buffer, np.asarray(pairs["similarity"], dtype=np.float64), allow_pickle=False)
         similarity = _store_blob(blobs, buffer.getvalue(), ".npy")
         evidence: dict[str, Any] = {"gold": pairs["gold"], "subset": pairs.get("subset")}
-        if record["task"].get("kind") == "pairclass":  # what its metrics are computed again from
-            evidence["labelled"] = labelled_evidence(record)
+        kind = kind_of(record)
+        if kind is not KINDS[DEFAULT_KIND]:  # its kind, and what its metrics are computed from
+            evidence[kind.evidence_key] = kind.evidence_extra(record)
         gold = _store_blob(blobs, canonical_json(evidence).encode(), ".json")
     keys = record_keys(record)
     scores = record["scores"]
@@ -343,12 +336,12 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
 def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     """Why a history line's score (and 95 % interval) is not what its own per-pair blobs give
     (None: it is). A line's checksum is no evidence (anyone appending a line can compute it): its
-    Spearman is computed again from the similarities and gold it names, under its aggregation,
-    and its interval from its rounds and seed, as a record's are
-    (:func:`harness.runner.records.schema.evidence_problem`). A labelled-pairs line's metric is
-    computed again from its blobs likewise, with the positive class, thresholds and decisions its
-    gold blob carries (:func:`labelled_evidence`); a line without them is not shown."""
-    from harness.core.scoring import AGGREGATIONS, score_split
+    score is computed again by its kind from the similarities and gold it names, the kind's own
+    evidence its gold blob carries (:func:`read_evidence`), its aggregation, rounds and seed, as a
+    record's are (:func:`harness.runner.records.schema.evidence_problem`)."""
+    from harness.core.bootstrap import MAX_ROUNDS
+    from harness.core.kinds import Evidence
+    from harness.core.scoring import AGGREGATIONS
     from harness.runner.records.schema import AGREE
 
     n = line["n_pairs"]
@@ -361,90 +354,34 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     rounds, seed = line.get("bootstrap_rounds") or 0, line.get("seed") or 0
     if not isinstance(rounds, int) or not isinstance(seed, int):
         return "its bootstrap rounds or seed are not integers"
-    from harness.core.bootstrap import MAX_ROUNDS
-
     if not 0 <= rounds <= MAX_ROUNDS or not 0 <= seed < 2**32:
         return f"bootstrap rounds {rounds} or seed {seed} out of range"
     labels = gold[1]
     if labels is not None and len(labels) != n:
         return "its subset labels do not match its pairs"
-    if line.get("metric", "spearman") != "spearman":
-        return _labelled_problem(line, blobs, similarity, gold[0], rounds, seed)
+    kind, extra = read_evidence(blobs, line["gold"])
+    metric = line.get("metric", kind.main_default)
+    if metric not in kind.metrics:
+        return f"metric {metric!r} is not one of {', '.join(kind.metrics)}"
+    gold_array = np.asarray(gold[0], dtype=np.float64)
+    problem = kind.extra_problem(extra, gold_array)
+    if problem:
+        return f"its kind's evidence is malformed ({problem})"
+    evidence = Evidence(similarity, gold_array, labels, dict(extra))
     try:
-        fresh = score_split(
-            similarity,
-            gold[0],
-            labels,
-            line["aggregation"],
-            bootstrap=rounds if line["ci95"] is not None else 0,
-            seed=seed,
-        )
-    except (ArithmeticError, TypeError, ValueError) as err:
-        return f"its pairs cannot be scored again ({type(err).__name__})"
-    if fresh.spearman is None or abs(fresh.spearman - float(line["score"])) > AGREE:
-        gives = "undefined" if fresh.spearman is None else f"{fresh.spearman:.4f}"
-        return f"score {line['score']} is not what its own {n} pairs give ({gives})"
-    ci = line["ci95"]
-    if ci is not None and (
-        fresh.ci95 is None
-        or len(ci) != 2
-        or any(abs(float(a) - b) > AGREE for a, b in zip(ci, fresh.ci95))
-    ):
-        return f"ci95 {ci} is not the interval its own pairs give ({fresh.ci95})"
-    return None
-
-
-def _labelled_problem(
-    line: dict[str, Any],
-    blobs: Path,
-    similarity: np.ndarray,
-    gold: list[float],
-    rounds: int,
-    seed: int,
-) -> str | None:
-    """:func:`evidence_problem` for a labelled-pairs line: its metric and interval computed again
-    from its similarities, gold classes, positive class, thresholds and decisions, as a record's
-    are (:func:`harness.runner.records.schema.evidence_problem`)."""
-    from harness.core.pair_metrics import METRICS, Decisions, score_labelled, undefined_reason
-    from harness.runner.records.schema import AGREE
-
-    labelled = read_labelled(blobs, line["gold"])
-    metric = line.get("metric")
-    if labelled is None:
-        return "a labelled-pairs line without its positive class and thresholds (nothing to check)"
-    if metric not in METRICS:
-        return f"metric {metric!r} is not one of {', '.join(METRICS)}"
-    classes, positive = labelled.get("classes"), labelled.get("positive")
-    threshold, predicted = labelled.get("threshold"), labelled.get("predicted")
-    gold_array = np.asarray(gold, dtype=np.float64)
-    if (
-        not isinstance(classes, int)
-        or not isinstance(positive, int)
-        or not 0 <= positive < classes
-        or not np.all(np.isin(gold_array, np.arange(classes)))
-        or (threshold is not None and not _thresholds(threshold))
-        or (predicted is not None and not _decisions(predicted, len(gold), classes))
-    ):
-        return "its classes, positive class, thresholds or decisions are malformed"
-    decisions = None if predicted is None else Decisions(np.asarray(predicted), classes)
-    if undefined_reason(similarity, gold_array == positive):
-        return "its metric is undefined on its own pairs"
-    try:
-        fresh = score_labelled(
-            similarity,
-            gold_array,
-            positive,
+        fresh = kind.score(
+            evidence,
             metric,
             rounds if line["ci95"] is not None else 0,
             seed,
-            threshold=threshold,
-            decisions=decisions,
+            aggregation=line["aggregation"],
         ).metrics[metric]
     except (ArithmeticError, TypeError, ValueError) as err:
         return f"its pairs cannot be scored again ({type(err).__name__})"
-    value, interval = cast(float | None, fresh["value"]), cast(list[float] | None, fresh["ci95"])
+    value, interval = fresh["value"], fresh["ci95"]
     if value is None or abs(value - float(line["score"])) > AGREE:
-        return f"{metric} {line['score']} is not what its own {len(gold)} pairs give ({value})"
+        gives = "undefined" if value is None else f"{value:.4f}"
+        return f"score {line['score']} is not what its own {n} pairs give ({gives})"
     ci = line["ci95"]
     if ci is not None and (
         interval is None
@@ -453,22 +390,6 @@ def _labelled_problem(
     ):
         return f"ci95 {ci} is not the interval its own pairs give ({interval})"
     return None
-
-
-def _thresholds(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and set(value) == {"accuracy", "f1"}
-        and all(isinstance(v, int | float) and np.isfinite(v) for v in value.values())
-    )
-
-
-def _decisions(value: Any, n_pairs: int, classes: int) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) == n_pairs
-        and all(isinstance(c, int) and 0 <= c < classes for c in value)
-    )
 
 
 class HistoryLog:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserError, did_you_mean
+from harness.core.kinds import KINDS
 
-# The measures a row may compare (harness.core.data.tasks.SCORED_KINDS' scores, and DSE's own).
-PAIRCLASS_METRICS = ("ap", "roc_auc", "accuracy", "f1", "accuracy_best", "f1_best")
-METRICS = ("spearman", *PAIRCLASS_METRICS, "degradation_pct")
+# The measures a row may compare: every metric of the task kinds (harness.core.kinds) and DSE's own.
+METRICS = (*dict.fromkeys(m for k in KINDS.values() for m in k.metrics), "degradation_pct")
 PAPER_DIR = Path(__file__).resolve().parent  # the TOMLs sit beside this module
 PAPERS = tuple(sorted(path.stem for path in PAPER_DIR.glob("*.toml")))
 

@@ -57,11 +57,10 @@ def measured_value(record: Record, metric: str) -> float | None:
     if metric == "degradation_pct":  # DSE adds "teacher" to its records (Method.annotate)
         teacher: dict[str, Any] = cast(dict, record).get("teacher") or {}
         return teacher.get("degradation_pct")
-    scores: dict[str, Any] = cast(dict, record["scores"])
-    if metric == "spearman":
-        return scores.get("spearman")
-    value = (scores.get("metrics") or {}).get(metric) or {}
-    return value.get("value")
+    from harness.core.kinds import kind_of
+
+    kind = kind_of(record)
+    return kind.metric_entry(record, metric)["value"] if metric in kind.metrics else None
 
 
 def record_file(record: Record) -> str:

@@ -87,15 +87,15 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core.compression import HAMMING, SIMILARITIES, VectorSetting
+from harness.core.compression import SIMILARITIES, VectorSetting
 from harness.core.hashing import atomic_write_text, key_hash, strict_json
+from harness.core.kinds import Evidence, kind_of
 from harness.runner.records.lock import NotAFile, read_inside, refuse_linked_folders
 from harness.runner.records.outputs import StepOutput
 from harness.runner.records.schema import main_value
@@ -133,7 +133,6 @@ SCORE_KEYS = (
         for metric in ("accuracy", "f1", "precision", "recall", "ap")
     ),
 )
-MAIN_SCORE = "cosine_spearman"  # the main score of every MTEB STS task
 log = logging.getLogger("sts_bench.results")
 
 
@@ -235,24 +234,6 @@ def experiment_name(kwargs: Mapping[str, Any] | None) -> str | None:
     return name
 
 
-def _correlations(similarity: np.ndarray, gold: np.ndarray, compared_by: str) -> dict[str, float]:
-    """MTEB's score keys of one subset's pairs compared by ``compared_by`` (module docstring)."""
-    from harness.core.scoring import pearson, spearman
-
-    def pair(prefix: str, values: np.ndarray) -> dict[str, float]:
-        return {
-            f"{prefix}pearson": pearson(values, gold),
-            f"{prefix}spearman": spearman(values, gold),
-        }
-
-    if compared_by == "cosine":
-        return {**pair("", similarity), **pair("cosine_", similarity)}
-    if compared_by == HAMMING:  # -hamming; on 0/1 vectors Euclidean is minus its square root
-        euclidean = -np.sqrt(np.maximum(-similarity, 0.0))
-        return {**pair("manhattan_", similarity), **pair("euclidean_", euclidean)}
-    return pair(f"{compared_by}_", similarity)
-
-
 def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, list[str]]:
     """Languages of each MTEB subset: English for registered tasks, MTEB's metadata otherwise (the
     run read the task through mteb, so mteb is already imported)."""
@@ -267,47 +248,15 @@ def _languages(task_name: str, subsets: list[str], source: str) -> dict[str, lis
 def _subset_scores(
     values: Mapping[str, Any], subset: str, languages: list[str], version: str | None
 ) -> dict[str, Any]:
-    """One subset's scores in MTEB's layout, keys in :data:`SCORE_KEYS` order."""
+    """One subset's scores in MTEB's layout: :data:`SCORE_KEYS` in order, then a kind's own."""
     return {
         **{k: values[k] for k in SCORE_KEYS if k in values},
+        **{k: v for k, v in values.items() if k not in SCORE_KEYS and k != "main_score"},
         "main_score": values.get("main_score"),
         "hf_subset": subset,
         "languages": languages,
         "mteb_version": version,
     }
-
-
-PAIR_MAIN_SCORE = "max_ap"  # the main score of MTEB's PairClassification tasks
-
-
-def _pair_values(similarity: np.ndarray, positive: np.ndarray, compared_by: str) -> dict[str, Any]:
-    """MTEB's PairClassification keys of labelled pairs compared by ``compared_by``: accuracy,
-    F1, its precision and recall at MTEB's best thresholds on these pairs, and AP, as fractions
-    (MTEB's evaluator on the same similarities gives the same numbers: tests/test_pair_metrics.py);
-    ``max_*`` over the one similarity sts-bench compared by."""
-    from harness.core.pair_metrics import Ranked, average_precision, best_accuracy, best_f1
-
-    ranked = Ranked.of(similarity, positive)
-    accuracy = float(best_accuracy(ranked)[0][0]) / 100
-    f1, threshold = (float(v[0]) for v in best_f1(ranked))
-    predicted = similarity >= threshold
-    tp = int((predicted & positive).sum())
-    precision = tp / int(predicted.sum()) if predicted.any() and math.isfinite(f1) else 0.0
-    recall = tp / int(positive.sum()) if math.isfinite(f1) else 0.0
-    one = {
-        "accuracy": accuracy,
-        "f1": f1 / 100 if math.isfinite(f1) else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "ap": float(average_precision(ranked)[0]) / 100,
-    }
-    prefix = "cosine" if compared_by == "cosine" else compared_by
-    values = {f"{prefix}_{k}": v for k, v in one.items()}
-    if compared_by == "cosine":  # the model's own similarity function
-        values.update({f"similarity_{k}": v for k, v in one.items()})
-    values.update({f"max_{k}": v for k, v in one.items()})
-    values["main_score"] = values[PAIR_MAIN_SCORE]
-    return values
 
 
 def task_result(record: Record, task_name: str) -> dict[str, Any]:
@@ -327,15 +276,11 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     languages = _languages(task_name, list(groups), task["source"])
     version = mteb_version()
     scores = []
-    labelled = task.get("kind") == "pairclass"
+    kind = kind_of(record)
+    extra = kind.evidence_extra(record)
     for subset, idx in groups.items():
-        if labelled:
-            positive = gold[idx] == task["classes"].index(task["positive"])
-            values: dict[str, Any] = _pair_values(similarity[idx], positive, compared_by)
-        else:
-            values = _correlations(similarity[idx], gold[idx], compared_by)
-        if compared_by == "cosine" and not labelled:
-            values["main_score"] = values[MAIN_SCORE]
+        evidence = Evidence(similarity[idx], gold[idx], None, extra)
+        values = kind.mteb_values(evidence, compared_by)
         rounded = {k: None if v is None else round(v, 6) for k, v in values.items()}
         scores.append(_subset_scores(rounded, subset, languages[subset], version))
     pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in (

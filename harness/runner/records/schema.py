@@ -27,19 +27,16 @@ True
 
 from __future__ import annotations
 
-import collections
 import hashlib
-import math
 import typing
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
-import numpy as np
-
 from harness.core import authenticity
-from harness.core.bootstrap import MAX_ROUNDS, ResampleMemo
+from harness.core.bootstrap import ResampleMemo
 from harness.core.hashing import canonical_json, strict_json
-from harness.core.scoring import AGGREGATIONS, score_split
+from harness.core.kinds.base import AGREE as KIND_AGREE
+from harness.core.scoring import AGGREGATIONS
 from harness.core.sparse import SIMILARITIES as SPARSE_SIMILARITIES
 from harness.core.sparse import SPARSE, sparse_bytes
 from harness.core.typecheck import problem as type_problem
@@ -51,9 +48,8 @@ PROTOCOL_GROUP = ("aggregation", "source", "dtype", "max_length", "first_last_la
 # The group's fields a record's protocol must hold; "metric" is the record's main score (Spearman
 # for STS, a labelled task's own: ap, roc_auc, ...), read from its scores.
 PROTOCOL_FIELDS = PROTOCOL_GROUP[:-1]
-# ×100 points. A score recomputed by the same code from the same floats agrees to ~1e-13; a looser
-# bound only absorbs another numpy's summation order, and no edit worth making hides inside it.
-AGREE = 1e-6
+# ×100 points: how close a recomputed score must be (harness.core.kinds.base.AGREE says why)
+AGREE = KIND_AGREE
 
 
 class HarnessInfo(TypedDict):
@@ -80,9 +76,9 @@ class TaskInfo(TypedDict):
     n_pairs: int
     subsets: dict[str, int]
     mteb_name: str | None
-    kind: NotRequired[str]  # "pairclass" (labelled pairs); absent: "sts"
-    classes: NotRequired[list[str]]  # pairclass: class names in label-index order
-    positive: NotRequired[str]  # pairclass: the class a high similarity predicts
+    kind: NotRequired[str]  # its TaskKind (harness.core.kinds); absent: graded pairs (sts)
+    classes: NotRequired[list[str]]  # labelled pairs: class names in label-index order
+    positive: NotRequired[str]  # labelled pairs: the class a high similarity predicts
 
 
 class Scores(TypedDict):
@@ -238,256 +234,54 @@ def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def main_score(record: Mapping[str, Any]) -> str:
-    """The score a record is ranked by: ``spearman`` for STS, a labelled task's own (``ap``...)."""
-    return str(record["scores"].get("main_score", "spearman"))
+    """The score a record is ranked by (its kind's): ``spearman`` for STS, ``ap`` for labelled
+    pairs unless the task says otherwise."""
+    from harness.core.kinds import kind_of
+
+    return kind_of(record).main_score(record)
 
 
 def score_title(record: Mapping[str, Any]) -> str:
     """How the main score is named on the console and in tables: ``Spearman``, ``AP``...
     (a threshold chosen on the scored split carries §)."""
-    from harness.core.pair_metrics import TITLES
+    from harness.core.kinds import kind_of
 
-    name = main_score(record)
-    return "Spearman" if name == "spearman" else TITLES.get(name, name)
+    return kind_of(record).metric(main_score(record)).title
 
 
 def main_value(record: Mapping[str, Any]) -> float | None:
     """The record's main score ×100 (None: undefined)."""
-    scores = record["scores"]
-    if "metrics" in scores:
-        return scores["metrics"][main_score(record)]["value"]
-    return scores["spearman"]
+    from harness.core.kinds import kind_of
+
+    return kind_of(record).main_value(record)
 
 
 def main_ci(record: Mapping[str, Any]) -> list[float] | None:
     """The 95 % interval of the record's main score (None: none)."""
-    scores = record["scores"]
-    if "metrics" in scores:
-        return scores["metrics"][main_score(record)]["ci95"]
-    return scores["spearman_ci95"]
+    from harness.core.kinds import kind_of
+
+    return kind_of(record).main_ci(record)
 
 
 def evidence_problem(record: Record, memo: ResampleMemo | None = None) -> str | None:
     """Why ``record``'s scores are not what its own pairs give (None when they are). ``record`` has
     passed the type check: the fields exist and have their types.
 
-    The Spearman and Pearson ×100 of the whole split and of every subset are computed again from
-    ``pairs`` under ``protocol.aggregation`` and compared to the stored ones (undefined must be
-    undefined again); the 95 % interval is recomputed from the pairs, ``bootstrap_rounds`` and
-    ``bootstrap_seed`` (the same draws, :mod:`harness.core.bootstrap`) and must be the stored one;
-    counts must match the pairs. ``memo``: where those resamples are memoised (None: nowhere)."""
-    protocol, task, scores, pairs = (
-        record["protocol"],
-        record["task"],
-        record["scores"],
-        record["pairs"],
-    )
+    Its kind (:mod:`harness.core.kinds`) computes every score again from the record's evidence
+    (pairs, gold, subsets and the kind's own fields) and draws every interval again from the pairs,
+    ``bootstrap_rounds`` and ``bootstrap_seed``; a metric registered after the record was written
+    is computed and added. ``memo``: where those resamples are memoised (None: nowhere)."""
+    from harness.core.errors import UserError
+    from harness.core.kinds import kind_of
+
     problem = _table_keys_problem(record) or _vector_problem(record)
     if problem:
         return problem
-    if "metrics" in scores or task.get("kind", "sts") != "sts":
-        return _labelled_problem(record, memo)
-    aggregation = protocol["aggregation"]
-    n, labels = task["n_pairs"], pairs["subset"]
-    if labels is not None and len(labels) != n:
-        return f"pairs.subset has {len(labels)} labels for n_pairs {n}"
-    counts = dict(collections.Counter(labels or ()))  # counted in C: thousands of labels per record
-    if counts != task["subsets"]:
-        return f"task.subsets {task['subsets']} does not count pairs.subset ({counts})"
-    raw = pairs["similarity"]
-    # None stands where a method gave a non-finite score (then the score is undefined): NaN again
-    # here
-    similarity = np.asarray(
-        [math.nan if v is None else v for v in raw] if None in raw else raw, dtype=np.float64
-    )
-    gold = np.asarray(pairs["gold"], dtype=np.float64)
-    zeros = int(np.count_nonzero(similarity == 0.0))  # a pair with a zero vector has cosine 0
-    if not 0 <= scores["n_zero_vectors"] <= zeros:
-        return (
-            f"scores.n_zero_vectors {scores['n_zero_vectors']}, but {zeros} of its similarities "
-            "are 0"
-        )
     try:
-        fresh = score_split(similarity, gold, labels, aggregation, bootstrap=0)
-    except (ArithmeticError, TypeError, ValueError) as err:
-        # Only a hand-made record gets here: the run that wrote a record scored these very pairs
-        # with this code (similarities near ±1e308 overflow the Pearson of a subset, for one).
-        return f"its pairs cannot be scored again ({type(err).__name__}: {str(err)[:80]})"
-    stored_undefined, fresh_undefined = scores["undefined"] is not None, fresh.undefined is not None
-    if stored_undefined != fresh_undefined:
-        said = f"undefined ({scores['undefined']})" if stored_undefined else f"{scores['spearman']}"
-        gives = f"undefined ({fresh.undefined})" if fresh_undefined else f"{fresh.spearman:.4f}"
-        return f"its Spearman is recorded as {said}, but its own pairs give {gives}"
-    for name, stored, computed in (
-        ("spearman", scores["spearman"], fresh.spearman),
-        ("pearson", scores["pearson"], fresh.pearson),
-    ):
-        if not _agree(stored, computed):
-            return f"scores.{name} {stored} is not what its own {n} pairs give ({_shown(computed)})"
-    if set(record["subset_scores"]) != set(fresh.subsets):
-        return (
-            f"subset_scores has {sorted(record['subset_scores'])}, its pairs' subsets are "
-            f"{sorted(fresh.subsets)}"
-        )
-    for label, entry in record["subset_scores"].items():
-        again = fresh.subsets[label]
-        if entry["n"] != again["n"] or (entry["undefined"] is None) != (again["undefined"] is None):
-            return (
-                f"subset_scores.{label} is not what its own pairs give (n {again['n']}, "
-                f"{again['undefined']})"
-            )
-        for name, kept, redone in (
-            ("spearman", entry["spearman"], again["spearman"]),
-            ("pearson", entry["pearson"], again["pearson"]),
-        ):
-            if not _agree(kept, redone):
-                return (
-                    f"subset_scores.{label}.{name} {kept} is not what its own pairs give "
-                    f"({_shown(redone)})"
-                )
-    return _interval_problem(scores) or _recomputed_interval_problem(
-        similarity, gold, labels, aggregation, scores, memo
-    )
-
-
-def _rounds_problem(scores: Scores) -> str | None:
-    """Why ``bootstrap_rounds`` / ``bootstrap_seed`` cannot be what an interval was drawn with."""
-    rounds, seed = scores["bootstrap_rounds"], scores["bootstrap_seed"]
-    if rounds < 0 or rounds > MAX_ROUNDS:
-        return f"scores.bootstrap_rounds {rounds} is not 0..{MAX_ROUNDS}"
-    if not 0 <= seed < 2**32:
-        return f"scores.bootstrap_seed {seed} is not a 32-bit seed"
-    return None
-
-
-def _recomputed_interval_problem(
-    similarity: np.ndarray,
-    gold: np.ndarray,
-    labels: list[str] | None,
-    aggregation: str,
-    scores: Scores,
-    memo: ResampleMemo | None,
-) -> str | None:
-    """Why the stored 95 % interval is not the one its pairs, rounds and seed give (None: it is).
-    Only the resamples are computed again (the point scores agree already)."""
-    problem = _rounds_problem(scores)
-    if problem or scores["spearman"] is None:
-        return problem
-    fresh = score_split(
-        similarity,
-        gold,
-        labels,
-        aggregation,
-        bootstrap=scores["bootstrap_rounds"],
-        seed=scores["bootstrap_seed"],
-        memo=memo,
-    ).ci95
-    return _ci_differs("scores.spearman_ci95", scores["spearman_ci95"], fresh, scores)
-
-
-def _ci_differs(name: str, stored: list[float] | None, fresh: Any, scores: Scores) -> str | None:
-    """Why ``stored`` is not the interval ``fresh`` recomputed (None: both absent, or equal within
-    :data:`AGREE`)."""
-    fresh = None if fresh is None else [float(fresh[0]), float(fresh[1])]
-    if stored is None and fresh is None:
-        return None
-    if stored is not None and fresh is not None and all(map(_agree, stored, fresh)):
-        return None
-    said = "none" if stored is None else f"[{stored[0]:.4f}, {stored[1]:.4f}]"
-    gives = "none" if fresh is None else f"[{fresh[0]:.4f}, {fresh[1]:.4f}]"
-    return (
-        f"{name} {said} is not the 95 % interval its own pairs give with "
-        f"{scores['bootstrap_rounds']} resamples and seed {scores['bootstrap_seed']} ({gives})"
-    )
-
-
-def _labelled_problem(record: Record, memo: ResampleMemo | None = None) -> str | None:
-    """:func:`evidence_problem` for labelled pairs: every metric computed again from the record's
-    pairs (similarities, class labels, the classifier's decisions if any) and the thresholds it
-    says were chosen on its threshold split; each interval must hold its value and be the one its
-    pairs, rounds and seed give."""
-    from harness.core.pair_metrics import (
-        METRICS,
-        Decisions,
-        metric_values,
-        score_labelled,
-        undefined_reason,
-    )
-
-    task, scores, pairs = record["task"], record["scores"], record["pairs"]
-    classes, positive = task.get("classes") or [], task.get("positive")
-    if task.get("kind") != "pairclass" or positive not in classes or "metrics" not in scores:
-        return "a labelled-pairs record must say its kind, classes, positive class and metrics"
-    if set(scores["metrics"]) != set(METRICS) or scores.get("main_score") not in METRICS:
-        return f"scores.metrics must hold {', '.join(METRICS)} and name one as main_score"
-    gold = np.asarray(pairs["gold"], dtype=np.float64)
-    if not np.all(np.isin(gold, np.arange(len(classes)))):
-        return "pairs.gold holds a value that is not a class index"
-    raw = pairs["similarity"]
-    similarity = np.asarray([math.nan if v is None else v for v in raw], dtype=np.float64)
-    predicted = pairs.get("predicted")
-    if predicted is not None and (
-        len(predicted) != len(gold) or not all(0 <= c < len(classes) for c in predicted)
-    ):
-        return "pairs.predicted is not one class index per pair"
-    decisions = None if predicted is None else Decisions(np.asarray(predicted), len(classes))
-    index = classes.index(positive)
-    undefined = undefined_reason(similarity, gold == index)
-    threshold = scores.get("threshold")
-    if threshold is not None and not (
-        isinstance(threshold, dict)
-        and set(threshold) == {"accuracy", "f1"}
-        and all(isinstance(v, int | float) and math.isfinite(v) for v in threshold.values())
-    ):
-        return "scores.threshold is not {accuracy: number, f1: number}"
-    fresh = (
-        {}
-        if undefined
-        else metric_values(similarity, gold, index, None, threshold or None, decisions)
-    )
-    for name in METRICS:
-        entry = scores["metrics"][name]
-        redone = None if undefined else float(fresh[name][0])
-        redone = None if redone is None or not math.isfinite(redone) else redone
-        if not _agree(entry["value"], redone):
-            return (
-                f"scores.metrics.{name} {entry['value']} is not what its own {len(gold)} pairs "
-                f"give ({_shown(redone)})"
-            )
-        ci = entry["ci95"]
-        if ci is not None:
-            if redone is None or len(ci) != 2 or not ci[0] - AGREE <= redone <= ci[1] + AGREE:
-                return f"scores.metrics.{name}: its 95 % interval {ci} does not hold its value"
-            if ci[0] < -AGREE or ci[1] > 100 + AGREE:
-                return f"scores.metrics.{name}: its 95 % interval {ci} reaches beyond 0-100"
-    main = scores["metrics"][scores["main_score"]]["value"]
-    if (main is None) != (scores["undefined"] is not None):
-        return "scores.undefined does not say whether its main score is defined"
-    problem = _rounds_problem(scores)
-    if problem or undefined:
-        return problem
-    # every interval drawn again from the pairs, rounds and seed (the values agree already)
-    again = score_labelled(
-        similarity,
-        gold,
-        index,
-        scores["main_score"],
-        scores["bootstrap_rounds"],
-        scores["bootstrap_seed"],
-        threshold=threshold or None,
-        decisions=decisions,
-        memo=memo,
-    )
-    for name in METRICS:
-        problem = _ci_differs(
-            f"scores.metrics.{name}.ci95",
-            scores["metrics"][name]["ci95"],
-            again.metrics[name]["ci95"],
-            scores,
-        )
-        if problem:
-            return problem
-    return None
+        kind = kind_of(record)
+    except UserError as err:
+        return str(err)
+    return kind.verify(typing.cast(dict, record), memo)
 
 
 def _table_keys_problem(record: Record) -> str | None:
@@ -594,31 +388,3 @@ def _sparse_problem(record: Record) -> str | None:
     if suffix and not record["method"]["label"].endswith(f" · {suffix}"):
         return f"method.label does not say its similarity ({suffix})"
     return None
-
-
-def _interval_problem(scores: Scores) -> str | None:
-    """Why the stored 95 % interval cannot be the interval of the stored Spearman (None: it can)."""
-    ci, rho = scores["spearman_ci95"], scores["spearman"]
-    if ci is None:
-        return None  # no interval (--bootstrap 0, or every resample undefined): nothing to hold
-    if rho is None:
-        return "an undefined score has an interval"
-    if len(ci) != 2:
-        return f"scores.spearman_ci95 has {len(ci)} numbers, not 2"
-    low, high = ci
-    if not low - AGREE <= rho <= high + AGREE:
-        return f"its Spearman {rho:.4f} lies outside its own 95 % interval [{low:.4f}, {high:.4f}]"
-    if low < -100 - AGREE or high > 100 + AGREE:
-        return f"its 95 % interval [{low:.4f}, {high:.4f}] reaches beyond ±100"
-    return None
-
-
-def _agree(stored: Any, computed: Any) -> bool:
-    """Both undefined, or both numbers within :data:`AGREE`."""
-    if stored is None or computed is None:
-        return stored is None and computed is None
-    return abs(float(stored) - float(computed)) <= AGREE
-
-
-def _shown(value: Any) -> str:
-    return "undefined" if value is None else f"{float(value):.4f}"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.hashing import atomic_write_text
+from harness.core.kinds import TaskKind, kind_of
 from harness.runner.records.schema import main_score, main_value
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
 
@@ -67,7 +68,7 @@ def compare(
     (:func:`averages`: its interval and its rank interval, by (group, row key)). ``memo``: the
     run's resampled scores (its records' intervals were resampled into it, so a run resamples each
     method once); None keeps nothing."""
-    from harness.core.significance import paired_bootstrap, scored, williams
+    from harness.core.significance import Scored, paired_bootstrap, williams
 
     per_row: dict[tuple, dict[str, Any]] = {}  # (group, row key) → task → its Scored
     group_tasks: dict[tuple, set[str]] = {}
@@ -87,21 +88,10 @@ def compare(
     rows, marks = [], set()
     for (group, task, _), recs in sorted(by_split.items(), key=lambda item: item[0][:2]):
         pairs = recs[0]["pairs"]
-        labelled = "metrics" in recs[0]["scores"]
+        kind = kind_of(recs[0])
+        sides = {id(r): kind.comparable(r, rounds, seed, memo) for r in recs}
         results = {
-            id(r): (
-                labelled_scored(r, rounds, seed, memo)
-                if labelled
-                else scored(
-                    np.asarray(r["pairs"]["similarity"], dtype=np.float64),
-                    pairs["gold"],
-                    pairs["subset"],
-                    group[0],
-                    rounds,
-                    seed,
-                    memo,
-                )
-            )
+            id(r): Scored(sides[id(r)][0], float(main_value(r)), sides[id(r)][1][main_score(r)])  # type: ignore[arg-type]
             for r in recs
         }
         for r in recs:
@@ -112,10 +102,10 @@ def compare(
         for a, b in combinations(ranked, 2):
             ka, kb = record_keys(a), record_keys(b)
             tests = [paired_bootstrap(results[id(a)], results[id(b)])]
-            if not labelled:  # Williams' t compares correlations; a labelled score is not one
+            if "williams" in kind.comparison_tests():  # correlations with one shared gold
                 tests.append(williams(results[id(a)], results[id(b)], pairs["gold"]))
-            else:  # every other metric of labelled pairs, on the same paired draws
-                tests += other_metrics(a, b, rounds, seed, memo)
+            if "metrics" in kind.comparison_tests():  # every other metric, the same paired draws
+                tests += other_metrics(kind, (a, b), (sides[id(a)], sides[id(b)]))
             for test in tests:
                 rows.append(
                     {
@@ -249,32 +239,18 @@ def average_tests(
     return out
 
 
-def labelled_scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | None) -> Any:
-    """A labelled-pairs record as :func:`harness.core.significance.paired_bootstrap` compares it:
-    its main score and that score's resamples, drawn as every method's of the split are (the same
-    draws: paired)."""
-    from harness.core.significance import Scored
-
-    similarity, resamples = _labelled_resamples(rec, rounds, seed, memo)
-    return Scored(similarity, float(main_value(rec)), resamples[main_score(rec)])  # type: ignore[arg-type]
-
-
-def other_metrics(
-    a: Record, b: Record, rounds: int, seed: int, memo: ResampleMemo | None
-) -> list[Any]:
-    """Paired bootstraps of A − B on each labelled-pairs metric but the main one (whose test
-    decides ★), where both define it; the test column names the metric
-    (``paired bootstrap (B=1000) of roc_auc``)."""
+def other_metrics(kind: TaskKind, pair: tuple[Record, Record], sides: tuple) -> list[Any]:
+    """Paired bootstraps of A − B on each metric of the kind but the main one (whose test decides
+    ★), where both define it; the test column names the metric (``paired bootstrap (B=1000) of
+    roc_auc``). ``sides``: each record's similarities and every metric's resamples."""
     from dataclasses import replace
 
-    from harness.core.pair_metrics import METRICS
     from harness.core.significance import Scored, paired_bootstrap
 
     out = []
-    sides = [_labelled_resamples(rec, rounds, seed, memo) for rec in (a, b)]
-    for name in METRICS:
-        values = [rec["scores"]["metrics"][name]["value"] for rec in (a, b)]
-        if name == main_score(a) or values[0] is None or values[1] is None:
+    for name in kind.metrics:
+        values = [kind.metric_entry(rec, name)["value"] for rec in pair]
+        if name == main_score(pair[0]) or values[0] is None or values[1] is None:
             continue
         first, second = (
             Scored(side[0], float(v or 0.0), side[1][name]) for side, v in zip(sides, values)
@@ -282,27 +258,6 @@ def other_metrics(
         test = paired_bootstrap(first, second)
         out.append(replace(test, test=f"{test.test} of {name}"))
     return out
-
-
-def _labelled_resamples(
-    rec: Record, rounds: int, seed: int, memo: ResampleMemo | None
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """A labelled-pairs record's similarities and every metric's resamples (memoised: the run
-    resampled them once for the record's intervals)."""
-    from harness.core.pair_metrics import Decisions, resampled_metrics
-
-    task, scores, pairs = rec["task"], rec["scores"], rec["pairs"]
-    index = task["classes"].index(task["positive"])
-    similarity = np.asarray(pairs["similarity"], dtype=np.float64)
-    gold = np.asarray(pairs["gold"], dtype=np.float64)
-    predicted = pairs.get("predicted")
-    decisions = (
-        None if predicted is None else Decisions(np.asarray(predicted), len(task["classes"]))
-    )
-    resamples = resampled_metrics(
-        similarity, gold, index, rounds, seed, scores.get("threshold") or None, decisions, memo
-    )
-    return similarity, resamples
 
 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:

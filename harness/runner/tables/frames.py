@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.core.data.tasks import TASKS
-from harness.core.pair_metrics import METRICS as PAIR_METRICS
+from harness.core.kinds import DEFAULT_KIND, KINDS, kind_of
 from harness.runner.records.schema import (
     PROTOCOL_GROUP,
     main_ci,
@@ -40,8 +40,10 @@ def protocol_line(group: Mapping[str, Any]) -> str:
     """A protocol group (its GROUP_KEYS values) as the line that heads its tables and plots. The
     similarity is a row's own (``--similarity``, :mod:`harness.core.compression`): its label names
     any but cosine."""
-    metric = group.get("metric", "spearman")
-    scored = "" if metric == "spearman" else f"score={metric} (labelled pairs) · "
+    default = KINDS[DEFAULT_KIND].main_default
+    metric = group.get("metric", default)
+    kinds = [kind.title for kind in KINDS.values() if metric in kind.metrics]
+    scored = "" if metric == default else f"score={metric} ({', '.join(kinds)}) · "
     return (
         f"{scored}aggregation={group['aggregation']} · source={group['source']} · "
         f"dtype={group['dtype']} · max_length={group['max_length']} · first-last "
@@ -71,10 +73,17 @@ LONG_COLUMNS = (
     "weights",
     "fingerprint",
     *VECTOR_COLUMNS,
-    # labelled pairs: every metric (×100; their intervals are in the records and pair_metrics.csv)
-    *PAIR_METRICS,
-    "decision",
 )
+
+
+def long_columns() -> tuple[str, ...]:
+    """:data:`LONG_COLUMNS`, then every metric of every registered kind that is not one of them
+    (labelled pairs': ap ... f1_best, ×100; intervals are in the records and pair_metrics.csv)
+    and how a labelled score decided."""
+    names = [name for kind in KINDS.values() for name in kind.metrics]
+    return (*LONG_COLUMNS, *dict.fromkeys(n for n in names if n not in LONG_COLUMNS), "decision")
+
+
 UNDEFINED = (
     "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
 )
@@ -222,7 +231,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     for rec in newest(records):
         scores = rec["scores"]
         ci = main_ci(rec) or [math.nan, math.nan]
-        metrics: dict[str, Any] = dict(scores.get("metrics") or {})
+        kind = kind_of(rec)
         # An undefined score is NaN here (a cell without a number: never averaged, ranked or
         # starred) and its reason is kept beside it, so tables can say "undefined" instead of "not
         # run".
@@ -245,7 +254,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
                 "fingerprint": rec["task"].get("fingerprint")
                 or "",  # the full sha256: what the gate matches on
                 **vector_columns(rec),
-                **{m: _number(metrics.get(m, {}).get("value")) for m in PAIR_METRICS},
+                **{m: _number(kind.metric_entry(rec, m)["value"]) for m in kind.metrics},
                 "decision": scores.get("decision", ""),
                 **(rec.get("columns") or {}),
             }
@@ -257,7 +266,7 @@ def long_rows(records: Iterable[Record]) -> tuple[list[dict[str, Any]], list[str
     ordered = sorted(
         rows, key=lambda r: (tuple(str(r[k]) for k in (*GROUP_KEYS, *ROW_KEYS)), rank[r["task"]])
     )
-    columns = (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra)
+    columns = (*ROW_KEYS, *GROUP_KEYS, *long_columns(), *extra)
     return [{c: row.get(c, math.nan) for c in columns} for row in ordered], extra
 
 
@@ -272,7 +281,7 @@ def wide_rows(long: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
     first, then ``cls`` with Avg. NaN. Each row also says which data its task columns hold
     (:data:`FINGERPRINTS`: ``STS-B=<sha256>; my-pairs=<sha256>``), for the regression gate.
     """
-    standard = {*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS}
+    standard = {*ROW_KEYS, *GROUP_KEYS, *long_columns()}
     extra = [c for row in long[:1] for c in row if c not in standard]
     tasks = ordered_tasks(row["task"] for row in long)
     group_tasks: dict[tuple, set[str]] = {}

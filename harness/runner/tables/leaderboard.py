@@ -16,7 +16,6 @@ from harness.runner.tables.frames import (
     AVG,
     FINGERPRINTS,
     GROUP_KEYS,
-    LONG_COLUMNS,
     RANK,
     RANK_COLUMNS,
     RANK_NUMBERS,
@@ -28,6 +27,9 @@ from harness.runner.tables.frames import (
     records_digest,
     tied_tasks,
     wide_rows,
+)
+from harness.runner.tables.frames import (
+    long_columns as every_column,
 )
 
 if TYPE_CHECKING:
@@ -265,7 +267,7 @@ def write_leaderboard(
         *GROUP_KEYS,
         "not_below_best",
     ]
-    long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
+    long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *every_column(), *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time. The
     # CSV alone says which data each task column holds (last, after every column readers knew): the
@@ -363,35 +365,26 @@ PAIR_COLUMNS = ("metric_name", "value", "ci_low", "ci_high", "decision", "thresh
 
 
 def pair_metric_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per (row, labelled task, metric) of the newest records: every metric of labelled
-    pairs with its 95 % interval, how accuracy / F1 decided and at what threshold (§: chosen on
-    the scored pairs themselves)."""
-    from harness.core.pair_metrics import METRICS, SELECTED_ON_SCORED
+    """One row per (row, task, metric) of the newest records of a kind with metrics beyond its
+    main score's table (labelled pairs): every metric with its 95 % interval, how it decided and
+    at what threshold (§: chosen on the scored pairs themselves), from the kind
+    (:meth:`~harness.core.kinds.TaskKind.metric_rows`)."""
+    from harness.core.kinds import kind_of
     from harness.runner.tables.frames import newest, ordered_tasks
 
     rows: list[dict[str, Any]] = []
     for rec in newest(records):
-        scores = rec["scores"]
-        if "metrics" not in scores:
+        kind = kind_of(rec)
+        if "metrics" not in kind.comparison_tests():
             continue
-        threshold = scores.get("threshold") or {}
-        for name in METRICS:
-            entry = scores["metrics"][name]
-            ci = entry["ci95"] or [math.nan, math.nan]
+        for row in kind.metric_rows(rec):
+            metric = kind.metric(row.pop("metric"))
             rows.append(
                 {
                     **record_keys(rec),
                     "task": rec["task"]["title"],
-                    "metric_name": name + (" §" if name in SELECTED_ON_SCORED else ""),
-                    "value": math.nan if entry["value"] is None else entry["value"],
-                    "ci_low": ci[0],
-                    "ci_high": ci[1],
-                    "decision": scores.get("decision", "")
-                    if name in ("accuracy", "f1")
-                    else "best on the scored split"
-                    if name in SELECTED_ON_SCORED
-                    else "",
-                    "threshold": threshold.get(name, math.nan),
+                    **{k: math.nan if v is None else v for k, v in row.items()},
+                    "metric_name": metric.name + (" §" if metric.on_scored else ""),
                 }
             )
     order = {t: i for i, t in enumerate(ordered_tasks(str(r["task"]) for r in rows))}

@@ -118,21 +118,12 @@ def gather(records: Sequence[Record]) -> dict[tuple[str, ...], list[Record]]:
 
 def _scored(rec: Record, rounds: int, seed: int, memo: ResampleMemo | None) -> Any:
     """The record's score and its resamples, as the significance table draws them."""
-    from harness.core.significance import scored
-    from harness.runner.tables.comparisons import labelled_scored
+    from harness.core.kinds import kind_of
+    from harness.core.significance import Scored
+    from harness.runner.records.schema import main_score, main_value
 
-    if "metrics" in rec["scores"]:
-        return labelled_scored(rec, rounds, seed, memo)
-    pairs = rec["pairs"]
-    return scored(
-        np.asarray(pairs["similarity"], dtype=np.float64),
-        pairs["gold"],
-        pairs["subset"],
-        rec["protocol"]["aggregation"],
-        rounds,
-        seed,
-        memo,
-    )
+    similarity, resamples = kind_of(rec).comparable(rec, rounds, seed, memo)
+    return Scored(similarity, float(main_value(rec)), resamples[main_score(rec)])  # type: ignore[arg-type]
 
 
 def _spread(values: dict[str, float]) -> dict[str, Any]:

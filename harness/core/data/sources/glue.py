@@ -34,6 +34,7 @@ from harness.core.data.sources.labels import PairRows
 from harness.core.data.sources.rows import read_lines
 from harness.core.data.splits import SplitData, TaskSpec
 from harness.core.errors import UserError
+from harness.core.kinds import kind_of
 
 log = logging.getLogger("sts_bench.sources")
 # The folders download_glue_data.py writes; any one of them marks a GLUE folder.
@@ -64,7 +65,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
             f"{spec.title} is not a GLUE task (it has no 'glue' entry); use --source "
             f"{' or '.join(s for s in spec.where if s != SOURCE.name) or 'hub'}"
         )
-    if spec.kind != "pairclass":
+    if not kind_of(spec).labelled:
         raise UserError(f"{spec.title}: the glue source reads labelled pairs (kind pairclass)")
     root = glue_root(location)
     folder = root / str(place["folder"])

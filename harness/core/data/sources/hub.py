@@ -37,6 +37,7 @@ from harness.core.data.sources.labels import PairRows, unpack_single_row
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import SplitData, TaskSpec
 from harness.core.errors import UserError, flag
+from harness.core.kinds import kind_of
 
 # MTEB names the STS-B dev split "validation".
 HUB_SPLIT_NAMES = {"train": "train", "dev": "validation", "test": "test"}
@@ -47,7 +48,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
     place = spec.place(SOURCE.name)
     if place is None:
         raise UserError(f"{spec.title} has no dataset on the hub declared (its 'hub' entry)")
-    if spec.kind == "pairclass":
+    if kind_of(spec).labelled:
         return load_pairs(spec, place, splits, location)
     hub_path, hub_revision = str(place["path"]), str(place.get("revision", ""))
     hub_splits = tuple(place.get("splits", ("test",)))

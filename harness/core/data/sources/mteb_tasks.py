@@ -33,6 +33,8 @@ from harness.core.data.sources.labels import PairRows, unpack_single_row
 from harness.core.data.sources.rows import check_sentence, parse_score
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec, unique
 from harness.core.errors import UserError, did_you_mean, flag
+from harness.core.kinds import kind_of
+from harness.core.kinds.pairclass import LABELLED
 
 # sts-bench split → the names MTEB's datasets use for it, in order of preference.
 SPLIT_NAMES = {"train": ("train",), "dev": ("validation", "dev"), "test": ("test",)}
@@ -110,8 +112,8 @@ def spec_from_task(task: Any) -> TaskSpec:
     kind: dict[str, Any] = {"gold_range": gold_range(task)}
     if _is_pairs(task):
         kind = {
-            "kind": "pairclass",
-            "main_score": "ap",
+            "kind": LABELLED.name,
+            "main_score": LABELLED.main_default,
             "classes": ("negative", "positive"),
             "positive": "positive",
             "gold_range": (0.0, 1.0),
@@ -142,14 +144,14 @@ def gold_range(task: Any) -> tuple[float, float]:
 
 
 def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
-    task = loaded_mteb_task(spec.mteb_name or spec.name, location, pairs=spec.kind == "pairclass")
+    task = loaded_mteb_task(spec.mteb_name or spec.name, location, pairs=kind_of(spec).labelled)
     path = str(task.metadata.dataset["path"])
     origin = (
         str(Path(location).expanduser() / path.split("/")[-1])
         if location
         else f"{path}@{task.metadata.dataset.get('revision') or ''}"
     )
-    if _is_pairs(task) != (spec.kind == "pairclass"):
+    if _is_pairs(task) != kind_of(spec).labelled:
         raise UserError(
             f"{spec.title} is a {spec.kind} task but MTEB's {task.metadata.name} is a "
             f"{task.metadata.type} task; its 'mteb' entry names the wrong task"
