@@ -286,25 +286,16 @@ def write_leaderboard(
 
 def console_table(
     records: Sequence[Record],
-    every_run: Sequence[Record] | None = None,
     marks: set | None = None,
     summary: dict[tuple, dict[str, float]] | None = None,
 ) -> str:
-    """This run's leaderboard, as printed at the end of a run: the rows of leaderboard.md that this
-    run wrote (its (method row, protocol group)s), cell for cell as the file has them, ★ included.
-
-    The rows are cut from the file's table (built from ``every_run`` with the file's ``marks``), not
-    rebuilt from this run's records: a ★ depends on every row of the group, including rows of
-    earlier runs, so only the file's computation gives the file's marks."""
-    every_run = records if every_run is None else every_run
-    mine = {tuple(record_keys(rec)[k] for k in (*ROW_KEYS, *GROUP_KEYS)) for rec in records}
-    long = long_rows(every_run)[0]
+    """This run's leaderboard, as printed at the end of a run (USAGE: stdout shows this run only):
+    built from this run's records alone, so its columns, own-data lines, ★ and ranks are among its
+    rows (``marks``, ``summary``: :func:`~harness.runner.tables.comparisons.compare` of them); the
+    files keep every run's board."""
+    long = long_rows(records)[0]
     rows, tasks, extra = wide_rows(long)
-    rows = [
-        row
-        for row in with_ranks(mark_tied(rows, tasks, marks or set()), summary)
-        if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine
-    ]
+    rows = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
     columns = [
         *ROW_KEYS,
         "marks",
@@ -344,13 +335,17 @@ class Leaderboards:
         from harness.runner.tables.comparisons import compare, write_significance
 
         cfg, out = inputs.cfg, inputs.out_dir
-        # One significance computation, for the file; the console's rows are cut from the same
-        # table.
+        rounds = cfg.bootstrap or 1000
         with stage("comparisons"):  # the paired tests, a stage of the run's (stages.py)
             significance, marks, summary = compare(
-                inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
+                inputs.every_run, rounds, cfg.seed, inputs.resamples
             )
-        table = console_table(inputs.records, inputs.every_run, marks, summary)
+            # The console's ★ and ranks are among this run's rows: a second computation only when
+            # the folder holds rows of other runs
+            mine = (marks, summary)
+            if records_digest(inputs.records) != records_digest(inputs.every_run):
+                mine = compare(inputs.records, rounds, cfg.seed, inputs.resamples)[1:]
+        table = console_table(inputs.records, *mine)
         long = long_rows(inputs.every_run)[0]
         paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks, summary=summary)
         paths.append(write_significance(significance, out))
