@@ -240,6 +240,12 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
+def wide_columns(tasks: list[str], extra: list[str]) -> list[str]:
+    """The columns of a wide table (leaderboard.csv's, before its fingerprints), in order."""
+    head = [*ROW_KEYS, "marks", *tasks, AVG, *RANK_COLUMNS, *extra]
+    return [*head, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+
+
 def write_leaderboard(
     long: list[dict[str, Any]],
     out_dir: Path,
@@ -254,26 +260,16 @@ def write_leaderboard(
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, tasks, extra = wide_rows(long)
     wide = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
-    wide_columns = [
-        *ROW_KEYS,
-        "marks",
-        *tasks,
-        AVG,
-        *RANK_COLUMNS,
-        *extra,
-        UNDEFINED,
-        *GROUP_KEYS,
-        "not_below_best",
-    ]
+    columns = wide_columns(tasks, extra)
     long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *LONG_COLUMNS, *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time. The
     # CSV alone says which data each task column holds (last, after every column readers knew): the
     # gate refuses a baseline of it on other data (harness.runner.tables.gate); people read the
     # markdown, whose header names each task's data already.
-    atomic_write_text(paths[0], csv_text(wide, [*wide_columns, FINGERPRINTS]))
+    atomic_write_text(paths[0], csv_text(wide, [*columns, FINGERPRINTS]))
     atomic_write_text(
-        paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n"
+        paths[1], markdown([{c: row[c] for c in columns} for row in wide], tasks, long) + "\n"
     )
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
@@ -296,17 +292,7 @@ def console_table(
     long = long_rows(records)[0]
     rows, tasks, extra = wide_rows(long)
     rows = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
-    columns = [
-        *ROW_KEYS,
-        "marks",
-        *tasks,
-        AVG,
-        *RANK_COLUMNS,
-        *extra,
-        UNDEFINED,
-        *GROUP_KEYS,
-        "not_below_best",
-    ]
+    columns = wide_columns(tasks, extra)
     return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
 
