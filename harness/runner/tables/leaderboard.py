@@ -346,16 +346,20 @@ PAIR_COLUMNS = ("metric_name", "value", "ci_low", "ci_high", "decision", "thresh
 def pair_metric_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
     """One row per (row, labelled task, metric) of the newest records: every metric of labelled
     pairs with its 95 % interval, how accuracy / F1 decided and at what threshold (§: chosen on
-    the scored pairs themselves)."""
-    from harness.core.pair_metrics import METRICS, SELECTED_ON_SCORED
+    the scored pairs themselves, found again in the record's pairs: derived, not stored)."""
+    import numpy as np
+
+    from harness.core.pair_metrics import METRICS, SELECTED_ON_SCORED, choose_thresholds
     from harness.runner.tables.frames import newest, ordered_tasks
 
     rows: list[dict[str, Any]] = []
     for rec in newest(records):
-        scores = rec["scores"]
+        scores, task, pairs = rec["scores"], rec["task"], rec["pairs"]
         if "metrics" not in scores:
             continue
-        threshold = scores.get("threshold") or {}
+        sim, index = np.asarray(pairs["similarity"]), task["classes"].index(task["positive"])
+        best = choose_thresholds(sim, np.asarray(pairs["gold"]), index) or {}
+        threshold = {**(scores.get("threshold") or {}), **{f"{k}_best": v for k, v in best.items()}}
         for name in METRICS:
             entry = scores["metrics"][name]
             ci = entry["ci95"] or [math.nan, math.nan]
