@@ -1,4 +1,4 @@
-"""What a run prints: the leaderboard (the file's rows, marks included), progress in a log, the line
+"""What a run prints: its own leaderboard (its rows and tasks, marks among them), progress in a log, the line
 that says why each sentence is encoded, and warnings that say the fix."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def table_rows(text: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-# -- 1. the printed leaderboard is the file's --------------------------------------------------------
+# -- 1. the printed leaderboard is this run's --------------------------------------------------------
 
 def test_the_printed_rows_are_the_files_rows_with_their_marks(bench, senteval_root, tiny_bert, tmp_path):
     args = ["--tasks", "stsb", "sts12", *senteval_args(senteval_root, tiny_bert), "--bootstrap", "50"]
@@ -46,12 +46,99 @@ def test_the_printed_rows_are_the_files_rows_with_their_marks(bench, senteval_ro
     assert set(printed) == {"avg", "cls", "whitening"} and "★" in str(filed)
     assert printed == filed  # cell for cell: scores, ★, † (whitening fits on the scored sentences)
     assert printed["whitening"]["marks"] == "†" and "marks" not in printed["avg"]
-    # A second run of one method into the same folder prints its own row only, as the file now has it:
-    # its ★ depends on the rows of the first run, which only the file's computation sees.
+    # A second run of one method into the same folder prints its own row only, with the file's
+    # scores; its ★ and rank are among this run's rows (it is alone: best everywhere, rank 1), while
+    # the file ranks it among the first run's rows too.
     code, out, err = bench("--methods", "avg", *args)
     assert code == 0, err
     board = (tmp_path / "out" / "leaderboard.md").read_text()
-    assert table_rows(out) == {"avg": table_rows(board)["avg"]}
+    filed = table_rows(board)
+    assert set(filed) == {"avg", "cls", "whitening"} and set(table_rows(out)) == {"avg"}
+    printed = table_rows(out)["avg"]
+    assert {c: v.removesuffix(" ★") for c, v in printed.items() if c != "rank"} == {
+        c: v.removesuffix(" ★") for c, v in filed["avg"].items() if c != "rank"}
+    assert all(printed[c].endswith(" ★") for c in ("STS-B", "STS12", "Avg.")) and printed["rank"] == "1"
+
+
+def labelled_pairs(folder: Path, senteval_root: Path, name: str, cut: float) -> Path:
+    """The SentEval fixture's STS-B train and test pairs as ``<name>.tsv``, class 1 where gold >= cut
+    (train chooses the thresholds)."""
+    from harness.core.data.tasks import get_task, load_task
+
+    task = load_task(get_task("stsb"), "senteval", ["train", "test"], locations={"senteval": str(senteval_root)})
+    lines = ["sentence1\tsentence2\tlabel\tsplit"] + [
+        f"{a}\t{b}\t{int(g >= cut)}\t{split}"
+        for split in ("train", "test")
+        for a, b, g in zip(task.splits[split].s1, task.splits[split].s2, task.splits[split].gold)]
+    path = folder / f"{name}.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def protocol_tables(text: str) -> dict[str, tuple[str, dict[str, dict[str, str]]]]:
+    """Each ``## Protocol:`` section of a printed leaderboard, by whether it is labelled pairs
+    (``"labelled"``) or STS: its own-data line ("" when none) and its rows (:func:`table_rows`)."""
+    out = {}
+    for section in text.split("## Protocol: ")[1:]:
+        section = section.split("\n# ")[0]  # a prompt spread printed after the leaderboard aside
+        own = next((line for line in section.splitlines() if line.startswith("Tasks with their own data")), "")
+        out["labelled" if section.startswith("score=ap") else "sts"] = (own, table_rows(section))
+    return out
+
+
+def test_stdout_shows_this_runs_tasks_and_rows_ranked_among_themselves(bench, senteval_root, tiny_bert, tmp_path):
+    """Issue 50: two runs into one folder with different labelled and STS tasks and methods; the
+    second run prints only its own tasks and rows, numbers equal to scikit-learn / scipy on its
+    records' pairs, ranks and ★ among its rows; the files keep both runs; a warm re-run (its tables
+    copied from the memo) prints the same."""
+    from scipy.stats import spearmanr
+    from sklearn.metrics import average_precision_score
+
+    first = labelled_pairs(tmp_path, senteval_root, "pairs_with_label", 3)
+    second = labelled_pairs(tmp_path, senteval_root, "pairs_split", 2)
+    common = [*senteval_args(senteval_root, tiny_bert), "--bootstrap", "50", "--no-plots"]
+    code, _, err = bench("--methods", "avg", "cls", "--tasks", f"file:{first}", "stsb", *common)
+    assert code == 0, err
+    before = set((tmp_path / "out" / "runs").glob("*.json"))
+    args = ["--methods", "avg", "random", "--tasks", f"file:{second}", "sts12", *common]
+    code, out, err = bench(*args)
+    assert code == 0, err
+    records = [json.loads(p.read_text()) for p in set((tmp_path / "out" / "runs").glob("*.json")) - before]
+    expected: dict[str, dict[str, float]] = {"labelled": {}, "sts": {}}  # table → method → its score
+    for rec in records:
+        similarity, gold = np.asarray(rec["pairs"]["similarity"]), np.asarray(rec["pairs"]["gold"])
+        if rec["task"].get("kind") == "pairclass":
+            expected["labelled"][rec["method"]["name"]] = 100 * average_precision_score(gold == 1, similarity)
+        else:
+            expected["sts"][rec["method"]["name"]] = 100 * spearmanr(similarity, gold).statistic
+    titles = {"labelled": "pairs_split", "sts": "STS12"}
+    for printed in (out, bench(*args)):
+        if isinstance(printed, tuple):  # the warm re-run: the leaderboards are copied, not computed
+            code, printed, err = printed
+            assert code == 0 and " comparisons " not in err and "leaderboards" in err, err
+        shown = printed.split("## Protocol: ", 1)[1]  # the legend above names STS-B in prose
+        assert "pairs_with_label" not in shown and "STS-B" not in shown and "cls" not in shown, shown
+        tables = protocol_tables(printed)
+        assert set(tables) == {"labelled", "sts"}
+        assert tables["labelled"][0] == f"Tasks with their own data: pairs_split: file {second} " + (
+            tables["labelled"][0].split(f"{second} ")[1])
+        assert tables["sts"][0] == ""
+        for kind, (_, rows) in tables.items():
+            assert set(rows) == {"avg", "random"}
+            task = titles[kind]
+            assert {m: float(row[task].removesuffix(" ★")) for m, row in rows.items()} == pytest.approx(
+                expected[kind], abs=0.006)
+            # ranks among these two rows: 1 and 2 in the order of their scores, the best starred
+            best = max(expected[kind], key=expected[kind].__getitem__)
+            assert sorted(int(row["rank"].split()[0]) for row in rows.values()) == [1, 2]
+            assert rows[best]["rank"].startswith("1") and rows[best][task].endswith(" ★")
+            assert set(rows[best]) - {"fit_set"} == {"method", "backbone", task, "Avg.", "rank"}
+    # the files hold both runs
+    board = (tmp_path / "out" / "leaderboard.md").read_text()
+    for name in ("pairs_with_label", "pairs_split", "STS-B", "STS12", "| cls", "| random"):
+        assert name in board, name
+    pair_metrics = (tmp_path / "out" / "pair_metrics.csv").read_text()
+    assert ",pairs_with_label," in pair_metrics and ",pairs_split," in pair_metrics
 
 
 # -- 2. progress in a log ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ another split, a classifier's decisions, and end to end: a pairs file with a lab
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -217,6 +218,20 @@ def test_a_pairs_file_with_a_label_column_is_scored_by_its_metrics(bench, tmp_pa
         assert record["protocol"]["decision"] == "threshold:train"
         low, high = metrics["ap"]["ci95"]
         assert low <= metrics["ap"]["value"] <= high
+    # pair_metrics.csv: every thresholded metric with its threshold (§: MTEB's best cut of the record's pairs)
+    import csv
+
+    with (tmp_path / "out" / "pair_metrics.csv").open(encoding="utf-8", newline="") as handle:
+        filed = {(r["method"], r["metric_name"]): r for r in csv.DictReader(handle) if r["task"] == "pairs_with_label"}
+    for record in labelled:
+        method, similarity = record["method"]["name"], list(record["pairs"]["similarity"])
+        labels = np.asarray(record["pairs"]["gold"]).astype(int)
+        _, accuracy_cut = mteb._find_best_acc_and_threshold(None, similarity, labels, True)
+        *_, f1_cut = mteb._find_best_f1_and_threshold(None, similarity, labels, True)
+        assert float(filed[method, "accuracy_best §"]["threshold"]) == pytest.approx(accuracy_cut, abs=1e-4)
+        assert float(filed[method, "f1_best §"]["threshold"]) == pytest.approx(f1_cut, abs=1e-4)
+        assert float(filed[method, "accuracy"]["threshold"]) == pytest.approx(record["scores"]["threshold"]["accuracy"],
+                                                                              abs=1e-4)
     board = (tmp_path / "out" / "leaderboard.md").read_text()
     assert "score=ap (labelled pairs)" in board
     scores_csv = (tmp_path / "out" / "scores.csv").read_text()
@@ -398,3 +413,51 @@ def test_an_mteb_pair_classification_task_runs_through_the_mteb_source(bench, tm
     entry = json.loads(result.read_text())["scores"]["test"][0]
     assert entry["main_score"] == pytest.approx(theirs["ap"], abs=1e-6)
     assert entry["cosine_f1"] == pytest.approx(theirs["f1"], abs=1e-6)
+
+
+def test_pair_metrics_csv_gives_the_scored_splits_best_thresholds_from_the_records_pairs():
+    """Issue 50: ``accuracy_best §`` and ``f1_best §`` carry their threshold in pair_metrics.csv,
+    found again in the record's pairs (not stored): MTEB's best cut of the scored similarities,
+    and a brute-force search over every cut reaches the metric's value there. The positive class
+    is the record's (index 0 here: reading it as 1 would give other cuts)."""
+    from harness.runner.tables.leaderboard import pair_metric_rows
+
+    mteb = _mteb()
+    rng = np.random.default_rng(11)
+    positive = rng.integers(0, 2, 60).astype(bool)
+    similarity = np.round(rng.normal(size=60) + 0.9 * positive, 1)  # ties, as real cosines have
+    gold = np.where(positive, 0.0, 1.0)  # classes ["yes", "no"]: "yes", the positive one, is index 0
+    scores = score_labelled(similarity, gold, 0, bootstrap=0)
+    group = {"aggregation": "all", "source": "packaged", "dtype": "fp32", "max_length": 128,
+             "first_last_layers": [1, -1], "prompt": None}
+    record = {
+        "created": "2026-12-03T00:00:00",
+        "method": {"name": "avg", "label": "avg", "kind": "embedding", "spec": {"backbone": "m"}},
+        "fit": None,
+        "protocol": group,
+        "task": {"name": "pairs", "title": "pairs", "fingerprint": "f", "n_pairs": 60, "source": "file",
+                 "kind": "pairclass", "classes": ["yes", "no"], "positive": "yes"},
+        "scores": {"main_score": "ap", "metrics": scores.metrics, "decision": "threshold:train",
+                   "threshold": {"accuracy": 0.25, "f1": -0.5}},
+        "pairs": {"similarity": [float(x) for x in similarity], "gold": [float(g) for g in gold], "subset": None},
+    }
+    rows = {row["metric_name"]: row for row in pair_metric_rows([record])}
+    labels = positive.astype(int)
+    _, accuracy_cut = mteb._find_best_acc_and_threshold(None, list(similarity), labels, True)
+    *_, f1_cut = mteb._find_best_f1_and_threshold(None, list(similarity), labels, True)
+    assert rows["accuracy_best §"]["threshold"] == pytest.approx(accuracy_cut, abs=1e-12)
+    assert rows["f1_best §"]["threshold"] == pytest.approx(f1_cut, abs=1e-12)
+    # brute force: every cut between two distinct similarities, at its midpoint
+    values = np.unique(similarity)
+    cuts = (values[1:] + values[:-1]) / 2
+    best_accuracy = max(accuracy_score(labels, similarity >= c) for c in cuts)
+    best_f1 = max(f1_score(labels, similarity >= c) for c in cuts)
+    accuracy_at = accuracy_score(labels, similarity >= rows["accuracy_best §"]["threshold"])
+    f1_at = f1_score(labels, similarity >= rows["f1_best §"]["threshold"])
+    assert 100 * accuracy_at == pytest.approx(100 * best_accuracy)
+    assert 100 * f1_at == pytest.approx(100 * best_f1)
+    assert rows["accuracy_best §"]["value"] == pytest.approx(100 * best_accuracy)
+    assert rows["f1_best §"]["value"] == pytest.approx(100 * best_f1)
+    # the threshold split's thresholds stay the record's
+    assert (rows["accuracy"]["threshold"], rows["f1"]["threshold"]) == (0.25, -0.5)
+    assert all(math.isnan(rows[name]["threshold"]) for name in ("ap", "roc_auc"))

@@ -242,6 +242,12 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
+def wide_columns(tasks: list[str], extra: list[str]) -> list[str]:
+    """The columns of a wide table (leaderboard.csv's, before its fingerprints), in order."""
+    head = [*ROW_KEYS, "marks", *tasks, AVG, *RANK_COLUMNS, *extra]
+    return [*head, UNDEFINED, *GROUP_KEYS, "not_below_best"]
+
+
 def write_leaderboard(
     long: list[dict[str, Any]],
     out_dir: Path,
@@ -256,26 +262,16 @@ def write_leaderboard(
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, tasks, extra = wide_rows(long)
     wide = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
-    wide_columns = [
-        *ROW_KEYS,
-        "marks",
-        *tasks,
-        AVG,
-        *RANK_COLUMNS,
-        *extra,
-        UNDEFINED,
-        *GROUP_KEYS,
-        "not_below_best",
-    ]
+    columns = wide_columns(tasks, extra)
     long_columns = [c for c in (*ROW_KEYS, *GROUP_KEYS, *every_column(), *extra) if c != "created"]
     paths = [out_dir / "leaderboard.csv", out_dir / "leaderboard.md", out_dir / "scores.csv"]
     # Atomic writes: runs sharing an output folder may rebuild the leaderboard at the same time. The
     # CSV alone says which data each task column holds (last, after every column readers knew): the
     # gate refuses a baseline of it on other data (harness.runner.tables.gate); people read the
     # markdown, whose header names each task's data already.
-    atomic_write_text(paths[0], csv_text(wide, [*wide_columns, FINGERPRINTS]))
+    atomic_write_text(paths[0], csv_text(wide, [*columns, FINGERPRINTS]))
     atomic_write_text(
-        paths[1], markdown([{c: row[c] for c in wide_columns} for row in wide], tasks, long) + "\n"
+        paths[1], markdown([{c: row[c] for c in columns} for row in wide], tasks, long) + "\n"
     )
     atomic_write_text(paths[2], csv_text(long, long_columns))
     if plots and long:
@@ -288,36 +284,17 @@ def write_leaderboard(
 
 def console_table(
     records: Sequence[Record],
-    every_run: Sequence[Record] | None = None,
     marks: set | None = None,
     summary: dict[tuple, dict[str, float]] | None = None,
 ) -> str:
-    """This run's leaderboard, as printed at the end of a run: the rows of leaderboard.md that this
-    run wrote (its (method row, protocol group)s), cell for cell as the file has them, ★ included.
-
-    The rows are cut from the file's table (built from ``every_run`` with the file's ``marks``), not
-    rebuilt from this run's records: a ★ depends on every row of the group, including rows of
-    earlier runs, so only the file's computation gives the file's marks."""
-    every_run = records if every_run is None else every_run
-    mine = {tuple(record_keys(rec)[k] for k in (*ROW_KEYS, *GROUP_KEYS)) for rec in records}
-    long = long_rows(every_run)[0]
+    """This run's leaderboard, as printed at the end of a run (USAGE: stdout shows this run only):
+    built from this run's records alone, so its columns, own-data lines, ★ and ranks are among its
+    rows (``marks``, ``summary``: :func:`~harness.runner.tables.comparisons.compare` of them); the
+    files keep every run's board."""
+    long = long_rows(records)[0]
     rows, tasks, extra = wide_rows(long)
-    rows = [
-        row
-        for row in with_ranks(mark_tied(rows, tasks, marks or set()), summary)
-        if tuple(row[k] for k in (*ROW_KEYS, *GROUP_KEYS)) in mine
-    ]
-    columns = [
-        *ROW_KEYS,
-        "marks",
-        *tasks,
-        AVG,
-        *RANK_COLUMNS,
-        *extra,
-        UNDEFINED,
-        *GROUP_KEYS,
-        "not_below_best",
-    ]
+    rows = with_ranks(mark_tied(rows, tasks, marks or set()), summary)
+    columns = wide_columns(tasks, extra)
     return markdown([{c: row[c] for c in columns} for row in rows], tasks, long)
 
 
@@ -346,13 +323,17 @@ class Leaderboards:
         from harness.runner.tables.comparisons import compare, write_significance
 
         cfg, out = inputs.cfg, inputs.out_dir
-        # One significance computation, for the file; the console's rows are cut from the same
-        # table.
+        rounds = cfg.bootstrap or 1000
         with stage("comparisons"):  # the paired tests, a stage of the run's (stages.py)
             significance, marks, summary = compare(
-                inputs.every_run, cfg.bootstrap or 1000, cfg.seed, inputs.resamples
+                inputs.every_run, rounds, cfg.seed, inputs.resamples
             )
-        table = console_table(inputs.records, inputs.every_run, marks, summary)
+            # The console's ★ and ranks are among this run's rows: a second computation only when
+            # the folder holds rows of other runs
+            mine = (marks, summary)
+            if records_digest(inputs.records) != records_digest(inputs.every_run):
+                mine = compare(inputs.records, rounds, cfg.seed, inputs.resamples)[1:]
+        table = console_table(inputs.records, *mine)
         long = long_rows(inputs.every_run)[0]
         paths = write_leaderboard(long, out, plots=cfg.plots, marks=marks, summary=summary)
         paths.append(write_significance(significance, out))
