@@ -92,6 +92,22 @@ def _kind_fields(task: LoadedTask) -> dict[str, Any]:
     return {"kind": spec.kind, "classes": list(spec.classes), "positive": spec.positive}
 
 
+def read_splits(task: LoadedTask, cfg: BenchConfig, scores: TaskScores | PairScores) -> list[str]:
+    """The splits besides the scored one whose rows a score read: a labelled task's threshold
+    split when accuracy / F1 thresholds were sought there (not a classifier's own argmax)."""
+    argmax = isinstance(scores, PairScores) and scores.decision == "argmax"
+    if argmax or threshold_pairs(task, cfg) is None:
+        return []
+    return [task.spec.threshold_split]
+
+
+def _split_entries(task: LoadedTask, read: list[str]) -> dict[str, Any]:
+    """``task.splits_read``: each split the score read, the scored one first, with its own sha256
+    and pairs (what fed the threshold); ``task.fingerprint`` hashes them together."""
+    splits = {name: task.splits[name] for name in (task.spec.eval_split, *read)}
+    return {name: {"fingerprint": s.fingerprint, "n_pairs": len(s)} for name, s in splits.items()}
+
+
 def _scores_field(scores: TaskScores | PairScores, cfg: BenchConfig) -> dict[str, Any]:
     """``record["scores"]``: Spearman and its interval for an STS split; for labelled pairs the
     kind's main score and every metric with its interval (Spearman is not their score: None)."""
@@ -152,8 +168,10 @@ def build_record(
         protocol["prompt_set"] = method.prompt_of_set.record()
     if isinstance(method, PairScoringMethod):
         protocol["similarity"] = "score_pairs"  # the method's own pair score, not a cosine
+    read = read_splits(task, cfg, scores)
     if isinstance(scores, PairScores):
         protocol["decision"] = scores.decision
+        protocol["threshold_split"] = read[0] if read else None  # the split that decided
         if scores.decision == "argmax":
             protocol["similarity"] = "classify_pairs"  # the positive class's logit margin
         if scores.main_score in SELECTED_ON_SCORED:
@@ -180,11 +198,12 @@ def build_record(
             "source": task.source,
             "split": task.spec.eval_split,
             "origin": split.origin,
-            "fingerprint": split.fingerprint,
+            "fingerprint": task.fingerprint(read),  # with the rows of every split it read
             "n_pairs": len(split),
             "subsets": split.subset_sizes(),
             "mteb_name": task.spec.mteb_name or None,
             **_kind_fields(task),  # type: ignore[typeddict-item]
+            **({"splits_read": _split_entries(task, read)} if read else {}),
         },
         "protocol": protocol,
         "fit": method.fit_info,
