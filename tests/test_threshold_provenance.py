@@ -11,6 +11,7 @@ import pytest
 
 from harness.core.data.tasks import get_task, load_task
 from harness.runner.records.schema import data_fingerprints, problems, seal
+from harness.runner.records.store import current_data
 
 
 def _write(path, rows):
@@ -111,3 +112,30 @@ def test_a_train_label_moves_the_record_id_and_mteb_revision(bench, tmp_path, se
     assert none["task"]["fingerprint"] == own.splits["test"].fingerprint and "splits_read" not in none["task"]
     assert none["protocol"]["threshold_split"] is None
 
+
+def _record(created: str, test: str, train: str | None = None) -> dict:
+    """A labelled record as the tables key it: the scored split's sha256 and, when its threshold
+    was chosen on train, train's (``task.fingerprint`` then hashes both: here their join)."""
+    read = {"test": test, **({"train": train} if train else {})}
+    task = {"title": "pairs", "split": "test", "fingerprint": "+".join(read.values())}
+    if train:
+        task["splits_read"] = {s: {"fingerprint": fp, "n_pairs": 3} for s, fp in read.items()}
+    protocol = {"aggregation": "all", "source": "packaged", "dtype": "fp32", "max_length": 128}
+    protocol["first_last_layers"] = [1, -1]
+    return {"created": created, "task": task, "protocol": protocol, "scores": {"main_score": "ap"}}
+
+
+def test_one_column_one_dataset_holds_each_split_a_record_read():
+    """A classifier's record (no threshold split) and one under --pair-thresholds none sit beside a
+    record whose threshold train chose: the same scored pairs. Train's labels changed leave out
+    the records that read the older train only; the scored pairs changed leave out all older."""
+    thresholded, classifier, untuned = _record("1", "T", "R"), _record("2", "T"), _record("3", "T")
+    kept, stale = current_data([thresholded, classifier, untuned])
+    assert kept == [thresholded, classifier, untuned] and stale == []
+    flipped = _record("4", "T", "R2")
+    kept, stale = current_data([thresholded, classifier, untuned, flipped])
+    assert kept == [classifier, untuned, flipped]
+    assert [(s.older, s.newest, s.records) for s in stale] == [(("T+R",), "T+R2", 1)]
+    edited = _record("5", "T2")
+    kept, stale = current_data([thresholded, classifier, untuned, flipped, edited])
+    assert kept == [edited] and stale[0].older == ("T+R", "T", "T+R2") and stale[0].records == 4
