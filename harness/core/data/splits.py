@@ -163,6 +163,15 @@ class LoadedTask:
     def eval(self) -> SplitData:
         return self.splits[self.spec.eval_split]
 
+    def fingerprint(self, extra: Sequence[str] = ()) -> str:
+        """The sha256 of the data a score read: the scored split's own fingerprint when it read no
+        other split (so an STS task's record ids never moved), else of each split's name and
+        fingerprint, scored first, then ``extra`` (a threshold split: its labels move scores)."""
+        if not extra:
+            return self.eval.fingerprint
+        named = [(name, self.splits[name].fingerprint) for name in (self.spec.eval_split, *extra)]
+        return hashlib.sha256(json.dumps(named).encode("utf-8")).hexdigest()
+
     def sentences(self, splits: Iterable[str] | None = None) -> list[str]:
         """Unlabeled sentences of the given splits (all splits by default), without repeats."""
         names = list(self.splits) if splits is None else list(splits)

@@ -120,7 +120,10 @@ class LabelledPairs(TaskKind):
         return ev
 
     def protocol_fields(self, scored: Any) -> dict[str, Any]:
-        return {"decision": scored.fields["decision"]}
+        """How accuracy / F1 decided, and the split whose pairs chose their thresholds (or null)."""
+        decision = scored.fields["decision"]
+        chosen_on = decision.split(":", 1)[1] if decision.startswith("threshold:") else None
+        return {"decision": decision, "threshold_split": chosen_on}
 
     def gold_problem(self, spec: Any, split: Any, aggregation: str) -> str | None:
         gold = np.asarray(split.gold, dtype=np.float64)

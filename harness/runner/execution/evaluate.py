@@ -96,6 +96,13 @@ class Similarities:
     predicted: np.ndarray | None = None
 
 
+def _split_entries(task: LoadedTask, read: Sequence[str]) -> dict[str, Any]:
+    """``task.splits_read``: each split the score read, the scored one first, with its own sha256
+    and pairs (what fed the threshold); ``task.fingerprint`` hashes them together."""
+    splits = {name: task.splits[name] for name in (task.spec.eval_split, *read)}
+    return {name: {"fingerprint": s.fingerprint, "n_pairs": len(s)} for name, s in splits.items()}
+
+
 def build_record(
     method: Method,
     task: LoadedTask,
@@ -106,6 +113,7 @@ def build_record(
     similarity: np.ndarray,
     fit_set: FitSet | None = None,
     leakage: dict[str, Any] | None = None,
+    read: Sequence[str] = (),
 ) -> Record:
     """The record of one score. ``pairs`` keeps each pair's similarity (and gold), so tests between
     methods (:mod:`harness.runner.tables.comparisons`) are rebuilt from result files alone."""
@@ -152,11 +160,12 @@ def build_record(
             "source": task.source,
             "split": task.spec.eval_split,
             "origin": split.origin,
-            "fingerprint": split.fingerprint,
+            "fingerprint": task.fingerprint(read),  # with the rows of every split it read
             "n_pairs": len(split),
             "subsets": split.subset_sizes(),
             "mteb_name": task.spec.mteb_name or None,
             **kind.task_fields(task.spec),  # type: ignore[typeddict-item]
+            **({"splits_read": _split_entries(task, read)} if read else {}),
         },
         "protocol": protocol,
         "fit": method.fit_info,
@@ -417,7 +426,9 @@ def scored_record(
         "encode_s": round(t2 - t1, 4),
         "score_s": round(time.perf_counter() - t2, 4),
     }
-    record = build_record(method, task, scores, cfg, ctx, timings, sims.scored, fit_set, leakage)
+    record = build_record(
+        method, task, scores, cfg, ctx, timings, sims.scored, fit_set, leakage, list(extras)
+    )
     if sims.predicted is not None:
         record["pairs"]["predicted"] = [int(c) for c in sims.predicted]
     with guest(type(method), "annotate()"):

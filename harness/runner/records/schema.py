@@ -66,6 +66,11 @@ class MethodInfo(TypedDict):
     spec: dict[str, Any]
 
 
+class SplitRead(TypedDict):
+    fingerprint: str
+    n_pairs: int
+
+
 class TaskInfo(TypedDict):
     name: str
     title: str
@@ -79,6 +84,9 @@ class TaskInfo(TypedDict):
     kind: NotRequired[str]  # its TaskKind (harness.core.kinds); absent: graded pairs (sts)
     classes: NotRequired[list[str]]  # labelled pairs: class names in label-index order
     positive: NotRequired[str]  # labelled pairs: the class a high similarity predicts
+    # when the score read splits besides the scored one (a threshold split): each split's own
+    # sha256 and n_pairs, the scored one first; "fingerprint" then hashes them all
+    splits_read: NotRequired[dict[str, SplitRead]]
 
 
 class Scores(TypedDict):
@@ -231,6 +239,15 @@ def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:
         "first_last_layers": ",".join(str(x) for x in protocol["first_last_layers"]),
         "metric": main_score(record),
     }
+
+
+def data_fingerprints(record: Mapping[str, Any]) -> dict[str, str]:
+    """The sha256 of each split a record's score read, the scored split first (``splits_read``;
+    one written without it read only its scored split, whose sha256 is ``task.fingerprint``)."""
+    task = record["task"]
+    if "splits_read" in task:
+        return {name: entry["fingerprint"] for name, entry in task["splits_read"].items()}
+    return {task.get("split", ""): str(task.get("fingerprint") or "")}
 
 
 def main_score(record: Mapping[str, Any]) -> str:

@@ -33,6 +33,7 @@ from harness.runner.records.lock import read_inside
 from harness.runner.records.schema import (
     RESULT_SCHEMA_VERSION,
     Record,
+    data_fingerprints,
     problems,
     protocol_group,
     seal,
@@ -203,21 +204,28 @@ class Superseded:
 def current_data(records: Iterable[Record]) -> tuple[list[Record], list[Superseded]]:
     """The records on their task's current data, in their order, and what was left out.
 
-    A task's current data, per protocol group, is the fingerprint of its most recently created
-    record (on a tie in ``created``, the one later in ``records``: :func:`load_results` orders them
-    as written). Keyed on the task's title, the column it is shown in."""
+    A task's current data, per protocol group, is each split's fingerprint in its most recently
+    created record that read it (on a tie in ``created``, the one later in ``records``:
+    :func:`load_results` orders them as written); a record is current when every split it read
+    (its threshold split too: :func:`data_fingerprints`) is. Keyed on the task's title, the column
+    it is shown in."""
     records = list(records)
     latest: dict[tuple[str, ...], tuple[str, str]] = {}  # (group, task) → (created, fingerprint)
+    splits: dict[tuple[str, ...], dict[str, tuple[str, str]]] = {}  # ... → split → the same
     for rec in records:
         key = (*protocol_group(rec).values(), rec["task"]["title"])
         if key not in latest or rec["created"] >= latest[key][0]:
             latest[key] = (rec["created"], _fingerprint(rec))
+        read = splits.setdefault(key, {})
+        for name, fingerprint in data_fingerprints(rec).items():
+            if name not in read or rec["created"] >= read[name][0]:
+                read[name] = (rec["created"], fingerprint)
     kept: list[Record] = []
     left: dict[tuple[str, ...], dict[str, int]] = {}  # (group, task) → older fingerprint → records
     for rec in records:
         key = (*protocol_group(rec).values(), rec["task"]["title"])
         fingerprint = _fingerprint(rec)
-        if fingerprint == latest[key][1]:
+        if all(splits[key][n][1] == fp for n, fp in data_fingerprints(rec).items()):
             kept.append(rec)
         else:
             counts = left.setdefault(key, {})

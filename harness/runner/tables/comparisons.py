@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.core.hashing import atomic_write_text
 from harness.core.kinds import TaskKind, kind_of
-from harness.runner.records.schema import main_score, main_value
+from harness.runner.records.schema import data_fingerprints, main_score, main_value
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
 
 if TYPE_CHECKING:
@@ -82,9 +82,8 @@ def compare(
         if rec.get("pairs") and main_value(rec) is not None:  # an undefined score is never compared
             keys = record_keys(rec)
             group = tuple(keys[k] for k in GROUP_KEYS)
-            by_split.setdefault(
-                (group, rec["task"]["title"], rec["task"]["fingerprint"]), []
-            ).append(rec)
+            data = next(iter(data_fingerprints(rec).values()))  # not its threshold split's
+            by_split.setdefault((group, rec["task"]["title"], data), []).append(rec)
     rows, marks = [], set()
     for (group, task, _), recs in sorted(by_split.items(), key=lambda item: item[0][:2]):
         pairs = recs[0]["pairs"]
