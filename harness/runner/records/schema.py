@@ -245,9 +245,13 @@ def main_score(record: Mapping[str, Any]) -> str:
 def score_title(record: Mapping[str, Any]) -> str:
     """How the main score is named on the console and in tables: ``Spearman``, ``AP``...
     (a threshold chosen on the scored split carries §)."""
+    return metric_title(main_score(record))
+
+
+def metric_title(name: str) -> str:
+    """:func:`score_title` of a main score's name (a protocol group's ``metric``)."""
     from harness.core.pair_metrics import TITLES
 
-    name = main_score(record)
     return "Spearman" if name == "spearman" else TITLES.get(name, name)
 
 
