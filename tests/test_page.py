@@ -304,6 +304,36 @@ def test_history_legend_sits_off_the_data_with_one_colour_per_series(drawn, tmp_
     assert handles == colours  # the legend's swatch is the series' own colour
 
 
+def test_each_bar_chart_block_names_its_groups_main_score_on_its_axes(drawn, tmp_path):
+    """A labelled task ranked by AP is drawn against "AP ×100", an STS task against "Spearman
+    ×100", each block by its own protocol group's metric (issue 50: every axis read Spearman)."""
+    labelled = [{**long_row("all", m, "pairs_with_label", v), "metric": "ap", "spearman": None}
+                for m, v in (("avg", 80.0), ("whitening", 75.0))]
+    rows = [*labelled, long_row("all", "avg", "STS-B", 70.0), long_row("all", "avg", "STS12", 60.0)]
+    plots.leaderboard_png(rows, tmp_path / "leaderboard.png")
+    (fig,) = drawn
+    axes = {(ax.get_title(), ax.get_xlabel()) for sub in fig.subfigs for ax in sub.axes}
+    assert axes == {("pairs_with_label", "AP ×100"), ("STS12", "Spearman ×100"), ("STS-B", "Spearman ×100")}
+    for sub in fig.subfigs:  # the block's protocol line and its axes agree on the score
+        labelled_block = sub._suptitle.get_text().startswith("Protocol: score=ap")
+        assert {ax.get_xlabel() for ax in sub.axes} == {"AP ×100" if labelled_block else "Spearman ×100"}
+
+
+def test_each_history_panel_names_its_tasks_main_score(drawn, tmp_path):
+    sts = history_series(("mean",), ("avg", "whitening"))
+    labelled = [moves.Series({**s.key, "metric": "ap", "task": "pairs_with_label"}, s.points) for s in sts]
+    other = [moves.Series({**sts[0].key, "metric": "f1", "task": "pairs_with_label"}, sts[0].points)]
+    commits = [moves.commit_label(p) for p in sts[0].points]
+    moves._draw_history([*sts, *labelled], commits, [], tmp_path / "history.png", "k")
+    moves._draw_history([*labelled, *other], commits, [], tmp_path / "mixed.png", "k")
+    first, mixed = drawn
+    panels = [(ax.get_title(), ax.get_ylabel()) for ax in first.axes]
+    assert panels == [("STS-B: Spearman ×100 by commit (whiskers: 95 % interval)", "Spearman ×100"),
+                      ("pairs_with_label: AP ×100 by commit (whiskers: 95 % interval)", "AP ×100")]
+    # one task in two protocol groups ranked by two scores: the panel names both, never one for all
+    assert [ax.get_ylabel() for ax in mixed.axes] == ["AP ×100 / F1 ×100"]
+
+
 # -- every text a user or a run wrote reaches the page escaped -------------------------------------
 
 SCRIPT = "<script>alert(1)</script>\"'&"  # a prompt, hence a method label; a task title (below)
@@ -311,7 +341,7 @@ IMG = "<img src=x onerror=alert(1)>\"'&"  # file names cannot hold "/": a backbo
 SVG = "<svg onload=alert(1)>\"'&"  # the folder of a file: task (its path is in every score's title)
 # Every element and attribute the page writes itself: anything else on it was injected.
 TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "nav", "a", "section",
-        "table", "thead", "tbody", "tr", "th", "td", "span", "details", "summary", "pre", "ul", "li", "b",
+        "table", "caption", "thead", "tbody", "tr", "th", "td", "span", "details", "summary", "pre", "ul", "li", "b",
         "code", "figure", "img", "figcaption", "script"}
 ATTRIBUTES = {"lang", "charset", "name", "content", "class", "href", "id", "data-sort", "title", "alt", "src"}
 

@@ -221,3 +221,76 @@ def test_chromium_shows_each_rows_rank_with_its_interval(page, tmp_path):
     for row in board:
         if row["avg_ci_low"]:
             assert f"{float(row['avg_ci_low']):.2f} – {float(row['avg_ci_high']):.2f}" in text
+
+
+@pytest.fixture(scope="module")
+def labelled_page(tmp_path_factory, senteval_root, tiny_bert) -> Path:
+    """One run of avg under a prompt set of two prompts on labelled pairs (the SentEval fixture's
+    STS-B pairs, class 1 where gold >= 3, ranked by AP) and on STS-B: two protocol groups, two sets."""
+    from harness.core.data.tasks import get_task, load_task
+
+    root = tmp_path_factory.mktemp("labelled")
+    task = load_task(get_task("stsb"), "senteval", ["train", "test"], locations={"senteval": str(senteval_root)})
+    lines = ["sentence1\tsentence2\tlabel\tsplit"]
+    for split in ("train", "test"):
+        data = task.splits[split]
+        lines += [f"{a}\t{b}\t{int(g >= 3)}\t{split}" for a, b, g in zip(data.s1, data.s2, data.gold)]
+    (root / "pairs_with_label.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "prompts.toml").write_text('query = "query: {sentence}"\nplain = ""\n', encoding="utf-8")
+    harness.run(BenchConfig(methods=("avg",), tasks=(f"file:{root / 'pairs_with_label.tsv'}", "stsb"),
+                            backbone=str(tiny_bert), source="senteval", senteval_dir=str(senteval_root),
+                            cache_dir=str(root / "cache"), output_dir=str(root / "out"), progress=False,
+                            bootstrap=100, threads=1, plots=False,
+                            method_params={"avg": {"prompt": f"@{root / 'prompts.toml'}"}}))
+    return root / "out" / "index.html"
+
+
+def test_chromium_names_each_boards_score_and_shows_the_prompt_spread(labelled_page, tmp_path):
+    """Issue 50: the page's header claimed "Spearman ×100" for every board and the prompt spread
+    (prompts.csv) was not on the page. Each board's caption names its group's score (AP for the
+    labelled task, Spearman for STS-B), and each set's min, median and max over its prompts are
+    the records' own scores."""
+    import numpy as np
+
+    from harness.runner.page.html import prompt_sets
+
+    need_chromium()
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in (labelled_page.parent / "runs").glob("*.json")]
+    labelled = [r for r in records if r["task"]["title"] == "pairs_with_label"]
+    assert len(labelled) == 2 and all(r["scores"]["spearman"] is None for r in labelled)
+    expected: dict[str, list[str]] = {}  # task → its spread row as shown: min, worst, median, max, best
+    for task in ("pairs_with_label", "STS-B"):
+        score = {r["protocol"]["prompt_set"]["name"]: r["scores"]["metrics"]["ap"]["value"] if task != "STS-B"
+                 else r["scores"]["spearman"] for r in records if r["task"]["title"] == task}
+        low, high = min(score, key=score.get), max(score, key=score.get)
+        expected[task] = [f"{score[low]:.2f}", low, f"{np.median(list(score.values())):.2f}", f"{score[high]:.2f}",
+                          high]
+    with Browser(tmp_path / "profile") as browser:
+        browser.open(labelled_page.as_uri())
+        assert browser.errors == []
+        meta = browser.evaluate("document.querySelector('p.meta').textContent")
+        assert "Spearman ×100 of similarity" not in meta and "score ×100 (Spearman, AP...) is named above it" in meta
+        boards = browser.evaluate("Array.from(document.querySelectorAll('#boards table.board')).map(t => {"
+                                  "let h = t.previousElementSibling;"
+                                  "while (h.tagName !== 'H2') h = h.previousElementSibling;"
+                                  "return [h.textContent, t.caption.textContent, "
+                                  "Array.from(t.tHead.rows[0].cells).map(c => c.textContent), t.innerText]; })")
+        assert len(boards) == 2
+        for heading, caption, head, text in boards:
+            if "pairs_with_label" in head:
+                assert heading.startswith("Protocol: score=ap (labelled pairs)") and caption.startswith("AP ×100")
+                assert all(f"{r['scores']['metrics']['ap']['value']:.2f}" in text for r in labelled)
+            else:
+                assert "STS-B" in head and "score=" not in heading and caption.startswith("Spearman ×100")
+        assert browser.evaluate("!!document.querySelector('nav a[href=\"#prompts\"]')")
+        sets = browser.evaluate("Array.from(document.querySelectorAll('#prompts table')).map(t => ["
+                                "t.caption.textContent, Array.from(t.tBodies[0].rows).map(r => "
+                                "Array.from(r.cells).map(c => c.textContent))])")
+        shown = {rows[0][0]: (caption, rows) for caption, rows in sets}
+        assert sorted(shown) == ["STS-B", "pairs_with_label"]
+        assert shown["pairs_with_label"][0].startswith("AP ×100 over the prompts · protocol: score=ap")
+        assert shown["STS-B"][0].startswith("Spearman ×100 over the prompts · protocol: aggregation=")
+        for task, (_, rows) in shown.items():
+            assert len(rows) == 1 and rows[0][1] == "2" and rows[0][2:7] == expected[task], (task, rows)
+    # A prompts.csv left from records that are no longer in the folder is not shown.
+    assert prompt_sets(labelled_page.parent, [r for r in records if not r["protocol"].get("prompt_set")]) == []

@@ -18,7 +18,17 @@ from typing import Any
 from harness.core.kinds.base import AGREE, Evidence, Metric, Scored, TaskKind
 from harness.core.registry import Registry
 
-__all__ = ["AGREE", "DEFAULT_KIND", "KINDS", "Evidence", "Metric", "Scored", "TaskKind", "kind_of"]
+__all__ = [
+    "AGREE",
+    "DEFAULT_KIND",
+    "KINDS",
+    "Evidence",
+    "Metric",
+    "Scored",
+    "TaskKind",
+    "kind_of",
+    "metric_named",
+]
 
 
 def _check(name: str, kind: object) -> str | None:
@@ -52,3 +62,9 @@ def kind_of(thing: Any) -> TaskKind:
     else:
         name = getattr(getattr(thing, "spec", thing), "kind", DEFAULT_KIND)
     return KINDS[name]
+
+
+def metric_named(name: str) -> Metric | None:
+    """The metric registered under ``name`` by the first kind that has one (a protocol group
+    names its score by name alone), None where no kind has it."""
+    return next((kind.metrics[name] for kind in KINDS.values() if name in kind.metrics), None)

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.core.hashing import atomic_write_text
 from harness.runner.history.log import BLOBS, read_gold, read_history, read_similarity
+from harness.runner.records.schema import metric_axis
 from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, ordered_tasks
 
 ALPHA = 0.05
@@ -156,7 +157,7 @@ def history_png(
 
     drawn = {
         "series": [
-            [label, [[commit_label(p), p["score"], p["ci95"]] for p in s.points]]
+            [label, s.key["metric"], [[commit_label(p), p["score"], p["ci95"]] for p in s.points]]
             for s, label in zip(series, series_labels(series))
         ],
         "commits": commits,
@@ -264,10 +265,11 @@ def _draw_history(
             line[0].set_zorder(3)
         ax.set_xticks(range(len(commits)), commits, rotation=30, ha="right", fontsize=8)
         ax.set_xlim(-0.5, len(commits) - 0.5)
-        ax.set(
-            title=f"{task}: Spearman ×100 by commit (whiskers: 95 % interval)",
-            ylabel="Spearman ×100",
+        # the panel's main score (AP, Spearman...; a task in two groups may have two)
+        score = " / ".join(
+            dict.fromkeys(metric_axis(s.key["metric"]) for s in series if s.key["task"] == task)
         )
+        ax.set(title=f"{task}: {score} by commit (whiskers: 95 % interval)", ylabel=score)
         ax.grid(alpha=0.3)
     fig.legend(
         list(handles.values()),

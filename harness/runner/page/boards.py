@@ -20,9 +20,9 @@ from harness.runner.page.cells import (
     sort_value,
     table,
 )
-from harness.runner.records.schema import main_ci
+from harness.runner.records.schema import main_ci, metric_axis
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
-from harness.runner.tables.frames import AVG, RANK, ROW_KEYS
+from harness.runner.tables.frames import AVG, GROUP_KEYS, RANK, ROW_KEYS
 from harness.runner.tables.leaderboard import rank_text
 
 if TYPE_CHECKING:
@@ -133,7 +133,8 @@ def board_table(
 ) -> Table:
     """One protocol group's leaderboard (its :func:`~harness.runner.tables.frames.wide_rows`);
     ``tasks`` are the group's task columns, ``extra`` the method-declared columns any of its rows
-    fills, ``cells`` the newest record of each (group, row, task)."""
+    fills, ``cells`` the newest record of each (group, row, task); its caption names the group's
+    main score (Spearman, AP...)."""
     numeric = (*tasks, AVG, RANK, *extra)
     head = [Head(h, h in numeric) for h in ("method", "backbone", "fit set", "marks", *numeric)]
     rows = []
@@ -155,7 +156,9 @@ def board_table(
         out.append(Cell(rank_text(row), css="num", sort=sort_value(rank), hint=RANK_HINT))
         out += [Cell(number(row[c]), css="num", sort=sort_value(row[c])) for c in extra]
         rows.append(out)
-    return Table("sortable board", head, rows)
+    score = metric_axis(dict(zip(GROUP_KEYS, group_key))["metric"])
+    caption = f"{score} of each task; small print: its 95 % bootstrap interval"
+    return Table("sortable board", head, rows, caption=caption)
 
 
 def paired_tests(significance: list[dict[str, Any]], group: dict[str, str]) -> PairedTests | None:

@@ -43,12 +43,14 @@ class Head:
 
 @dataclass(frozen=True)
 class Table:
-    """A table with the classes ``css``; ``empty`` is the note shown instead when it has no row."""
+    """A table with the classes ``css``; ``empty`` is the note shown instead when it has no row;
+    ``caption`` names what its numbers are ("" none)."""
 
     css: str
     head: list[Head]
     rows: list[list[Cell]]
     empty: str = "none"
+    caption: str = ""
 
 
 def as_float(value: Any) -> float:

@@ -2,8 +2,9 @@
 other leaderboards.
 
 It holds every protocol group's leaderboard (score, 95 % interval, ★ not significantly below the
-best, † ‡ marks), each group's paired tests, the quality-cost frontier where a row is a compressed
-vector setting (:mod:`.frontier_tables`), paper deltas from ``paper-*.csv`` where present, the
+best, † ‡ marks; a caption naming its score), each group's paired tests, the quality-cost frontier
+where a row is a compressed vector setting (:mod:`.frontier_tables`), each prompt set's spread
+(``prompts.csv``, :func:`prompt_sets`), paper deltas from ``paper-*.csv`` where present, the
 history of scores by commit (``history.jsonl``) and every plot under ``plots/``. Each score's
 settings show on hover (its ``title``) and in full under the row's "settings" expander; every table
 sorts by a click on its header. CSS and JavaScript are inlined from the package's static files
@@ -19,8 +20,11 @@ and JavaScript (:func:`.assets.static_text` says why).
 
 from __future__ import annotations
 
+import csv
+import io
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from itertools import groupby
 from pathlib import Path
@@ -32,10 +36,12 @@ from markupsafe import Markup
 from harness.core.hashing import atomic_write_text
 from harness.runner.page import assets
 from harness.runner.page.boards import Board, board_table, paired_tests
-from harness.runner.page.cells import Table, signed_class, table
+from harness.runner.page.cells import Table, signed_class, significance_class, table
 from harness.runner.page.frontier_tables import frontier_section
 from harness.runner.page.paper_deltas import MODEL_DIFFERS, NOT_RUN, PAPER_COLUMNS, papers
 from harness.runner.page.pngs import Figure, plots, png_uri
+from harness.runner.records.lock import read_inside
+from harness.runner.records.schema import metric_axis
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import (
     AVG,
@@ -49,6 +55,7 @@ from harness.runner.tables.frames import (
 )
 from harness.runner.tables.frontier import PARETO_MARK
 from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protocol_line, with_ranks
+from harness.runner.tables.prompt_spread import of_set
 
 if TYPE_CHECKING:
     from harness.runner.history.moves import HistoryReport
@@ -66,6 +73,7 @@ __all__ = [
     "write_report",
 ]
 HISTORY_CAPTION = "score by commit; red rings: moved by more than its noise"
+log = logging.getLogger("sts_bench.report")
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,38 @@ def history_section(history: HistoryReport | None, png: bytes | None) -> History
     )
     figure = Figure(HISTORY_CAPTION, png_uri(png)) if png is not None else None
     return History(len(history.commits), len(history.series), moves if rows else None, figure)
+
+
+SPREAD = tuple("task n_prompts min worst median max best delta ci_low ci_high".split())
+
+
+def prompt_sets(out_dir: Path, records: Sequence[Record]) -> list[tuple[str, Table]]:
+    """``prompts.csv`` as its step wrote it (:mod:`harness.runner.tables.prompt_spread`: the page
+    resamples nothing): per set its heading (method · backbone) and its table (a row per task and
+    the Avg., captioned with the score and the protocol); none when no record is a prompt of a set
+    (a file left from earlier records is not shown) or the file cannot be read (one warning)."""
+    if not any(of_set(rec) for rec in records):
+        return []
+    path, keys = out_dir / "prompts.csv", ("method", "backbone", "fit_set", *GROUP_KEYS)
+    try:
+        lines = list(csv.DictReader(io.StringIO(read_inside(path, out_dir).decode(), newline="")))
+    except (OSError, ValueError, csv.Error) as err:
+        log.warning("report: %s cannot be read (%s); left out of the page", path, err)
+        return []
+    found = []
+    for _, group in groupby(lines, key=lambda r: [r[k] for k in keys]):  # as prompts.md's tables
+        first, *_ = members = list(group)
+        spread = table(
+            [{**{c: r[c] for c in SPREAD}, "p": r["p_value"]} for r in members],
+            ("min", "median", "max", "delta", "ci_low", "ci_high", "p"),
+            colour=lambda row, c: significance_class(row[c], row["p"]) if c == "delta" else "",
+        )
+        fit = f" · fit set {first['fit_set']}" if first["fit_set"] else ""
+        name = f"{first['method']} · {Path(first['backbone']).name}{fit}"
+        score = f"{metric_axis(first['metric'])} over the prompts · protocol: "
+        line = f"{protocol_line(first)} · prompt set sha256 {first['sha256'][:12]}"
+        found.append((name, replace(spread, caption=score + line)))
+    return found
 
 
 def boards(
@@ -198,6 +238,7 @@ def render(
             boards=boards(records, marks, significance, long, ranks),
             frontier=frontier,
             papers=papers(out_dir, records),
+            prompts=prompt_sets(out_dir, records),
             history=history_section(history, images.get("history")),
             plots=[Figure(stem, png_uri(data)) for stem, data in images.items() if stem not in own],
         )

@@ -261,9 +261,24 @@ def main_score(record: Mapping[str, Any]) -> str:
 def score_title(record: Mapping[str, Any]) -> str:
     """How the main score is named on the console and in tables: ``Spearman``, ``AP``...
     (a threshold chosen on the scored split carries §)."""
-    from harness.core.kinds import kind_of
+    return metric_title(main_score(record))
 
-    return kind_of(record).metric(main_score(record)).title
+
+def metric_title(name: str) -> str:
+    """:func:`score_title` of a main score's name (a protocol group's ``metric``): the title its
+    kind registered it with (:func:`harness.core.kinds.metric_named`)."""
+    from harness.core.kinds import metric_named
+
+    metric = metric_named(name)
+    return metric.title if metric is not None else name
+
+
+def metric_axis(name: str) -> str:
+    """How an axis or a header names a main score, with its unit: ``AP ×100``."""
+    from harness.core.kinds import metric_named
+
+    metric = metric_named(name)
+    return metric.axis if metric is not None else name
 
 
 def main_value(record: Mapping[str, Any]) -> float | None:

@@ -188,6 +188,8 @@ def _draw_bars(
 ) -> None:
     import numpy as np
 
+    from harness.runner.records.schema import metric_axis
+
     axes = subfigure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
     for ax, task in zip(axes, tasks):
         cells = {bar_label(row): row for row in data if row["task"] == task}
@@ -213,7 +215,7 @@ def _draw_bars(
                 ax.text(max(right, value, 0) + 1.5, y, f"{value:.1f}", va="center", fontsize=8)
         ax.set_title(task)
         ax.set_xlim(min(0, np.nanmin(values) - 5) if np.isfinite(values).any() else 0, 108)
-        ax.set_xlabel("Spearman ×100")
+        ax.set_xlabel(metric_axis(data[0]["metric"]))  # one group: one main score
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(rows)), rows, fontsize=8)
 
