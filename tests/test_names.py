@@ -1,7 +1,8 @@
 """No silent defaults on names (issue 50): a labelled task whose classes are names names its positive
-class (``positive=``). Each road in is refused with one ``error:`` line and exit 2, at the one place it
-passes: the labelled task's spec (``declared._labelled_spec``: ``classes=``, ``[[task]]`` tables,
-``hf:``)."""
+class (``positive=``), and a prompt's only placeholder is ``{sentence}``. Each road in is refused with
+one ``error:`` line and exit 2, at the one place it passes: the labelled task's spec
+(``declared._labelled_spec``: ``classes=``, ``[[task]]`` tables, ``hf:``) and the :class:`Prompt`
+(``--set prompt/prompt2``, prompt sets, ``task_prompts``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from test_faults import one_error_line
 
 from harness.core.data.declared import parse_entry
 from harness.core.data.tasks import get_task, load_task
+from harness.core.encoding.prompts import PROMPTEOL, Prompt
 from harness.core.errors import UserError
 from harness.runner.cli.parser import from_cli
+from harness.runner.execution.prompt_sets import read_prompt_set
+from methods import task_prompts
 
 # 12 pairs labelled by name; a pair of equal sentences is a "yes"
 WORDS = ["a dog runs", "a cat sleeps", "the man sings", "two kids play", "a bird flies", "the sun sets"]
@@ -132,3 +136,52 @@ def test_the_named_positive_class_is_the_one_ap_ranks(bench, base_args, tmp_path
     similarity = np.asarray(record["pairs"]["similarity"])
     expected = 100 * average_precision_score([c == "yes" for _, _, c in ROWS], similarity)
     assert record["scores"]["metrics"]["ap"]["value"] == pytest.approx(expected)
+
+
+# -- prompts: {sentence} is the only placeholder -----------------------------------------------------------
+
+@pytest.mark.parametrize(("template", "placeholder"), [
+    ("query: {sent}", "{sent}"), ("{Sentence}", "{Sentence}"), ("Instruct: {task}\nQuery: {sentence}", "{task}"),
+    ('{"a": 1} {text_1}', "{text_1}"),
+])
+def test_a_placeholder_other_than_sentence_is_refused_by_the_prompt(template, placeholder):
+    with pytest.raises(UserError) as err:
+        Prompt(template)
+    assert str(err.value) == (f"{placeholder}: no such placeholder; a prompt's one placeholder is {{sentence}}: "
+                              "write it once where the sentence goes, or leave it out for a prefix")
+
+
+@pytest.mark.parametrize(("template", "text"), [
+    ('{"a": 1} {sentence}', '{"a": 1} two dogs'), ("{} ", "{} two dogs"), ("{{sent}} ", "{{sent}} two dogs"),
+    ("{0}: ", "{0}: two dogs"), ("q: {sentence}.", "q: two dogs."), ("{ sentence }", "{ sentence }two dogs"),
+])
+def test_braces_that_are_no_placeholder_are_the_prompts_text(template, text):
+    assert Prompt(template).apply("two dogs") == text
+
+
+def test_prompteols_template_still_reads_as_its_paper_writes_it():
+    assert PROMPTEOL.apply('a "dog" runs') == "This sentence : \"a 'dog' runs.\" means in one word:\""
+
+
+@pytest.mark.parametrize("option", ["prompt", "prompt2"])
+def test_the_cli_refuses_a_misspelt_placeholder_in_one_line(bench, base_args, tmp_path, option):
+    code, _out, err = bench(*base_args, "--tasks", "stsb", "--set", f"avg.{option}=query: {{sent}}")
+    assert code == 2, err
+    assert one_error_line(err) == (f"error: --set avg.{option}=query: {{sent}}: {{sent}}: no such placeholder; a "
+                                   "prompt's one placeholder is {sentence}: write it once where the sentence goes, "
+                                   "or leave it out for a prefix")
+    assert nothing_written(tmp_path)
+
+
+def test_a_prompt_set_and_task_prompts_name_their_file_and_entry(bench, base_args, tmp_path):
+    prompts = tmp_path / "prompts.toml"
+    prompts.write_text('plain = ""\nquery = "query: {sent}"\n', "utf-8")
+    with pytest.raises(UserError, match=r"avg\.prompt=@.*: prompt 'query' in .*prompts\.toml: \{sent\}: no such"):
+        read_prompt_set(f"@{prompts}", "avg")
+    with pytest.raises(ValueError, match=r"prompts\.toml: query: \{sent\}: no such placeholder; .* is \{sentence\}"):
+        task_prompts.read(f"@{prompts}")
+    for option in ("prompt", "task_prompts"):
+        code, _out, err = bench(*base_args, "--tasks", "stsb", "--set", f"avg.{option}=@{prompts}")
+        assert code == 2, err
+        assert "query" in one_error_line(err) and "{sent}: no such placeholder" in err
+    assert nothing_written(tmp_path)
