@@ -173,22 +173,16 @@ class ViewMethod(EmbeddingMethod):
         entry = self.task_prompt(side)
         if entry is not None:  # taken verbatim: TOML and JSON have their own escapes
             return Prompt("" if entry[1].lower() == "none" else entry[1], base.rule)
-        given = str(params.get("prompt", ""))
-        if side == 2 and str(params.get("prompt2", SAME)) != SAME:
-            given = str(params["prompt2"])
+        option = "prompt2" if side == 2 and str(params.get("prompt2", SAME)) != SAME else "prompt"
+        given = str(params.get(option, ""))
         if not given:
             return base
         # "\n" typed in a shell is two characters; instruction prompts mean a line break
         template = "" if given.lower() == "none" else given.replace("\\n", "\n")
-        slot, times = Prompt.SLOT, template.count(Prompt.SLOT)
-        if times > 1:  # a traceback (exit 4) before: Prompt() refuses it, at planning
-            second = side == 2 and str(params.get("prompt2", SAME)) != SAME
-            raise UserError(
-                f"--set {self.name}.{'prompt2' if second else 'prompt'}={given}: {slot} appears "
-                f"{times} times; a prompt holds the sentence once: write {slot} once, or leave it "
-                "out for a prefix"
-            )
-        return Prompt(template, base.rule)
+        try:  # Prompt() refuses a second {sentence} or another {name}, at planning
+            return Prompt(template, base.rule)
+        except UserError as err:
+            raise UserError(f"--set {self.name}.{option}={given}: {err}") from None
 
     def side_views(self, side: int) -> list[View]:
         from harness.core.encoding import View

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.encoding import Prompt
+from harness.core.errors import UserError
 from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def read(text: str) -> dict[str, str]:
             raise ValueError(f"{path}: key {key!r}: expected a task, kind or side, unpadded")
         try:
             Prompt(value)
-        except ValueError as err:
+        except UserError as err:  # Prompt's checks
             raise ValueError(f"{path}: {key}: {err}") from None
     return table
 

@@ -231,18 +231,24 @@ def _labelled_spec(
     where: str,
 ) -> TaskSpec:
     """A labelled-pairs task: ``classes`` (default ``0,1``) in label-index order, a label written
-    as a class name or its index; ``positive`` (default the last class); ``metric`` (default ap);
-    thresholds chosen on the file's train pairs when it has a split column with some."""
+    as a class name or its index; ``positive`` (named classes must say it); ``metric`` (default
+    ap); thresholds chosen on the file's train pairs when it has a split column with some."""
     classes = tuple(c.strip() for c in options.get("classes", "0,1").split(","))
     if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
         raise UserError(
             f"{where} {entry}: classes={options.get('classes')}: expected two or more distinct "
             "names, comma-separated, in label-index order (e.g. classes=different,paraphrase)"
         )
-    positive = options.get("positive", classes[-1]).strip()
+    # 1 of 0/1 and true of true/false (any case or order); which name means "similar" is no guess
+    folded = {c.casefold(): c for c in classes}
+    yes = next((y for n, y in (("0", "1"), ("false", "true")) if set(folded) == {n, y}), "")
+    positive = options.get("positive", "").strip() or folded.get(yes, "")
     if positive not in classes:
+        said = f"positive={positive} is none of them" if positive else "none is positive by default"
         raise UserError(
-            f"{where} {entry}: positive={positive}: not one of the classes {', '.join(classes)}"
+            f"{where} {entry}: classes {', '.join(classes)}: {said}; say which one a high "
+            f"similarity predicts: positive={classes[0]} (or "
+            f"{', '.join(f'positive={c}' for c in classes[1:])})"
         )
     metric = options.get("metric", "ap").strip()
     from harness.core.kinds.pairclass import LABELLED
@@ -358,7 +364,7 @@ def table_entry(table: Mapping[str, Any], base: Path | None, where: str = "[[tas
                 f"{where}: unknown key '{key}'{did_you_mean(key, KEYS)}; keys: {kind}, "
                 f"{', '.join(KEYS)}"
             )
-        if key in ("range", "sides") and isinstance(value, list):
+        if key in ("range", "sides", "classes") and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         elif isinstance(value, bool):
             value = "yes" if value else "no"

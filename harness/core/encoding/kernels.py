@@ -73,11 +73,6 @@ def fused_linear_available(device: torch.device, dtype: torch.dtype) -> bool:
     return device.type == "cpu" and dtype == torch.bfloat16 and fused_linear_ops() is not None
 
 
-def fp16_native_on_cpu() -> bool:
-    """Whether this CPU computes fp16 products in hardware (oneDNN's own test)."""
-    return half_native_on_cpu("fp16")
-
-
 def bf16_native_on_cpu() -> bool:
     """Whether this CPU computes bf16 products in hardware (oneDNN's own test)."""
     return half_native_on_cpu("bf16")

@@ -1,10 +1,10 @@
 """Prompts: the text a backbone reads for a sentence, as a value of the view.
 
-A :class:`Prompt` is a template with one ``{sentence}`` slot (a template without it is a prefix:
-``query: `` reads ``query: <sentence>``) and a sentence rule applied before the sentence goes into
-the slot. It is part of a :class:`~harness.core.encoding.pooling.View`, so it lands in the vector
-cache key, the record and the protocol header by the same road as pooling and layer, and methods
-that share (backbone, prompt, pooling, layer) share one forward pass.
+A :class:`Prompt` is a template with one ``{sentence}`` slot and no other ``{name}`` (without it,
+a prefix: ``query: `` reads ``query: <sentence>``) and a sentence rule applied before the sentence
+goes into the slot. It is part of a :class:`~harness.core.encoding.pooling.View`, so it lands in the
+vector cache key, the record and the protocol header by the same road as pooling and layer, and
+methods that share (backbone, prompt, pooling, layer) share one forward pass.
 
 The prompted text is built by string concatenation and tokenized as a whole, special tokens
 included, as PromptEOL's code does (``template.replace('*sent 0*', s)``). That is not the same as
@@ -24,11 +24,15 @@ tokenizer may merge characters across the boundary. The sentence's own character
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from harness.core.errors import UserError
+
 SLOT = "{sentence}"
+PLACEHOLDER = re.compile(r"(?<!\{)\{[A-Za-z_]\w*\}(?!\})")  # {sent}; {}, {{x}}, {"a": 1} are text
 
 
 def prompteol_rule(sentence: str) -> str:
@@ -79,8 +83,13 @@ class Prompt:
     def __post_init__(self) -> None:
         if self.rule not in RULES:
             raise ValueError(f"unknown sentence rule {self.rule!r}; known: {', '.join(RULES)}")
-        if self.template.count(SLOT) > 1:
-            raise ValueError(f"a prompt takes {SLOT} at most once: {self.template!r}")
+        times, bad = self.template.count(SLOT), set(PLACEHOLDER.findall(self.template)) - {SLOT}
+        if times > 1 or bad:  # one line; the caller puts where the prompt came from in front
+            what = f"{min(bad)}: no such placeholder" if bad else f"{SLOT} appears {times} times"
+            raise UserError(
+                f"{what}; a prompt's one placeholder is {SLOT}: write it once where the sentence "
+                "goes, or leave it out for a prefix"
+            )
 
     def __bool__(self) -> bool:
         return bool(self.template) or self.rule != "none"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.api import PromptOfSet
+from harness.core.encoding import Prompt
 from harness.core.errors import UserError
 from harness.core.kinds import kind_of
 
@@ -73,8 +74,8 @@ def is_prompt_set(value: object) -> bool:
 
 def read_prompt_set(value: str, method: str) -> PromptSet:
     """The prompt set ``value`` (``@FILE``) names, checked: a TOML (or JSON) table of at least one
-    ``name = "template"``, each name made of letters, digits, ``_ . -``, each template taking
-    ``{sentence}`` at most once. Every refusal is one line naming the option and the file.
+    ``name = "template"``, each name made of letters, digits, ``_ . -``, each template a Prompt's
+    (``{sentence}`` at most once). Every refusal is one line naming the option and the file.
 
     >>> import pathlib, tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -118,11 +119,12 @@ def read_prompt_set(value: str, method: str) -> PromptSet:
                 f"{said}: prompt {name!r} in {path} is {type(template).__name__}, not a string "
                 "(a template with {sentence}, or a prefix)"
             )
-        if template.count("{sentence}") > 1 or template.startswith(MARK):
-            raise UserError(
-                f"{said}: prompt {name!r} in {path}: a template takes {{sentence}} at most once "
-                f"and does not start with {MARK!r}"
-            )
+        try:  # the checks every prompt passes; a set's prompt names no other set
+            if template.startswith(MARK):
+                raise UserError(f"a prompt of a set does not start with {MARK!r}")
+            Prompt(template)
+        except UserError as err:
+            raise UserError(f"{said}: prompt {name!r} in {path}: {err}") from None
         prompts.append((name, template))
     return PromptSet(value, hashlib.sha256(data).hexdigest(), tuple(prompts))
 

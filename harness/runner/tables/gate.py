@@ -190,10 +190,6 @@ class Baseline:
     # (a hand-made baseline, a leaderboard.csv written before the column existed)
     data: list[dict[str, str]] | None = None
 
-    def scores_for(self, cell: Mapping[str, str], task: str) -> list[float]:
-        """The baseline scores of every row matching ``cell`` on the file's keys, for ``task``."""
-        return [score for score, _ in self.entries_for(cell, task)]
-
     def entries_for(self, cell: Mapping[str, str], task: str) -> list[tuple[float, str | None]]:
         """(score, fingerprint of its data or None) of every row matching ``cell`` on the file's
         keys."""

@@ -158,7 +158,7 @@ def class_index(text: str, classes: Sequence[str], where: str) -> float:
         return float(int(number))
     raise UserError(
         f"{where}: label {text[:40]!r} is not one of the classes {', '.join(classes)} (nor an "
-        f"index 0-{len(classes) - 1}); name the classes with classes=A,B in label-index order"
+        f"index 0-{len(classes) - 1}); name them in label-index order: classes=A,B&positive=B"
     )
 
 
