@@ -395,7 +395,7 @@ def test_a_row_with_an_unknown_metric_is_refused(tmp_path, monkeypatch):
     text = (data.PAPER_DIR / "bert-flow.toml").read_text(encoding="utf-8")
     (tmp_path / "bert-flow.toml").write_text(text.replace('metric = "roc_auc"', 'metric = "auc"', 1), encoding="utf-8")
     monkeypatch.setattr(data, "PAPER_DIR", tmp_path)
-    with pytest.raises(UserError, match="metric 'auc'; expected one of spearman, ap, roc_auc"):
+    with pytest.raises(UserError, match="metric 'auc'; expected one of spearman, pearson, ap, roc_auc"):
         load_paper("bert-flow")
 
 

@@ -240,7 +240,7 @@ def labelled_page(tmp_path_factory, senteval_root, tiny_bert) -> Path:
     harness.run(BenchConfig(methods=("avg",), tasks=(f"file:{root / 'pairs_with_label.tsv'}", "stsb"),
                             backbone=str(tiny_bert), source="senteval", senteval_dir=str(senteval_root),
                             cache_dir=str(root / "cache"), output_dir=str(root / "out"), progress=False,
-                            bootstrap=100, threads=1, plots=False,
+                            bootstrap=100, threads=1, plots=True,
                             method_params={"avg": {"prompt": f"@{root / 'prompts.toml'}"}}))
     return root / "out" / "index.html"
 
@@ -248,8 +248,8 @@ def labelled_page(tmp_path_factory, senteval_root, tiny_bert) -> Path:
 def test_chromium_names_each_boards_score_and_shows_the_prompt_spread(labelled_page, tmp_path):
     """Issue 50: the page's header claimed "Spearman ×100" for every board and the prompt spread
     (prompts.csv) was not on the page. Each board's caption names its group's score (AP for the
-    labelled task, Spearman for STS-B), and each set's min, median and max over its prompts are
-    the records' own scores."""
+    labelled task, Spearman for STS-B), so do the bar chart's and the history plot's, and each set's
+    min, median and max over its prompts are the records' own scores."""
     import numpy as np
 
     from harness.runner.page.html import prompt_sets
@@ -282,6 +282,13 @@ def test_chromium_names_each_boards_score_and_shows_the_prompt_spread(labelled_p
                 assert all(f"{r['scores']['metrics']['ap']['value']:.2f}" in text for r in labelled)
             else:
                 assert "STS-B" in head and "score=" not in heading and caption.startswith("Spearman ×100")
+        # the bar chart and the history plot name the scores they draw, and both are drawn
+        figures = browser.evaluate("Array.from(document.querySelectorAll('figure')).map(f => ["
+                                   "f.querySelector('figcaption').textContent, f.querySelector('img').naturalWidth])")
+        chart = [c for c, width in figures if c.startswith("leaderboard: ") and width > 0]
+        history = [c for c, width in figures if "by commit" in c and width > 0]
+        assert chart == ["leaderboard: AP ×100 / Spearman ×100"], figures
+        assert len(history) == 1 and history[0].startswith("AP ×100 / Spearman ×100 by commit"), figures
         assert browser.evaluate("!!document.querySelector('nav a[href=\"#prompts\"]')")
         sets = browser.evaluate("Array.from(document.querySelectorAll('#prompts table')).map(t => ["
                                 "t.caption.textContent, Array.from(t.tBodies[0].rows).map(r => "

@@ -41,7 +41,7 @@ from harness.runner.page.frontier_tables import frontier_section
 from harness.runner.page.paper_deltas import MODEL_DIFFERS, NOT_RUN, PAPER_COLUMNS, papers
 from harness.runner.page.pngs import Figure, plots, png_uri
 from harness.runner.records.lock import read_inside
-from harness.runner.records.schema import metric_axis
+from harness.runner.records.schema import main_score, metric_axis
 from harness.runner.tables.comparisons import ALPHA  # the paired tests' level
 from harness.runner.tables.frames import (
     AVG,
@@ -72,7 +72,7 @@ __all__ = [
     "render",
     "write_report",
 ]
-HISTORY_CAPTION = "score by commit; red rings: moved by more than its noise"
+HISTORY_CAPTION = " by commit; red rings: moved by more than its noise"
 log = logging.getLogger("sts_bench.report")
 
 
@@ -132,7 +132,8 @@ def history_section(history: HistoryReport | None, png: bytes | None) -> History
         ("before", "now", "change", "p"),
         colour=lambda row, c: signed_class(row[c]) if c == "change" else "",
     )
-    figure = Figure(HISTORY_CAPTION, png_uri(png)) if png is not None else None
+    drawn = " / ".join(dict.fromkeys(metric_axis(s.key["metric"]) for s in history.series))
+    figure = Figure(drawn + HISTORY_CAPTION, png_uri(png)) if png is not None else None
     return History(len(history.commits), len(history.series), moves if rows else None, figure)
 
 
@@ -240,9 +241,19 @@ def render(
             papers=papers(out_dir, records),
             prompts=prompt_sets(out_dir, records),
             history=history_section(history, images.get("history")),
-            plots=[Figure(stem, png_uri(data)) for stem, data in images.items() if stem not in own],
+            plots=[
+                Figure(_drawn(stem, records), png_uri(d))
+                for stem, d in images.items()
+                if stem not in own
+            ],
         )
     )
+
+
+def _drawn(stem: str, records: Sequence[Record]) -> str:
+    """A plot's caption: the leaderboard chart names the scores it draws (``AP ×100``)."""
+    scores = " / ".join(dict.fromkeys(metric_axis(main_score(r)) for r in records))
+    return f"{stem}: {scores}" if stem == "leaderboard" else stem
 
 
 def write_report(

@@ -320,16 +320,7 @@ class PromptSpread:
         paths = [out / "prompts.csv", out / "prompts.md"]
         atomic_write_text(paths[0], csv_text(rows, list(COLUMNS)))
         atomic_write_text(paths[1], markdown(rows) + "\n")
-        mine = {_set_key(rec) for rec in inputs.records if of_set(rec) is not None}
-        shown = [row for row in rows if _row_key(row) in {_key_of(k) for k in mine}]
-        text = markdown(shown) if shown else ""
-        return StepOutput([Path(p) for p in paths], text)
-
-
-def _row_key(row: dict[str, Any]) -> tuple[str, ...]:
-    return (*(str(row[k]) for k in GROUP_KEYS), row["method"], row["backbone"], row["fit_set"])
-
-
-def _key_of(key: tuple[str, ...]) -> tuple[str, ...]:
-    n = len(GROUP_KEYS)
-    return (*key[:n], key[n], key[n + 1], key[n + 3])
+        # stdout shows this run (USAGE): the spread of its own prompts only, on its own tasks
+        own = [rec for rec in inputs.records if of_set(rec) is not None]
+        shown = spread_rows(own, cfg.bootstrap or 1000, cfg.seed, inputs.resamples) if own else []
+        return StepOutput([Path(p) for p in paths], markdown(shown) if shown else "")
