@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -251,3 +253,10 @@ def test_the_builtin_tasks_from_tasks_toml_are_the_specs_the_python_declarations
         for field in dataclasses.fields(TaskSpec):
             assert repr(getattr(spec, field.name)) == repr(_tuples(want[field.name])), (spec.name, field.name)
 
+
+def test_the_task_data_file_is_read_on_the_registry_s_first_use_not_on_import():
+    code = ("import sys; from harness.core.data.tasks import TASKS; read = 'tomllib' in sys.modules; "
+            "print(read, len(TASKS), TASKS['qnli'].sides, 'tomllib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.split() == ["False", "17", "('query',", "'document')", "True"], done.stderr[-2000:]
