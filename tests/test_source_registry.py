@@ -7,8 +7,11 @@ entries are one ``error:`` line each."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -227,3 +230,33 @@ def test_an_installed_entry_point_reaches_the_same_registry(monkeypatch):
     with pytest.raises(UserError, match=r"^cannot register source 'broken' \(entry point no_such_module:SOURCE in "
                                         r"sts_bench.sources\): it does not import \(ModuleNotFoundError"):
         "broken" in again  # noqa: B015
+
+
+def _tuples(value):
+    """A JSON value as the Python declarations wrote it: every array a tuple (they had no list)."""
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
+
+
+def test_the_builtin_tasks_from_tasks_toml_are_the_specs_the_python_declarations_made():
+    """tests/data/builtin_tasks.json holds every built-in TaskSpec as tasks.py and pair_tasks.py
+    declared them in Python (710202d, dumped before the move to tasks.toml; none held a list): the
+    same tasks in the same order (a table's columns follow it), field by field. ``repr`` tells a
+    list from a tuple, 0 from 0.0 and a reordered ``where`` (``sts-bench list`` names its sources
+    in order)."""
+    expected = json.loads((Path(__file__).parent / "data" / "builtin_tasks.json").read_text())
+    names = TASKS.names()[: len(expected)]  # a test's own declarations come after the built-ins
+    assert names == [want["name"] for want in expected]
+    for want in expected:
+        spec = TASKS[want["name"]]
+        for field in dataclasses.fields(TaskSpec):
+            assert repr(getattr(spec, field.name)) == repr(_tuples(want[field.name])), (spec.name, field.name)
+
+
+def test_the_task_data_file_is_read_on_the_registry_s_first_use_not_on_import():
+    code = ("import sys; from harness.core.data.tasks import TASKS; read = 'tomllib' in sys.modules; "
+            "print(read, len(TASKS), TASKS['qnli'].sides, 'tomllib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.split() == ["False", "17", "('query',", "'document')", "True"], done.stderr[-2000:]

@@ -1,21 +1,22 @@
-"""The tasks, declared as data (the STS tasks here, the pair-classification tasks in
-:mod:`.pair_tasks`), and loading a task from a source.
+"""The tasks, declared as data (the built-ins in the packaged ``tasks.toml``: the STS tasks and
+the sentence-pair classification tasks), and loading a task from a source.
 
 A task is declared once (a :class:`TaskSpec` in :data:`TASKS`: name, splits, kind, main score,
 citation, gold range, and per source where that source finds its rows) and read from the run's
 source (:data:`harness.core.data.sources.SOURCES`: ``packaged``, ``senteval``, ``hub``, ``mteb``,
 or one registered), or brings its own (``--tasks file:PATH``, ``hf:DIR_OR_ID``: :mod:`.declared`);
 what comes back is the same shape whatever the source (:mod:`harness.core.data.splits`). A task of
-an existing source is one declaration, here or from Python (:func:`declare_task`).
+an existing source is one declaration, a ``[[task]]`` table there or from Python
+(:func:`declare_task`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.core.data.declared import is_declared, parse_entry
-from harness.core.data.pair_tasks import PAIR_TASKS
 from harness.core.data.sources import SOURCES, run_sources
 from harness.core.data.splits import LoadedTask, SplitData, TaskSpec
 from harness.core.errors import UserError, did_you_mean
@@ -45,7 +46,25 @@ def _check_task(name: str, spec: object) -> str | None:
     return None
 
 
-TASKS: Registry[TaskSpec] = Registry("task", check=_check_task)
+def _frozen(value: Any) -> Any:
+    """TOML's arrays as tuples, as TaskSpec's fields and sources' ``where`` entries hold them."""
+    if isinstance(value, dict):
+        return {key: _frozen(item) for key, item in value.items()}
+    return tuple(_frozen(item) for item in value) if isinstance(value, list) else value
+
+
+def _builtins(registry: Registry[TaskSpec]) -> None:
+    """Declare the built-in tasks, the ``[[task]]`` tables of the packaged ``tasks.toml`` (read on
+    the registry's first use, so importing this module reads no file)."""
+    import tomllib
+    from importlib.resources import files
+
+    text = files("harness.core.data").joinpath("tasks.toml").read_text(encoding="utf-8")
+    for entry in tomllib.loads(text)["task"]:
+        registry.register(entry["name"], TaskSpec(**_frozen(entry)))
+
+
+TASKS: Registry[TaskSpec] = Registry("task", check=_check_task, builtins=_builtins)
 
 
 def declare_task(spec: TaskSpec) -> TaskSpec:
@@ -53,172 +72,6 @@ def declare_task(spec: TaskSpec) -> TaskSpec:
     from whichever source its ``where`` has an entry for; refused with one line that says why."""
     return TASKS.register(spec.name, spec)
 
-
-# Dataset revisions are the ones MTEB pins, so our `hub` numbers are comparable with MTEB's.
-declare_task(
-    TaskSpec(
-        name="sts12",
-        title="STS12",
-        description="SemEval-2012 STS: MSRpar, MSRvid, SMTeuroparl, OnWN, SMTnews (3108 pairs)",
-        citation="Agirre et al. 2012, SemEval-2012 Task 6: A Pilot on Semantic Textual Similarity",
-        in_stsb=True,
-        where={
-            "senteval": {
-                "folder": "STS/STS12-en-test",
-                "subsets": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-            },
-            "hub": {
-                "path": "mteb/sts12-sts",
-                "revision": "a0d554a64d88156834ff5ae9920b964011b16384",
-            },
-            "mteb": {"name": "STS12"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="sts13",
-        title="STS13",
-        description="SemEval-2013 STS without the licensed SMT subset: FNWN, headlines, OnWN "
-        "(1500)",
-        citation="Agirre et al. 2013, *SEM 2013 shared task: Semantic Textual Similarity",
-        in_stsb=True,
-        where={
-            "senteval": {"folder": "STS/STS13-en-test", "subsets": ("FNWN", "headlines", "OnWN")},
-            "hub": {
-                "path": "mteb/sts13-sts",
-                "revision": "7e90230a92c190f1bf69ae9002b8cea547a64cca",
-            },
-            "mteb": {"name": "STS13"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="sts14",
-        title="STS14",
-        description="SemEval-2014 STS: forums, news, headlines, images, OnWN, tweets (3750)",
-        citation="Agirre et al. 2014, SemEval-2014 Task 10: Multilingual Semantic Textual "
-        "Similarity",
-        in_stsb=True,
-        where={
-            "senteval": {
-                "folder": "STS/STS14-en-test",
-                "subsets": (
-                    "deft-forum",
-                    "deft-news",
-                    "headlines",
-                    "images",
-                    "OnWN",
-                    "tweet-news",
-                ),
-            },
-            "hub": {
-                "path": "mteb/sts14-sts",
-                "revision": "6031580fec1f6af667f0bd2da0a551cf4f0b2375",
-            },
-            "mteb": {"name": "STS14"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="sts15",
-        title="STS15",
-        description="SemEval-2015 STS: answers-forums/-students, belief, headlines, images (3000)",
-        citation="Agirre et al. 2015, SemEval-2015 Task 2: Semantic Textual Similarity, English, "
-        "Spanish and Pilot on Interpretability",
-        in_stsb=True,
-        where={
-            "senteval": {
-                "folder": "STS/STS15-en-test",
-                "subsets": (
-                    "answers-forums",
-                    "answers-students",
-                    "belief",
-                    "headlines",
-                    "images",
-                ),
-            },
-            "hub": {
-                "path": "mteb/sts15-sts",
-                "revision": "ae752c7c21bf194d8b67fd573edf7ae58183cbe3",
-            },
-            "mteb": {"name": "STS15"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="sts16",
-        title="STS16",
-        description="SemEval-2016 STS: answer-answer, headlines, plagiarism, postediting, q-q "
-        "(1186)",
-        citation="Agirre et al. 2016, SemEval-2016 Task 1: Semantic Textual Similarity, "
-        "Monolingual and Cross-Lingual Evaluation",
-        in_stsb=True,
-        where={
-            "senteval": {
-                "folder": "STS/STS16-en-test",
-                "subsets": (
-                    "answer-answer",
-                    "headlines",
-                    "plagiarism",
-                    "postediting",
-                    "question-question",
-                ),
-            },
-            "hub": {
-                "path": "mteb/sts16-sts",
-                "revision": "4d8694f8f0e0100860b497b999b3dbed754a0513",
-            },
-            "mteb": {"name": "STS16"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="stsb",
-        title="STS-B",
-        description="STS Benchmark (Cer et al. 2017): train 5749 / dev 1500 / test 1379 pairs",
-        splits=("train", "dev", "test"),
-        citation="Cer et al. 2017, SemEval-2017 Task 1: Semantic Textual Similarity Multilingual "
-        "and Crosslingual Focused Evaluation",
-        where={
-            "packaged": {"folder": "sts_b"},
-            "senteval": {"folder": "STS/STSBenchmark", "layout": "stsb"},
-            "hub": {
-                "path": "mteb/stsbenchmark-sts",
-                "revision": "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-                "splits": ("train", "dev", "test"),
-            },
-            "mteb": {"name": "STSBenchmark"},
-        },
-    )
-)
-declare_task(
-    TaskSpec(
-        name="sickr",
-        title="SICK-R",
-        description="SICK relatedness: SentEval test 4927 pairs; MTEB's hub copy is all 9927",
-        splits=("train", "dev", "test"),
-        citation="Marelli et al. 2014, A SICK cure for the evaluation of compositional "
-        "distributional semantic models",
-        gold_range=(1.0, 5.0),
-        where={
-            "senteval": {"folder": "SICK", "layout": "sick"},
-            "hub": {
-                "path": "mteb/sickr-sts",
-                "revision": "20a6d6f312dd54037fe07a32d58e5e168867909d",
-            },
-            "mteb": {"name": "SICK-R"},
-        },
-    )
-)
-
-# The sentence-pair classification tasks (GLUE, SNLI, MTEB's PairClassification): .pair_tasks
-for _spec in PAIR_TASKS:
-    declare_task(_spec)
 
 _ALIASES = {"stsbenchmark": "stsb", "sick": "sickr", "sickrelatedness": "sickr"}
 

@@ -12,7 +12,7 @@ The source's location (``--data-dir hub=DIR``, or ``--hub-root DIR``) replaces t
 folder: ``<DIR>/<dataset name>/`` (e.g. ``sts12-sts/test.jsonl``) with the same columns, read by the
 same ``load_dataset`` call.
 
-Labelled pairs (tasks of kind ``pairclass``, :mod:`harness.core.data.pair_tasks`) name more in
+Labelled pairs (tasks of kind ``pairclass``, ``harness/core/data/tasks.toml``) name more in
 their entry: the dataset's ``config``, ``splits`` as a mapping ours → the hub's (``{"dev":
 "validation"}``), their ``columns`` (first sentence, second sentence, label: the label a class
 index, ``ClassLabel`` order), ``drop`` (label values left out: SNLI's -1) and ``or`` (other

@@ -16,8 +16,8 @@ def class_index(value: Any, spec: TaskSpec, where: str, by: str = "index") -> in
     values, GLUE's MRPC and QQP files) or one of ``spec.classes`` by name (``by="name"``: GLUE's
     QNLI, RTE, MNLI, SNLI files); anything else is an error naming ``where``.
 
-    >>> from harness.core.data.pair_tasks import PAIR_TASKS
-    >>> rte = next(spec for spec in PAIR_TASKS if spec.name == "rte")
+    >>> from harness.core.data.tasks import TASKS
+    >>> rte = TASKS["rte"]
     >>> class_index("not_entailment", rte, "RTE/dev.tsv:2", by="name"), class_index(0, rte, "row 0")
     (1, 0)
     """

@@ -1,6 +1,6 @@
 """MTEB's STS tasks as a source: any task of MTEB's task registry whose type is STS (STS17, STS22,
 BIOSSES, STSBenchmarkMultilingualSTS, ...), read through MTEB's own task objects; and the
-PairClassification tasks declared as sts-bench tasks (:mod:`harness.core.data.pair_tasks`:
+PairClassification tasks declared as sts-bench tasks (``harness/core/data/tasks.toml``:
 SprintDuplicateQuestions, TwitterSemEval2015, TwitterURLCorpus), whose pairs carry a 0/1 label.
 
 The task object decides everything MTEB decides: the dataset and its pinned revision, the column
