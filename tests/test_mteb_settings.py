@@ -199,6 +199,30 @@ def test_a_cosine_only_run_writes_the_full_vectors_files_as_before(settings_run,
                                            for c in ("pearson", "spearman")}
 
 
+def assert_written_as_mteb_writes(path: Path, scratch: Path) -> None:
+    """``path`` (a result file the run wrote without importing mteb) is byte for byte what mteb's own TaskResult writes
+    for what it loads from it (key order, 6-digit rounding, the date as a timestamp, every field), plus a newline."""
+    again = scratch / f"again-{path.name}"
+    mteb.TaskResult.from_disk(path).to_disk(again)
+    assert path.read_text(encoding="utf-8") == again.read_text(encoding="utf-8") + "\n", path
+
+
+def test_every_file_is_what_mtebs_own_objects_write(settings_run, tmp_path):
+    """The run writes these files without importing mteb (its import costs seconds, more than a warm run), so they
+    are held to mteb's writers here: every result file (merged similarities, experiments, a null main score, language
+    subsets) to TaskResult's to_disk, every model_meta.json to ModelMeta's to_dict (the same keys in its order)."""
+    files = sorted((settings_run / "out" / "mteb").rglob("*.json"))
+    metas = [p for p in files if p.name == "model_meta.json"]
+    assert len(files) - len(metas) == 2 * 6 and len(metas) == 6  # 2 tasks × 6 settings, a meta per setting
+    for path in files:
+        if path.name != "model_meta.json":
+            assert_written_as_mteb_writes(path, tmp_path)
+    for path in metas:
+        written = json.loads(path.read_text(encoding="utf-8"))
+        theirs = mteb.models.model_meta.ModelMeta.model_validate_json_resolved(path.read_text()).to_dict()
+        assert list(theirs) == list(written) and theirs == written, path  # max_tokens: theirs 128.0, == 128
+
+
 def test_rows_merge_into_their_settings_file_in_any_order(settings_run, tmp_path):
     """Rows of one setting written in reverse order give the same scores; a file of other data (another dataset
     revision) is replaced, not merged into."""

@@ -73,7 +73,8 @@ and Pearson against gold per MTEB subset (``default``, or each language subset o
 as fractions. ``dataset_revision`` is MTEB's pinned revision when the pairs came from MTEB's
 dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's tokenized
 text, the packaged STS-B, local files), so different data never passes for MTEB's.
-MTEB is not imported: the files are plain JSON in MTEB's schema.
+MTEB is not imported (seconds, more than a warm run): the files are plain JSON, byte for byte what
+mteb's ``TaskResult.to_disk``/``ModelMeta.to_dict`` write of them (``tests/test_mteb_settings.py``).
 
 No link is followed (the output folder is closed, :mod:`.lock`): each file is written atomically (a
 link under its name is replaced, not its target), a folder link under ``mteb/`` is refused, and the
