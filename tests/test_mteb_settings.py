@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 import harness
-from harness.runner.records.mteb_files import write_mteb_result
+from harness.runner.records.mteb_files import dataset_revision, write_mteb_result
 
 mteb = pytest.importorskip("mteb")
 
@@ -221,6 +221,17 @@ def test_every_file_is_what_mtebs_own_objects_write(settings_run, tmp_path):
         written = json.loads(path.read_text(encoding="utf-8"))
         theirs = mteb.models.model_meta.ModelMeta.model_validate_json_resolved(path.read_text()).to_dict()
         assert list(theirs) == list(written) and theirs == written, path  # max_tokens: theirs 128.0, == 128
+
+
+@pytest.mark.parametrize(("source", "origin", "expected"), [
+    ("mteb", "mteb/stsbenchmark-sts@b0fddb56", "b0fddb56"),  # MTEB's dataset at its pinned revision
+    ("hub", "mteb/sts12-sts@a0d554a6", "a0d554a6"),
+    ("mteb", "/data/stsbenchmark-sts", "mteb-0123456789ab"),  # --hub-root's files: not MTEB's copy
+    ("hub", "mteb/sts12-sts@", "hub-0123456789ab"),  # no revision named
+    ("file", "pairs@v2.tsv", "file-0123456789ab"),  # a local file names no revision, whatever its name
+])
+def test_dataset_revision_is_mtebs_pin_only_for_data_read_at_one(source, origin, expected):
+    assert dataset_revision({"source": source, "origin": origin, "fingerprint": "0123456789abcdef" * 4}) == expected
 
 
 def test_rows_merge_into_their_settings_file_in_any_order(settings_run, tmp_path):

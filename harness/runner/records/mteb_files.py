@@ -84,6 +84,7 @@ link: skipped with one warning).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import importlib.metadata
 import json
@@ -284,18 +285,9 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
         values = kind.mteb_values(evidence, compared_by)
         rounded = {k: None if v is None else round(v, 6) for k, v in values.items()}
         scores.append(_subset_scores(rounded, subset, languages[subset], version))
-    pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in (
-        "",
-        task["origin"],
-    )
-    revision = (
-        str(task["origin"]).rsplit("@", 1)[-1]
-        if pinned
-        else f"{task['source']}-{task['fingerprint'][:12]}"
-    )
     timings = record.get("timings") or {}
     return {
-        "dataset_revision": revision,
+        "dataset_revision": dataset_revision(task),
         "task_name": task_name,
         "mteb_version": version,
         "scores": {"validation" if task["split"] == "dev" else task["split"]: scores},
@@ -308,9 +300,14 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     }
 
 
-def _timestamp(created: str | None) -> float | None:
-    import datetime as dt
+def dataset_revision(task: Mapping[str, Any]) -> str:
+    """MTEB's or the hub's pinned revision (origin ``path@rev``), else ``<source>-<data sha>``."""
+    _, at, pin = str(task["origin"]).rpartition("@")
+    pinned = task["source"] in ("mteb", "hub") and bool(at and pin)
+    return pin if pinned else f"{task['source']}-{task['fingerprint'][:12]}"
 
+
+def _timestamp(created: str | None) -> float | None:
     try:
         return dt.datetime.fromisoformat(str(created)).timestamp()
     except ValueError:
