@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 import harness
-from harness.runner.records.mteb_files import write_mteb_result
+from harness.runner.records.mteb_files import dataset_revision, write_mteb_result
 
 mteb = pytest.importorskip("mteb")
 
@@ -197,6 +197,41 @@ def test_a_cosine_only_run_writes_the_full_vectors_files_as_before(settings_run,
             assert {k: new[k] for k in OLD_KEYS} == old
             assert set(new) - set(old) == {f"{s}_{c}" for s in ("dot", "manhattan", "euclidean")
                                            for c in ("pearson", "spearman")}
+
+
+def assert_written_as_mteb_writes(path: Path, scratch: Path) -> None:
+    """``path`` (a result file the run wrote without importing mteb) is byte for byte what mteb's own TaskResult writes
+    for what it loads from it (key order, 6-digit rounding, the date as a timestamp, every field), plus a newline."""
+    again = scratch / f"again-{path.name}"
+    mteb.TaskResult.from_disk(path).to_disk(again)
+    assert path.read_text(encoding="utf-8") == again.read_text(encoding="utf-8") + "\n", path
+
+
+def test_every_file_is_what_mtebs_own_objects_write(settings_run, tmp_path):
+    """The run writes these files without importing mteb (its import costs seconds, more than a warm run), so they
+    are held to mteb's writers here: every result file (merged similarities, experiments, a null main score, language
+    subsets) to TaskResult's to_disk, every model_meta.json to ModelMeta's to_dict (the same keys in its order)."""
+    files = sorted((settings_run / "out" / "mteb").rglob("*.json"))
+    metas = [p for p in files if p.name == "model_meta.json"]
+    assert len(files) - len(metas) == 2 * 6 and len(metas) == 6  # 2 tasks × 6 settings, a meta per setting
+    for path in files:
+        if path.name != "model_meta.json":
+            assert_written_as_mteb_writes(path, tmp_path)
+    for path in metas:
+        written = json.loads(path.read_text(encoding="utf-8"))
+        theirs = mteb.models.model_meta.ModelMeta.model_validate_json_resolved(path.read_text()).to_dict()
+        assert list(theirs) == list(written) and theirs == written, path  # max_tokens: theirs 128.0, == 128
+
+
+@pytest.mark.parametrize(("source", "origin", "expected"), [
+    ("mteb", "mteb/stsbenchmark-sts@b0fddb56", "b0fddb56"),  # MTEB's dataset at its pinned revision
+    ("hub", "mteb/sts12-sts@a0d554a6", "a0d554a6"),
+    ("mteb", "/data/stsbenchmark-sts", "mteb-0123456789ab"),  # --hub-root's files: not MTEB's copy
+    ("hub", "mteb/sts12-sts@", "hub-0123456789ab"),  # no revision named
+    ("file", "pairs@v2.tsv", "file-0123456789ab"),  # a local file names no revision, whatever its name
+])
+def test_dataset_revision_is_mtebs_pin_only_for_data_read_at_one(source, origin, expected):
+    assert dataset_revision({"source": source, "origin": origin, "fingerprint": "0123456789abcdef" * 4}) == expected
 
 
 def test_rows_merge_into_their_settings_file_in_any_order(settings_run, tmp_path):

@@ -413,6 +413,11 @@ def test_an_mteb_pair_classification_task_runs_through_the_mteb_source(bench, tm
     entry = json.loads(result.read_text())["scores"]["test"][0]
     assert entry["main_score"] == pytest.approx(theirs["ap"], abs=1e-6)
     assert entry["cosine_f1"] == pytest.approx(theirs["f1"], abs=1e-6)
+    # written without importing mteb, and byte for byte what mteb's TaskResult writes of it
+    from mteb import TaskResult
+
+    TaskResult.from_disk(result).to_disk(tmp_path / "again.json")
+    assert result.read_text() == (tmp_path / "again.json").read_text() + "\n"
 
 
 def test_pair_metrics_csv_gives_the_scored_splits_best_thresholds_from_the_records_pairs():

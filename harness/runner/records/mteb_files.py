@@ -73,7 +73,8 @@ and Pearson against gold per MTEB subset (``default``, or each language subset o
 as fractions. ``dataset_revision`` is MTEB's pinned revision when the pairs came from MTEB's
 dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's tokenized
 text, the packaged STS-B, local files), so different data never passes for MTEB's.
-MTEB is not imported: the files are plain JSON in MTEB's schema.
+MTEB is not imported (seconds, more than a warm run): the files are plain JSON, byte for byte what
+mteb's ``TaskResult.to_disk``/``ModelMeta.to_dict`` write of them (``tests/test_mteb_settings.py``).
 
 No link is followed (the output folder is closed, :mod:`.lock`): each file is written atomically (a
 link under its name is replaced, not its target), a folder link under ``mteb/`` is refused, and the
@@ -83,6 +84,7 @@ link: skipped with one warning).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import importlib.metadata
 import json
@@ -283,18 +285,9 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
         values = kind.mteb_values(evidence, compared_by)
         rounded = {k: None if v is None else round(v, 6) for k, v in values.items()}
         scores.append(_subset_scores(rounded, subset, languages[subset], version))
-    pinned = task["source"] in ("mteb", "hub") and str(task["origin"]).rsplit("@", 1)[-1] not in (
-        "",
-        task["origin"],
-    )
-    revision = (
-        str(task["origin"]).rsplit("@", 1)[-1]
-        if pinned
-        else f"{task['source']}-{task['fingerprint'][:12]}"
-    )
     timings = record.get("timings") or {}
     return {
-        "dataset_revision": revision,
+        "dataset_revision": dataset_revision(task),
         "task_name": task_name,
         "mteb_version": version,
         "scores": {"validation" if task["split"] == "dev" else task["split"]: scores},
@@ -307,9 +300,14 @@ def task_result(record: Record, task_name: str) -> dict[str, Any]:
     }
 
 
-def _timestamp(created: str | None) -> float | None:
-    import datetime as dt
+def dataset_revision(task: Mapping[str, Any]) -> str:
+    """MTEB's or the hub's pinned revision (origin ``path@rev``), else ``<source>-<data sha>``."""
+    _, at, pin = str(task["origin"]).rpartition("@")
+    pinned = task["source"] in ("mteb", "hub") and bool(at and pin)
+    return pin if pinned else f"{task['source']}-{task['fingerprint'][:12]}"
 
+
+def _timestamp(created: str | None) -> float | None:
     try:
         return dt.datetime.fromisoformat(str(created)).timestamp()
     except ValueError:
