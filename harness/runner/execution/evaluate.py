@@ -236,12 +236,14 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
     else:
         u1, u2 = list(s1), list(s2)
         rows1 = rows2 = np.arange(len(s1))
-    with guest(kind, call):
-        sides = method.encode_sides(u1, u2)
-    if is_guest(kind):
-        left, right = checked_sides(sides, (len(u1), len(u2)), kind, call)
-    else:
-        left, right = sides
+    left, right = called(
+        method,
+        "encode_sides",
+        u1,
+        u2,
+        said=call,
+        check=lambda out: checked_sides(out, (len(u1), len(u2)), kind, call),
+    )
     return PairSides(tuple(u1), tuple(u2), left, right, rows1, rows2)
 
 
@@ -276,15 +278,11 @@ def score(
     :class:`Similarities` of the scored split and of every split the kind reads
     (:meth:`~harness.core.kinds.TaskKind.extra_splits`), the kind scores them
     (:func:`scored_record`)."""
-    cls = type(method)
     t0 = time.perf_counter()
-    with guest(cls, "begin_task()"):
-        method.begin_task(task.spec)  # a method trained per task switches to this task's
+    called(method, "begin_task", task.spec)  # a method trained per task switches to this task's
     if method.uses_fit_set and fit_set is not None:
-        with stage(f"fit {method.name}"), guest(cls, "fit()"):
-            method.fit(fit_set)
-        if is_guest(cls):
-            checked_fit_info(method, fit_set)
+        with stage(f"fit {method.name}"):
+            called(method, "fit", fit_set, check=lambda _: checked_fit_info(method, fit_set))
     t1 = time.perf_counter()
     split = task.eval
     extras = extra_splits(task, cfg)
@@ -431,10 +429,13 @@ def scored_record(
     )
     if sims.predicted is not None:
         record["pairs"]["predicted"] = [int(c) for c in sims.predicted]
-    with guest(type(method), "annotate()"):
-        extra = method.annotate(split, sims.scored)
-    if is_guest(type(method)):
-        extra = checked_annotation(extra, type(method))
+    extra = called(
+        method,
+        "annotate",
+        split,
+        sims.scored,
+        check=lambda out: checked_annotation(out, type(method)),
+    )
     return cast("Record", {**record, **strict(extra)})
 
 
@@ -447,12 +448,9 @@ def extra_splits(task: LoadedTask, cfg: BenchConfig) -> dict[str, SplitData]:
 
 def pair_scores(method: Method, s1: Sequence[str], s2: Sequence[str]) -> np.ndarray:
     """A pair scorer's scores of the pairs (s1[i], s2[i]), a plugin's checked."""
-    kind = type(method)
-    with guest(kind, "score_pairs()"):
-        scores = method.score_pairs(s1, s2)  # type: ignore[attr-defined]
-    if is_guest(kind):
-        scores = checked_scores(scores, len(s1), who(kind), error=PluginError)
-    return np.asarray(scores)
+    who_ = who(type(method))
+    check = lambda out: checked_scores(out, len(s1), who_, error=PluginError)  # noqa: E731
+    return np.asarray(called(method, "score_pairs", s1, s2, check=check))
 
 
 def classifies(method: Method) -> bool:
@@ -465,8 +463,7 @@ def classifies(method: Method) -> bool:
     asks = getattr(method, "classifies", None)
     if not callable(asks):
         return True
-    with guest(type(method), "classifies()"):
-        return bool(asks())
+    return bool(called(method, "classifies"))
 
 
 def classified(
@@ -476,8 +473,7 @@ def classified(
     similarity is the positive class's margin (its logit minus the log-sum-exp of the others, a
     log-odds), the decision the argmax."""
     kind, classes = type(method), task.spec.classes
-    with guest(kind, "classify_pairs()"):
-        logits = np.asarray(method.classify_pairs(s1, s2, classes), dtype=np.float64)  # type: ignore[attr-defined]
+    logits = np.asarray(called(method, "classify_pairs", s1, s2, classes), dtype=np.float64)
     if logits.shape != (len(s1), len(classes)) or not np.all(np.isfinite(logits)):
         raise PluginError(
             f"{who(kind)}: classify_pairs() returned {logits.shape} values for {len(s1)} pairs of "
@@ -500,13 +496,10 @@ def calibrated_ranges(
         return None
     if calibration_set is None:
         raise ValueError("an int8/uint8 setting needs the plan's calibration set")
-    kind = type(method)
     sentences = list(dict.fromkeys(calibration_set.sentences))
-    with guest(kind, "encode()"):
-        vectors = method.encode(sentences)
-    if is_guest(kind):
-        vectors = checked_vectors(vectors, len(sentences), who(kind), "encode()", PluginError)
-    return calibrate(vectors)
+    who_ = who(type(method))
+    check = lambda out: checked_vectors(out, len(sentences), who_, "encode()", PluginError)  # noqa: E731
+    return calibrate(called(method, "encode", sentences, check=check))
 
 
 def vector_record(
@@ -524,6 +517,16 @@ def vector_record(
 
 
 # -- what a plugin method returns, checked before the run uses it ---------------------------------
+
+
+def called(method: Method, name: str, *args: Any, said: str = "", check: Any = None) -> Any:
+    """``method.<name>(*args)``: the one place a call into a method is told a guest's (a plugin's,
+    run under :func:`methods.guests.guest`; its answer passed through ``check`` before the run
+    uses it) from a built-in's (trusted as it is). ``said``: the call an error line names."""
+    cls = type(method)
+    with guest(cls, said or f"{name}()"):
+        out = getattr(method, name)(*args)
+    return check(out) if check is not None and is_guest(cls) else out
 
 
 def encode_call(kind: type) -> str:
