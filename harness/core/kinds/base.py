@@ -11,7 +11,6 @@ A :class:`Metric` computes one value per row of bootstrap draw counts (``weights
 and its resamples, and two methods' resamples of one split are paired draw by draw.
 
 >>> import numpy as np
->>> from harness.core.scoring import spearman
 >>> mean_gold = Metric("mean_gold", "mean gold", lambda ev, w: np.atleast_2d(
 ...     np.ones(len(ev.gold)) if w is None else w) @ ev.gold / len(ev.gold), unit="")
 >>> ev = Evidence(np.array([0.1, 0.5, 0.9]), np.array([1.0, 2.0, 3.0]))
@@ -191,11 +190,6 @@ class TaskKind:
 
     def metric(self, name: str) -> Metric:
         return self.metrics[name]
-
-    def axis(self, main_score: str) -> str:
-        """How a table, axis or header names a main score: ``Spearman ×100``, ``AP ×100``."""
-        metric = self.metrics.get(main_score)
-        return metric.axis if metric else main_score
 
     # -- the task ------------------------------------------------------------------------------
 

@@ -27,10 +27,6 @@ def _ranked(ev: Evidence) -> pm.Ranked:
     return ev.shared("ranked", lambda: pm.Ranked.of(ev.similarity, _positive(ev)))
 
 
-def _rows(ev: Evidence, weights: np.ndarray | None) -> int:
-    return 1 if weights is None else len(weights)
-
-
 def _decided(which: int) -> Any:
     """accuracy (0) or F1 (1) at the threshold chosen on the threshold split, or of the method's
     own argmax; NaN without either."""
@@ -39,13 +35,12 @@ def _decided(which: int) -> Any:
         predicted, threshold = ev.extra.get("predicted"), ev.extra.get("threshold")
         if predicted is not None:
             chosen = np.asarray(predicted)
-            index = ev.extra["positive"]
             right = chosen == ev.gold if which == 0 else None
-            return pm.decided(chosen == index, _positive(ev), weights, correct=right)[which]
+            return pm.decided(chosen == ev.extra["positive"], _positive(ev), weights, right)[which]
         if threshold:
             name = ("accuracy", "f1")[which]
             return pm.at_threshold(ev.similarity, _positive(ev), threshold[name], weights)[which]
-        return np.full(_rows(ev, weights), np.nan)
+        return np.full(1 if weights is None else len(weights), np.nan)
 
     return compute
 
