@@ -2,8 +2,9 @@
 /v1/embeddings`` answers with a model's vectors as OpenAI does (``data[*].index``/``embedding``,
 ``usage``), and can be told to answer the next requests with a fault: 429 (with Retry-After), 500, a
 slow answer (past the client's timeout), a body that is not JSON, too few vectors, vectors of
-another width, 401 echoing the key, or 413 above a batch size. It counts the requests and keeps
-their bodies and whether they carried the key.
+another width, a number that overflows a float (``10**400``), 401 echoing the key, or 413 above a
+batch size; ``echo_key`` answers with the Authorization header as the model's name. It counts the
+requests and keeps their bodies and whether they carried the key.
 
 Its models are functions of the text, so a test computes the expected vectors itself:
 ``words`` (a bag of hashed words, 16 dimensions) and any table of sentence → vector a test gives
@@ -64,6 +65,7 @@ class EmbeddingsServer:
         self.faults: list[str] = []
         self.max_batch: int | None = None  # more inputs than this: 413
         self.slow_s = 2.0
+        self.echo_key = False
         self.requests = 0
         self.bodies: list[dict] = []
         self.authorized: list[str | None] = []
@@ -144,8 +146,11 @@ class EmbeddingsServer:
                 data.reverse()  # in any order: the client reads each item's index
                 tokens = sum(len(t.split()) for t in texts)
                 usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-                self.answer(200, json.dumps({"object": "list", "model": body["model"], "data": data,
-                                             "usage": usage}).encode())
+                if fault == "overflow":  # valid JSON, a number no float holds
+                    data[0]["embedding"][0] = "OVERFLOW"
+                served = auth if server.echo_key else body["model"]
+                answer = json.dumps({"object": "list", "model": served, "data": data, "usage": usage}).encode()
+                self.answer(200, answer.replace(b'"OVERFLOW"', b"1" + b"0" * 400))
 
         return Handler
 

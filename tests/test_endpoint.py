@@ -20,6 +20,7 @@ from scipy.stats import spearmanr
 
 import methods.endpoint.http as endpoint_http
 from harness.core.errors import EndpointError
+from methods.endpoint.wire import WrongAnswer, read_answer
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -93,7 +94,7 @@ def test_the_scored_vectors_are_the_servers_and_a_warm_run_sends_nothing(bench, 
     record = the_record(tmp_path / "out")
     assert record["scores"]["spearman"] == pytest.approx(expected_spearman(task_file, words), abs=1e-9)
     assert record["endpoint"]["url"] == server.url and record["endpoint"]["model"] == "words"
-    assert record["endpoint"]["vector_dim"] == 16 and record["endpoint"]["served_model"] == "words"
+    assert record["endpoint"]["vector_dim"] == 16 and "served_model" not in record["endpoint"]
     tokens = sum(len(s.split()) for s in unique)  # the server's usage: words per input
     assert record["endpoint"]["usage"] == {"requests": server.requests, "retries": 0, "inputs": len(unique),
                                            "prompt_tokens": tokens, "total_tokens": tokens}
@@ -341,3 +342,47 @@ def test_the_waits_between_attempts_are_the_servers_or_doubling_backoff_with_jit
     with pytest.raises(EndpointError, match="on each of 3 attempts"):
         client(server, attempts=3).fetch(["a"], waits)
     assert len(waits.waits) == 2  # no wait after the last attempt
+
+
+def test_a_number_no_float32_holds_is_a_wrong_answer_and_the_other_results_are_written(bench, embeddings_server,
+                                                                                       task_file, tmp_path):
+    """An answer holding 10**400 (valid JSON, no float holds it) was an OverflowError: exit 4, nothing written."""
+    server = embeddings_server
+    server.faults = ["overflow"]
+    code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.concurrency=1", "--methods", "endpoint",
+                                   "random"))
+    assert code == 6 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: endpoint {server.url} (model words): the answer holds NaN, infinite values or "
+                           "values beyond float32's range (HTTP 200 to a request of ")
+    assert line.endswith(f"the other results were written to {tmp_path / 'out' / 'runs'})")
+    assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
+    assert (tmp_path / "out" / "leaderboard.md").is_file()
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "-1" + "0" * 400, "1" + "0" * 5000, "1e400", "-3.5e38",
+                                    "NaN", "-Infinity"])
+def test_an_answers_numbers_must_be_finite_and_fit_float32(number):
+    payload = b'{"data": [{"index": 0, "embedding": [0.5, %s]}]}' % number.encode()
+    with pytest.raises(WrongAnswer, match="NaN, infinite values or values beyond float32's range"):
+        read_answer(payload, 1, None)
+    assert read_answer(b'{"data": [{"index": 0, "embedding": [0.5, 3e38]}]}', 1, None).vectors[0, 1] == np.float32(3e38)
+
+
+def test_an_answer_nested_past_any_embedding_is_a_wrong_answer():
+    with pytest.raises(WrongAnswer, match="nested too deep"):
+        read_answer(b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 1, None)
+
+
+def test_a_server_echoing_the_key_as_its_model_name_gets_it_written_nowhere(bench, embeddings_server, task_file,
+                                                                            tmp_path, monkeypatch):
+    """The record keeps the model the request asked for, never the answer's own ``model`` field."""
+    server = embeddings_server
+    server.key, server.echo_key = KEY, True
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, out, err = bench(*run_args(server, task_file))
+    assert code == 0, err
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if b"SECRET" in p.read_bytes()]
+    assert "SECRET" not in out + err
+    assert the_record(tmp_path / "out")["endpoint"]["model"] == "words"

@@ -250,8 +250,8 @@ class Endpoint(EmbeddingMethod):
         return self.store().get(sentences)
 
     def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
-        """The endpoint as the record keeps it: URL (no credentials), model, dimensions asked
-        and received, the model name the answers gave, and what this run asked of it (requests,
+        """The endpoint as the record keeps it: URL (no credentials), the model asked for (never
+        an answer's), dimensions asked and received, and what this run asked of it (requests,
         retries, inputs, and the tokens the answers' ``usage`` reported: 0 requests on a warm
         run). The usage is the run's, for every task it encoded at once, not this task's."""
         from methods.endpoint.http import Spent
@@ -262,7 +262,6 @@ class Endpoint(EmbeddingMethod):
             "endpoint": {
                 "url": p["url"],
                 "model": p["model"],
-                "served_model": spent.served_model,
                 "dimensions": p["dimensions"] or None,
                 "vector_dim": self.store().dim,
                 "key_env": p["key_env"],

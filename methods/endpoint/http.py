@@ -81,25 +81,15 @@ class Spent:
     inputs: int = 0
     prompt_tokens: int | None = None
     total_tokens: int | None = None
-    served_model: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, answer: Answer, inputs: int) -> None:
         self.inputs += inputs
-        if answer.prompt_tokens is not None:
-            self.prompt_tokens = (self.prompt_tokens or 0) + answer.prompt_tokens
-        if answer.total_tokens is not None:
-            self.total_tokens = (self.total_tokens or 0) + answer.total_tokens
-        self.served_model = answer.model or self.served_model
+        self.prompt_tokens = _plus(self.prompt_tokens, answer.prompt_tokens)
+        self.total_tokens = _plus(self.total_tokens, answer.total_tokens)
 
     def record(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "retries": self.retries,
-            "inputs": self.inputs,
-            "prompt_tokens": self.prompt_tokens,
-            "total_tokens": self.total_tokens,
-        }
+        return {name: value for name, value in vars(self).items() if name != "lock"}
 
 
 def batches(texts: Sequence[str], batch_size: int, max_chars: int) -> list[list[str]]:
@@ -339,12 +329,13 @@ def retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> 
 
 
 def _joined(first: Answer, second: Answer) -> Answer:
-    def total(a: int | None, b: int | None) -> int | None:
-        return None if a is None and b is None else (a or 0) + (b or 0)
-
     return Answer(
         np.concatenate([first.vectors, second.vectors]),
-        total(first.prompt_tokens, second.prompt_tokens),
-        total(first.total_tokens, second.total_tokens),
-        first.model or second.model,
+        _plus(first.prompt_tokens, second.prompt_tokens),
+        _plus(first.total_tokens, second.total_tokens),
     )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A count two answers reported, None when neither did."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
