@@ -207,6 +207,9 @@ class Client:
             try:
                 status, payload, headers = self.post(body)
             except urllib.error.URLError as err:  # before OSError, which it derives from
+                if isinstance(err.reason, ConnectionRefusedError):  # no attempt will find a server
+                    what = "nothing listens there; start the server, or give the URL it listens at"
+                    raise self.fail(f"connection refused: {what}") from None
                 if not isinstance(err.reason, TimeoutError | ConnectionError):  # DNS, TLS
                     raise self.fail(f"unreachable ({self.masked(str(err.reason))})") from None
                 last = self.network(err.reason)
