@@ -221,6 +221,8 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
     # the other method's result and the reports are written
     assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
     assert (tmp_path / "out" / "leaderboard.md").is_file()
+
+
 def test_a_port_where_nothing_listens_is_one_line_at_once_and_claims_no_other_results(bench, task_file):
     """A refused connection is not retried (6 attempts took 25 s), and with no other method nothing was written:
     the line does not say the other results were."""
@@ -330,8 +332,8 @@ class Waits:
         return False
 
 
-def client(server, attempts=6):
-    limits = endpoint_http.Limits(batch_size=8, max_chars=1000, concurrency=1, attempts=attempts, timeout=5.0)
+def client(server, attempts=6, timeout=5.0):
+    limits = endpoint_http.Limits(batch_size=8, max_chars=1000, concurrency=1, attempts=attempts, timeout=timeout)
     return endpoint_http.Client(server.url, "words", 0, None, limits, "endpoint test", "OPENAI_API_KEY")
 
 
@@ -387,6 +389,30 @@ def test_an_answer_nested_past_any_embedding_is_a_wrong_answer():
         read_answer(b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 1, None)
 
 
+@pytest.mark.parametrize("fault", ["trickle", "trickle headers"])
+def test_a_trickled_answer_ends_at_the_timeout_however_often_a_byte_comes(fault, embeddings_server):
+    """A byte every 0.2 s never let a socket read time out: the timeout is the whole request's, connect to last
+    byte (the server stops trickling after 4 s by itself)."""
+    server = embeddings_server
+    server.faults = [fault]
+    began = time.monotonic()
+    with pytest.raises(EndpointError, match=r"endpoint test: no answer within 1 s \(timeout\) on each of 1 attempts"):
+        client(server, attempts=1, timeout=1.0).fetch(["a dog runs", "two cats"], Waits())
+    assert time.monotonic() - began < 2.5
+
+
+def test_an_answer_larger_than_its_bound_is_refused_at_once(embeddings_server):
+    """A body is read up to 1 MiB an input and 1 MiB more; a larger one is refused, not retried."""
+    server = embeddings_server
+    server.faults = ["huge", None]
+    with pytest.raises(EndpointError, match=r"endpoint test: an answer of more than 3 MiB to a request of 2 inputs "
+                                            r"\(1 MiB an input and 1 more\)"):
+        client(server).fetch(["a dog runs", "two cats"], Waits())
+    assert server.requests == 1
+    answer = client(server).fetch(["a dog runs", "two cats"], Waits())  # the bound passes a whole answer
+    np.testing.assert_array_equal(answer.vectors, words(["a dog runs", "two cats"]))
+
+
 def test_a_server_echoing_the_key_as_its_model_name_gets_it_written_nowhere(bench, embeddings_server, task_file,
                                                                             tmp_path, monkeypatch):
     """The record keeps the model the request asked for, never the answer's own ``model`` field."""
@@ -399,3 +425,14 @@ def test_a_server_echoing_the_key_as_its_model_name_gets_it_written_nowhere(benc
     assert written and not [p for p in written if b"SECRET" in p.read_bytes()]
     assert "SECRET" not in out + err
     assert the_record(tmp_path / "out")["endpoint"]["model"] == "words"
+
+
+def test_a_redirect_is_refused_not_followed(embeddings_server):
+    """The key is never sent to the host a redirect names (the opener that holds each request's deadline also
+    refuses redirects)."""
+    server = embeddings_server
+    server.faults = ["302"]
+    with pytest.raises(EndpointError, match=r"endpoint test: HTTP 302: \(empty body\); a redirect; give the URL it "
+                                            r"points to as the endpoint's URL"):
+        client(server).fetch(["a"], Waits())
+    assert server.requests == 1
