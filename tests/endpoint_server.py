@@ -2,8 +2,11 @@
 /v1/embeddings`` answers with a model's vectors as OpenAI does (``data[*].index``/``embedding``,
 ``usage``), and can be told to answer the next requests with a fault: 429 (with Retry-After), 500, a
 slow answer (past the client's timeout), a body that is not JSON, too few vectors, vectors of
-another width, 401 echoing the key, or 413 above a batch size. It counts the requests and keeps
-their bodies and whether they carried the key.
+another width, a number that overflows a float (``10**400``), a body padded past any bound, an answer
+trickled a byte at a time (its body, or the whole of it from the status line), a redirect, 401
+echoing the key, or 413 above a batch size; ``echo_key`` answers with the Authorization header as
+the model's name. A trickle stops by itself after ``trickle_for`` seconds. It counts the requests
+and keeps their bodies and whether they carried the key.
 
 Its models are functions of the text, so a test computes the expected vectors itself:
 ``words`` (a bag of hashed words, 16 dimensions) and any table of sentence → vector a test gives
@@ -64,6 +67,8 @@ class EmbeddingsServer:
         self.faults: list[str] = []
         self.max_batch: int | None = None  # more inputs than this: 413
         self.slow_s = 2.0
+        self.trickle_s, self.trickle_for = 0.2, 4.0  # a byte every trickle_s, for at most trickle_for
+        self.echo_key = False
         self.requests = 0
         self.bodies: list[dict] = []
         self.authorized: list[str | None] = []
@@ -123,6 +128,8 @@ class EmbeddingsServer:
                 if fault is not None and fault.startswith("429"):  # "429" or "429 after SECONDS"
                     wait = fault.partition(" after ")[2] or "0"
                     return self.error(429, "Rate limit reached", {"Retry-After": wait})
+                if fault == "302":  # elsewhere: a client that follows it sends the key there
+                    return self.answer(302, b"", {"Location": "http://127.0.0.1:9/v1/embeddings"})
                 if fault == "500":
                     return self.error(500, "The server had an error while processing your request.")
                 if fault == "slow":
@@ -144,8 +151,31 @@ class EmbeddingsServer:
                 data.reverse()  # in any order: the client reads each item's index
                 tokens = sum(len(t.split()) for t in texts)
                 usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-                self.answer(200, json.dumps({"object": "list", "model": body["model"], "data": data,
-                                             "usage": usage}).encode())
+                if fault == "overflow":  # valid JSON, a number no float holds
+                    data[0]["embedding"][0] = "OVERFLOW"
+                served = auth if server.echo_key else body["model"]
+                answer = json.dumps({"object": "list", "model": served, "data": data, "usage": usage}).encode()
+                answer = answer.replace(b'"OVERFLOW"', b"1" + b"0" * 400)
+                if fault == "huge":  # valid JSON, 4 MB of trailing whitespace
+                    answer += b" " * 4_000_000
+                if fault == "trickle headers":
+                    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(answer)}\r\n\r\n".encode()
+                    return self.trickle(head + answer)
+                if fault == "trickle":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    return self.trickle(answer)
+                self.answer(200, answer)
+
+            def trickle(self, raw: bytes) -> None:
+                end = time.monotonic() + server.trickle_for
+                for i in range(len(raw)):
+                    if time.monotonic() > end:
+                        self.close_connection = True
+                        return
+                    self.wfile.write(raw[i : i + 1])
+                    time.sleep(server.trickle_s)
 
         return Handler
 

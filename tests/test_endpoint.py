@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from scipy.stats import spearmanr
 
 import methods.endpoint.http as endpoint_http
 from harness.core.errors import EndpointError
+from methods.endpoint.wire import WrongAnswer, read_answer
 
 KEY = "sk-test-0123456789abcdefSECRET"
 
@@ -93,7 +95,7 @@ def test_the_scored_vectors_are_the_servers_and_a_warm_run_sends_nothing(bench, 
     record = the_record(tmp_path / "out")
     assert record["scores"]["spearman"] == pytest.approx(expected_spearman(task_file, words), abs=1e-9)
     assert record["endpoint"]["url"] == server.url and record["endpoint"]["model"] == "words"
-    assert record["endpoint"]["vector_dim"] == 16 and record["endpoint"]["served_model"] == "words"
+    assert record["endpoint"]["vector_dim"] == 16 and "served_model" not in record["endpoint"]
     tokens = sum(len(s.split()) for s in unique)  # the server's usage: words per input
     assert record["endpoint"]["usage"] == {"requests": server.requests, "retries": 0, "inputs": len(unique),
                                            "prompt_tokens": tokens, "total_tokens": tokens}
@@ -219,14 +221,22 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
     # the other method's result and the reports are written
     assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
     assert (tmp_path / "out" / "leaderboard.md").is_file()
+
+
+def test_a_port_where_nothing_listens_is_one_line_at_once_and_claims_no_other_results(bench, task_file):
+    """A refused connection is not retried (6 attempts took 25 s), and with no other method nothing was written:
+    the line does not say the other results were."""
     closed = EmbeddingsServer()
     url = closed.url  # bound, then closed: nothing listens there
     closed.httpd.server_close()
+    began = time.monotonic()
     code, _, err = bench("--backbone", url, "--methods", "endpoint", "--set", "endpoint.model=words", "--tasks",
-                         f"file:{task_file}", "--set", "endpoint.attempts=2")
-    assert code == 6 and "Traceback" not in err, (err, server.errors)
-    assert re.search(r"error: endpoint http://127\.0\.0\.1:\d+/v1 \(model words\): connection failed "
-                     r"\(ConnectionRefusedError: .*\) on each of 2 attempts", err), err
+                         f"file:{task_file}", "--no-plots")
+    assert code == 6 and "Traceback" not in err, err
+    assert time.monotonic() - began < 5
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line == (f"error: endpoint {url} (model words): connection refused: nothing listens there; start the "
+                    "server, or give the URL it listens at (not recorded: endpoint[model=words] on every task)")
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -243,6 +253,12 @@ def test_retries_spent_and_an_unreachable_endpoint_are_one_line_exit_6(bench, em
      "--set endpoint.batch_size=0: expected a positive integer"),
     (("--backbone", "http://127.0.0.1:9/v1", "--set", "endpoint.model=m", "--set", "endpoint.timeout=0"),
      "--set endpoint.timeout=0.0: expected seconds > 0"),
+    (("--backbone", "http://[::1/v1", "--set", "endpoint.model=m"),
+     "--backbone 'http://[::1/v1' is not an http(s) URL with a host"),
+    (("--set", "endpoint.url=http://[::1/v1", "--set", "endpoint.model=m"),
+     "--set endpoint.url 'http://[::1/v1' is not an http(s) URL with a host"),
+    (("--backbone", "http://127.0.0.1:x/v1", "--set", "endpoint.model=m"),
+     "--backbone 'http://127.0.0.1:x/v1' is not an http(s) URL with a host"),
 ])
 def test_a_wrong_endpoint_setting_is_one_line_before_anything_is_sent(args, says, bench, tmp_path):
     code, out, err = bench("--methods", "endpoint", *args)
@@ -316,8 +332,8 @@ class Waits:
         return False
 
 
-def client(server, attempts=6):
-    limits = endpoint_http.Limits(batch_size=8, max_chars=1000, concurrency=1, attempts=attempts, timeout=5.0)
+def client(server, attempts=6, timeout=5.0):
+    limits = endpoint_http.Limits(batch_size=8, max_chars=1000, concurrency=1, attempts=attempts, timeout=timeout)
     return endpoint_http.Client(server.url, "words", 0, None, limits, "endpoint test", "OPENAI_API_KEY")
 
 
@@ -341,3 +357,82 @@ def test_the_waits_between_attempts_are_the_servers_or_doubling_backoff_with_jit
     with pytest.raises(EndpointError, match="on each of 3 attempts"):
         client(server, attempts=3).fetch(["a"], waits)
     assert len(waits.waits) == 2  # no wait after the last attempt
+
+
+def test_a_number_no_float32_holds_is_a_wrong_answer_and_the_other_results_are_written(bench, embeddings_server,
+                                                                                       task_file, tmp_path):
+    """An answer holding 10**400 (valid JSON, no float holds it) was an OverflowError: exit 4, nothing written."""
+    server = embeddings_server
+    server.faults = ["overflow"]
+    code, _, err = bench(*run_args(server, task_file, "--set", "endpoint.concurrency=1", "--methods", "endpoint",
+                                   "random"))
+    assert code == 6 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: endpoint {server.url} (model words): the answer holds NaN, infinite values or "
+                           "values beyond float32's range (HTTP 200 to a request of ")
+    assert line.endswith(f"the other results were written to {tmp_path / 'out' / 'runs'})")
+    assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
+    assert (tmp_path / "out" / "leaderboard.md").is_file()
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "-1" + "0" * 400, "1" + "0" * 5000, "1e400", "-3.5e38",
+                                    "NaN", "-Infinity"])
+def test_an_answers_numbers_must_be_finite_and_fit_float32(number):
+    payload = b'{"data": [{"index": 0, "embedding": [0.5, %s]}]}' % number.encode()
+    with pytest.raises(WrongAnswer, match="NaN, infinite values or values beyond float32's range"):
+        read_answer(payload, 1, None)
+    assert read_answer(b'{"data": [{"index": 0, "embedding": [0.5, 3e38]}]}', 1, None).vectors[0, 1] == np.float32(3e38)
+
+
+def test_an_answer_nested_past_any_embedding_is_a_wrong_answer():
+    with pytest.raises(WrongAnswer, match="nested too deep"):
+        read_answer(b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 1, None)
+
+
+@pytest.mark.parametrize("fault", ["trickle", "trickle headers"])
+def test_a_trickled_answer_ends_at_the_timeout_however_often_a_byte_comes(fault, embeddings_server):
+    """A byte every 0.2 s never let a socket read time out: the timeout is the whole request's, connect to last
+    byte (the server stops trickling after 4 s by itself)."""
+    server = embeddings_server
+    server.faults = [fault]
+    began = time.monotonic()
+    with pytest.raises(EndpointError, match=r"endpoint test: no answer within 1 s \(timeout\) on each of 1 attempts"):
+        client(server, attempts=1, timeout=1.0).fetch(["a dog runs", "two cats"], Waits())
+    assert time.monotonic() - began < 2.5
+
+
+def test_an_answer_larger_than_its_bound_is_refused_at_once(embeddings_server):
+    """A body is read up to 1 MiB an input and 1 MiB more; a larger one is refused, not retried."""
+    server = embeddings_server
+    server.faults = ["huge", None]
+    with pytest.raises(EndpointError, match=r"endpoint test: an answer of more than 3 MiB to a request of 2 inputs "
+                                            r"\(1 MiB an input and 1 more\)"):
+        client(server).fetch(["a dog runs", "two cats"], Waits())
+    assert server.requests == 1
+    answer = client(server).fetch(["a dog runs", "two cats"], Waits())  # the bound passes a whole answer
+    np.testing.assert_array_equal(answer.vectors, words(["a dog runs", "two cats"]))
+
+
+def test_a_server_echoing_the_key_as_its_model_name_gets_it_written_nowhere(bench, embeddings_server, task_file,
+                                                                            tmp_path, monkeypatch):
+    """The record keeps the model the request asked for, never the answer's own ``model`` field."""
+    server = embeddings_server
+    server.key, server.echo_key = KEY, True
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, out, err = bench(*run_args(server, task_file))
+    assert code == 0, err
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if b"SECRET" in p.read_bytes()]
+    assert "SECRET" not in out + err
+    assert the_record(tmp_path / "out")["endpoint"]["model"] == "words"
+
+
+def test_a_redirect_is_refused_not_followed(embeddings_server):
+    """The key is never sent to the host a redirect names (the opener that holds each request's deadline also
+    refuses redirects)."""
+    server = embeddings_server
+    server.faults = ["302"]
+    with pytest.raises(EndpointError, match=r"endpoint test: HTTP 302: \(empty body\); a redirect; give the URL it "
+                                            r"points to as the endpoint's URL"):
+        client(server).fetch(["a"], Waits())
+    assert server.requests == 1

@@ -38,11 +38,11 @@ FLUSH = 2048  # sentences kept in memory before they are written to the cache as
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def endpoint_url(given: str) -> str:
+def endpoint_url(given: str, option: str = "--backbone") -> str:
     """The API root of ``given`` (``http(s)://HOST[:PORT]/PATH``, a trailing ``/embeddings`` or
-    ``/`` dropped), or one line saying why it is not one. A user name, password, query or
-    fragment is refused: they would be written to records and pages, and a key belongs in the
-    environment.
+    ``/`` dropped), or one line saying why it is not one, naming the ``option`` it came from. A
+    user name, password, query or fragment is refused: they would be written to records and
+    pages, and a key belongs in the environment.
 
     >>> endpoint_url("http://127.0.0.1:8000/v1/embeddings/")
     'http://127.0.0.1:8000/v1'
@@ -52,14 +52,14 @@ def endpoint_url(given: str) -> str:
     """
     try:
         parts = urllib.parse.urlsplit(given.strip())
-        host = parts.hostname
         parts.port  # noqa: B018 (a port that is not a number raises here)
-    except ValueError:
-        host = None
-    if parts.scheme.lower() not in ("http", "https") or not host:
+        usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        usable = False
+    if not usable:
         raise UserError(
-            f"endpoint URL {given.split('?')[0]!r} is not an http(s) URL with a host; give the "
-            "API's root, e.g. --backbone http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
+            f"{option} {given.split('?')[0]!r} is not an http(s) URL with a host; give the "
+            "API's root, e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
         )
     shown = f"{parts.scheme.lower()}://{parts.netloc.rpartition('@')[2]}{parts.path}"
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
@@ -140,7 +140,7 @@ class Endpoint(EmbeddingMethod):
         """No backbone of the run's: the endpoint is its own model. ``url`` resolved (from
         ``--backbone`` by default) and every option checked here, before anything is encoded."""
         spec = super().make_spec(request, ctx)
-        params = dict(spec.params)
+        params, given = dict(spec.params), "--set endpoint.url"
         if params["url"] == "backbone":
             if not request.backbone.lower().startswith(("http://", "https://")):
                 raise UserError(
@@ -148,8 +148,8 @@ class Endpoint(EmbeddingMethod):
                     "with --backbone http://HOST:PORT/v1, or --set endpoint.url=URL to keep "
                     "--backbone for the other methods"
                 )
-            params["url"] = request.backbone
-        params["url"] = endpoint_url(params["url"])
+            params["url"], given = request.backbone, "--backbone"
+        params["url"] = endpoint_url(params["url"], given)
         if not str(params["model"]).strip():
             raise UserError(
                 f"endpoint {params['url']}: name the model it serves: --set endpoint.model=NAME"
@@ -250,8 +250,8 @@ class Endpoint(EmbeddingMethod):
         return self.store().get(sentences)
 
     def annotate(self, split: SplitData, similarity: np.ndarray) -> dict[str, Any]:
-        """The endpoint as the record keeps it: URL (no credentials), model, dimensions asked
-        and received, the model name the answers gave, and what this run asked of it (requests,
+        """The endpoint as the record keeps it: URL (no credentials), the model asked for (never
+        an answer's), dimensions asked and received, and what this run asked of it (requests,
         retries, inputs, and the tokens the answers' ``usage`` reported: 0 requests on a warm
         run). The usage is the run's, for every task it encoded at once, not this task's."""
         from methods.endpoint.http import Spent
@@ -262,7 +262,6 @@ class Endpoint(EmbeddingMethod):
             "endpoint": {
                 "url": p["url"],
                 "model": p["model"],
-                "served_model": spent.served_model,
                 "dimensions": p["dimensions"] or None,
                 "vector_dim": self.store().dim,
                 "key_env": p["key_env"],

@@ -1,8 +1,9 @@
 """Sending sentences to an OpenAI-compatible embeddings endpoint: ``POST {url}/embeddings`` in
 batches within the endpoint's limits, a bounded number of requests in flight, retries with backoff
 on what may pass (429, 5xx, a timeout, a dropped connection, a garbled body), and one
-:class:`EndpointError` line for what will not (a refused key, an unknown model, an answer of the
-wrong shape, retries spent). Standard library only: ``urllib.request`` and a thread pool.
+:class:`EndpointError` line for what will not (nothing listening, a refused key, an unknown model,
+an answer of the wrong shape or too large, retries spent). Standard library only:
+``urllib.request`` and a thread pool.
 
 What is sent and how an answer is read is :mod:`methods.endpoint.wire` (the vectors' cache key
 holds its code, not this module's). The key is sent as ``Authorization: Bearer``, is never
@@ -18,17 +19,20 @@ return together::
     attempt 2 fails (HTTP 429, Retry-After: 3)    wait 3 s
     attempt 3 fails (timeout)     wait 2–4 s
 
-At most ``attempts`` per batch, each bounded by ``timeout`` seconds: a batch gives up after about
+At most ``attempts`` per batch, each bounded by ``timeout`` seconds from connect to last byte (a
+server trickling a byte at a time is cut off at it): a batch gives up after about
 ``attempts · timeout + 2^(attempts - 1) · BACKOFF_S`` seconds at worst (6 attempts of 60 s:
 about 7 minutes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import http.client
 import json
 import random
+import socket
 import threading
 import time
 import urllib.error
@@ -47,6 +51,7 @@ BACKOFF_S = 1.0  # the first retry's wait when the server names none (doubled pe
 MAX_BACKOFF_S = 60.0
 # A Retry-After longer than this fails the run rather than idling (a day's quota is spent).
 MAX_RETRY_AFTER_S = 300.0
+MIB = 1 << 20  # an answer's body: at most 1 MiB an input (~50,000 numbers as JSON) and 1 MiB more
 # Statuses a later attempt may get past: timeout, conflict, too early, rate limit, server errors
 RETRIED = frozenset({408, 409, 425, 429})
 NOTES = {
@@ -81,25 +86,15 @@ class Spent:
     inputs: int = 0
     prompt_tokens: int | None = None
     total_tokens: int | None = None
-    served_model: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, answer: Answer, inputs: int) -> None:
         self.inputs += inputs
-        if answer.prompt_tokens is not None:
-            self.prompt_tokens = (self.prompt_tokens or 0) + answer.prompt_tokens
-        if answer.total_tokens is not None:
-            self.total_tokens = (self.total_tokens or 0) + answer.total_tokens
-        self.served_model = answer.model or self.served_model
+        self.prompt_tokens = _plus(self.prompt_tokens, answer.prompt_tokens)
+        self.total_tokens = _plus(self.total_tokens, answer.total_tokens)
 
     def record(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "retries": self.retries,
-            "inputs": self.inputs,
-            "prompt_tokens": self.prompt_tokens,
-            "total_tokens": self.total_tokens,
-        }
+        return {name: value for name, value in vars(self).items() if name != "lock"}
 
 
 def batches(texts: Sequence[str], batch_size: int, max_chars: int) -> list[list[str]]:
@@ -124,11 +119,43 @@ class _Stopped(Exception):
     """Another batch failed (or the run was interrupted): this one gives up its retries."""
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error, not a new host to send the key to."""
+class _Deadline(threading.Timer):
+    """One request's whole time, connect to last byte (a socket read's timeout restarts with each
+    byte): at ``seconds``, the socket is shut down, which ends any wait on it at once."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds, self.expire)
+        self.daemon, self.expired, self.sockets = True, False, list[socket.socket]()
+
+    def expire(self) -> None:
+        self.expired = True
+        for sock in self.sockets:  # the plain socket's shutdown, TLS's too: a read wakes
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def connected(self, sock: socket.socket) -> None:
+        self.sockets.append(sock)  # kept: urllib lets go of it once the answer begins
+        if self.expired:  # expired while connecting (that is bounded by the socket's timeout)
+            raise TimeoutError()
+
+
+class _Opener(
+    urllib.request.HTTPHandler, urllib.request.HTTPSHandler, urllib.request.HTTPRedirectHandler
+):
+    """Hands each socket a request connects to the request's ``deadline``; a redirect is an
+    error, not a new host to send the key to."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        def connection(*args: Any, **kw: Any) -> Any:
+            made = http_class(*args, **kw)
+            connect = made.connect
+            made.connect = lambda: (connect(), req.deadline.connected(made.sock))
+            return made
+
+        return super().do_open(connection, req, **kwargs)
 
 
 class Client:
@@ -153,7 +180,7 @@ class Client:
         self.headers = {"Content-Type": "application/json", "User-Agent": "sts-bench"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
-        self.opener = urllib.request.build_opener(_NoRedirect)
+        self.opener = urllib.request.build_opener(_Opener)
         self.spent = Spent()
 
     def run(
@@ -215,8 +242,11 @@ class Client:
                 self.spent.retries += attempt > 0
             wait: float | None = None
             try:
-                status, payload, headers = self.post(body)
+                status, payload, headers = self.post(body, len(texts))
             except urllib.error.URLError as err:  # before OSError, which it derives from
+                if isinstance(err.reason, ConnectionRefusedError):  # no attempt will find a server
+                    what = "nothing listens there; start the server, or give the URL it listens at"
+                    raise self.fail(f"connection refused: {what}") from None
                 if not isinstance(err.reason, TimeoutError | ConnectionError):  # DNS, TLS
                     raise self.fail(f"unreachable ({self.masked(str(err.reason))})") from None
                 last = self.network(err.reason)
@@ -258,15 +288,36 @@ class Client:
             "--set endpoint.attempts=N, endpoint.timeout=SECONDS"
         )
 
-    def post(self, body: bytes) -> tuple[int, bytes, Any]:
-        """One request: (status, body, headers); an HTTP error status is an answer, not a raise."""
-        request = urllib.request.Request(self.route, data=body, headers=self.headers, method="POST")
+    def post(self, body: bytes, inputs: int) -> tuple[int, bytes, Any]:
+        """One request: (status, body, headers), whatever the status, within its deadline."""
+        request = urllib.request.Request(self.route, body, self.headers, method="POST")
+        request.deadline = deadline = _Deadline(self.limits.timeout)  # type: ignore[attr-defined]
+        deadline.start()
         try:
             with self.opener.open(request, timeout=self.limits.timeout) as response:
-                return response.status, response.read(), response.headers
+                answer = response.status, self.read(response, inputs), response.headers
         except urllib.error.HTTPError as err:
             with err:
-                return err.code, err.read(), err.headers
+                answer = err.code, self.read(err, inputs), err.headers
+        except (OSError, http.client.HTTPException):  # what a socket shut at the deadline raises
+            if not deadline.expired:
+                raise
+        finally:
+            deadline.cancel()
+        if deadline.expired:  # a body cut short by the shut socket reads as one that ended
+            raise TimeoutError()
+        return answer
+
+    def read(self, stream: Any, inputs: int) -> bytes:
+        """A body of at most :data:`MIB` an input and one more, read in pieces: a larger one is
+        no embeddings answer, refused before it is held."""
+        body, limit = bytearray(), (inputs + 1) * MIB
+        while len(body) <= limit and (piece := stream.read(1 << 16)):
+            body += piece
+        if len(body) > limit:
+            what = f"{inputs + 1} MiB to a request of {inputs} inputs (1 MiB an input and 1 more)"
+            raise self.fail(f"an answer of more than {what}: not an embeddings answer")
+        return bytes(body)
 
     def network(self, err: BaseException) -> str:
         if isinstance(err, TimeoutError):
@@ -339,12 +390,13 @@ def retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> 
 
 
 def _joined(first: Answer, second: Answer) -> Answer:
-    def total(a: int | None, b: int | None) -> int | None:
-        return None if a is None and b is None else (a or 0) + (b or 0)
-
     return Answer(
         np.concatenate([first.vectors, second.vectors]),
-        total(first.prompt_tokens, second.prompt_tokens),
-        total(first.total_tokens, second.total_tokens),
-        first.model or second.model,
+        _plus(first.prompt_tokens, second.prompt_tokens),
+        _plus(first.total_tokens, second.total_tokens),
     )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A count two answers reported, None when neither did."""
+    return None if a is None and b is None else (a or 0) + (b or 0)

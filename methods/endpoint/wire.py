@@ -17,8 +17,8 @@ serve it::
 >>> answer += b' {"index": 0, "embedding": "AACAPwAAAAA="}],'
 >>> answer += b' "usage": {"prompt_tokens": 5, "total_tokens": 5}, "model": "m"}'
 >>> read = read_answer(answer, 2, None)
->>> read.vectors.tolist(), read.prompt_tokens, read.model
-([[1.0, 0.0], [0.0, 1.0]], 5, 'm')
+>>> read.vectors.tolist(), read.prompt_tokens
+([[1.0, 0.0], [0.0, 1.0]], 5)
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ class WrongAnswer(ValueError):
 @dataclass(frozen=True)
 class Answer:
     """One request's vectors (float32, one row per input, in the inputs' order) and what the
-    server said it spent (``None`` where it did not say: text-embeddings-inference may not)."""
+    server said it spent (``None`` where it did not say: text-embeddings-inference may not); not
+    the answer's ``model``, where a server may echo anything (the key it was sent)."""
 
     vectors: np.ndarray
     prompt_tokens: int | None
     total_tokens: int | None
-    model: str | None
 
 
 def request_body(model: str, texts: Sequence[str], dimensions: int) -> bytes:
@@ -72,11 +72,14 @@ def read_answer(payload: bytes, n: int, dimensions: int | None) -> Answer:
     """The vectors of an answer to ``n`` inputs, in input order (by each item's ``index``, which
     OpenAI's answers carry; by position where none has one). ``dimensions``: the width asked for
     (None: any, the same for every row). Raises :class:`Malformed` for a body that is not JSON and
-    :class:`WrongAnswer` for anything else that is not ``n`` finite vectors of one width."""
-    try:
-        answer = json.loads(payload)
+    :class:`WrongAnswer` for anything else that is not ``n`` vectors of one width whose numbers
+    are finite and fit float32."""
+    try:  # a long integer is read as a float (10**400: inf, refused below), not as a big int
+        answer = json.loads(payload, parse_int=lambda s: int(s) if len(s) < 19 else float(s))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise Malformed(f"the answer is not JSON ({str(err)[:80]})") from None
+    except RecursionError:
+        raise WrongAnswer("the answer is nested too deep to be embeddings") from None
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise WrongAnswer('the answer has no "data" list of embeddings')
@@ -93,15 +96,9 @@ def read_answer(payload: bytes, n: int, dimensions: int | None) -> Answer:
     with np.errstate(over="ignore"):  # beyond float32's range becomes inf: refused below
         vectors = np.asarray(rows, dtype=np.float32)
     if not np.isfinite(vectors).all():
-        raise WrongAnswer("the answer holds NaN or infinite values")
+        raise WrongAnswer("the answer holds NaN, infinite values or values beyond float32's range")
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-    served = answer.get("model")
-    return Answer(
-        vectors,
-        _count(usage.get("prompt_tokens")),
-        _count(usage.get("total_tokens")),
-        served if isinstance(served, str) else None,
-    )
+    return Answer(vectors, _count(usage.get("prompt_tokens")), _count(usage.get("total_tokens")))
 
 
 def _order(data: list[dict[str, Any]]) -> list[int]:

@@ -122,17 +122,15 @@ def scored_as_guest(
 
 
 def plugin_failure(
-    broken: list[tuple[str, str, Failure]], refused: list[str], out: Path
+    broken: list[tuple[str, str, Failure]], refused: list[str], out: Path, wrote: bool
 ) -> Failure:
     """One line for every plugin failure of the run: the first one's message, then which cells were
-    not recorded and where the others are (and any score refused as undefined); of the first
-    one's type (an endpoint's failure keeps its exit code)."""
+    not recorded and where the others are when the run ``wrote`` any (and any score refused as
+    undefined); of the first one's type (an endpoint's failure keeps its exit code)."""
     cells = "; ".join(f"{label} on {task}" for label, task, _ in broken)
     undefined = (
         f"; Spearman undefined for {'; '.join(refused)}, not recorded either" if refused else ""
     )
+    written = f"; the other results were written to {out / 'runs'}" if wrote else ""
     kind = EndpointError if isinstance(broken[0][2], EndpointError) else PluginError
-    return kind(
-        f"{broken[0][2]} (not recorded: {cells}{undefined}; the other results were written to "
-        f"{out / 'runs'})"
-    )
+    return kind(f"{broken[0][2]} (not recorded: {cells}{undefined}{written})")

@@ -252,7 +252,7 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     say(summary(plan, ctx))
     say(clock.line())
     if broken:  # after the other methods' records and the reports: what finished is kept
-        raise plugin_failure(broken, refused, Path(cfg.output_dir)) from broken[0][
+        raise plugin_failure(broken, refused, Path(cfg.output_dir), bool(paths)) from broken[0][
             2
         ]  # --debug: its traceback
     if refused:
