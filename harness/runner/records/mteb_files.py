@@ -1,87 +1,24 @@
-"""sts-bench scores as MTEB result files, so they can sit beside the MTEB leaderboard's.
+"""sts-bench scores as MTEB result files, so they can sit beside the MTEB leaderboard's
+(docs/MTEB.md has the layout, the experiments and the keys with examples).
 
-Every embedding result of a run is also written as MTEB's ``TaskResult`` JSON::
-
-    <output>/mteb/<model name as path>/<revision>/<MTEB task name>.json   (+ model_meta.json)
-
-which is the layout of the ``results/`` folder of MTEB's results repository and of MTEB's local
-cache (``~/.cache/mteb/results/``): ``mteb.ResultCache(...).load_results()`` and
-``mteb.TaskResult.from_disk`` read these files (``tests/test_mteb.py`` does both).
-
-The "model" is the configured method: ``sts-bench/<method label>-<backbone>``, and its revision is
-a hash of everything that changes its vectors (method spec, backbone content, fit set, layers,
-max_length, dtype) plus the task source. A fit on the scored task's own sentences (``target``)
-lists the task in ``training_datasets``, which is how MTEB marks a model that has seen a task.
-
-**Vector settings** (``--dims``, ``--precision``, ``--similarity``: :mod:`harness.core.compression`)
-are the same model run another way, which MTEB calls an *experiment*: the same name and revision,
-with ``experiment_kwargs`` naming what differs, in a folder of its own::
-
-    <output>/mteb/<model>/<revision>/experiments/<experiment name>/<Task>.json  (+ model_meta.json)
-
-as ``mteb.ResultCache`` lays experiments out and reads them (``load_experiments="match_name"``,
-or ``experiment_kwargs=...``; by default MTEB leaves experiments out). The kwargs are MTEB's own:
-
-- ``embed_dim``: the first ``k`` dimensions kept (what ``ModelMeta.load_model(embed_dim=k)``
-  records for a Matryoshka cut); the experiment's ``model_meta.json`` has ``embed_dim: k``.
-- ``output_dtypes``: the precision, as MTEB's ``CompressionWrapper`` records it
-  (``int8``, ``uint8``, ``binary``; the meta's ``output_dtypes`` is ``[that dtype]``).
-  ``ubinary`` is ``binary``: the same bits in another byte type, the same Hamming distances, so
-  the same scores; MTEB has one ``binary``.
-- ``calibration``: for ``int8``/``uint8``, the name of the fit set the per-dimension ranges were
-  learnt on (``train``, ``nli``, ``corpus:FILE``...; MTEB's wrapper learns them on the vectors it
-  encodes, which has no counterpart here): two calibrations are two experiments, never one file.
-  The name, as the revision names a method's fit set: ``train`` is each task's train split, one
-  experiment over every task.
-
-The name is MTEB's ``ModelMeta.experiment_name`` of those kwargs (sorted ``key_value`` joined by
-``__``): the row ``avg · 64d int8`` of the packaged MiniLM calibrated on STS-B train is in ::
-
-    mteb/sts-bench__avg-minilm/2ec6a7918b71/experiments/
-        calibration_train__embed_dim_64__output_dtypes_int8/STSBenchmark.json
-
-The full vector (every dimension, fp32) has no experiment: its files are where they always were.
-
-**Similarities** are not an experiment in MTEB: its STS evaluator compares the same vectors by
-cosine, Manhattan and Euclidean distance (and by the model's own similarity function) and writes
-them all to one file. So every row of one (dims, precision) setting goes to that setting's file,
-each under MTEB's key for its similarity (``mteb.abstasks.sts.STSMetrics``):
-
-- ``cosine``: ``cosine_spearman``/``cosine_pearson``, and ``spearman``/``pearson`` (the model's own
-  similarity function, which is cosine: ``similarity_fn_name``), and ``main_score`` (the STS
-  tasks' main score is ``cosine_spearman``).
-- ``manhattan``, ``euclidean``: ``manhattan_*``, ``euclidean_*``.
-- ``dot``: ``dot_spearman``/``dot_pearson``, the key MTEB's STS evaluator used for it (MTEB 1's
-  ``dot`` scores, which MTEB's loader still reads as ``dot_*``; MTEB 2 does not compute it).
-- ``hamming`` (``binary``/``ubinary``): MTEB's binary experiment unpacks the bits to 0/1 floats,
-  on which the Manhattan distance *is* the Hamming distance and the Euclidean its square root: so
-  a Hamming row is written as ``manhattan_*`` (the same numbers MTEB computes) and ``euclidean_*``
-  (of ``-sqrt(hamming)``, exactly what MTEB computes too). MTEB's cosine of 0/1 vectors, its main
-  score, is not something sts-bench computes (bits are compared by Hamming distance), so a binary
-  file's ``main_score`` is null, as MTEB's own loader leaves a main score a file lacks; likewise
-  any setting whose cosine row the run did not ask for. ``TaskResult.get_score()`` then refuses
-  it rather than average a different metric.
-
-A file already at a setting's path is merged into, not replaced, when it is the same task on the
-same dataset revision with the same subsets (the same model revision and experiment: the same
-vectors, compared another way by an earlier row or run): its other similarities' keys stay, this
-row's keys are replaced. Keys are written in one fixed order, so a run that asks only cosine
-writes the full vector's file byte for byte as before these settings existed.
-
-Scores are computed from the record's per-pair similarities the way MTEB does it: one Spearman
-and Pearson against gold per MTEB subset (``default``, or each language subset of an MTEB task),
-as fractions. ``dataset_revision`` is MTEB's pinned revision when the pairs came from MTEB's
-dataset at that revision, and ``<source>-<data fingerprint>`` otherwise (SentEval's tokenized
-text, the packaged STS-B, local files), so different data never passes for MTEB's.
-MTEB is not imported (seconds, more than a warm run): the files are plain JSON, byte for byte what
-mteb's ``TaskResult.to_disk``/``ModelMeta.to_dict`` write of them (``tests/test_mteb_settings.py``).
-
-No link is followed (the output folder is closed, :mod:`.lock`): each file is written atomically (a
-link under its name is replaced, not its target), a folder link under ``mteb/`` is refused, and the
-files read back (model_meta.json, a result file merged into) are read without following a link (a
-link: skipped with one warning).
+Every embedding result is written as MTEB's ``TaskResult`` JSON at
+``<output>/mteb/<model name as path>/<revision>/<MTEB task name>.json`` (+ ``model_meta.json``),
+the layout ``mteb.ResultCache(...).load_results()`` and ``TaskResult.from_disk`` read. The model is
+the configured method, its revision a hash of everything that changes its vectors plus the task
+source; a fit on the scored task's own sentences lists the task in ``training_datasets``.
+A vector setting (``--dims``, ``--precision``) is an MTEB *experiment* of the same model
+(``experiments/<ModelMeta.experiment_name of its kwargs>/``: ``embed_dim``, ``output_dtypes``,
+``calibration``); similarities are not: every row of one setting goes to that setting's file,
+under MTEB's key for its similarity (cosine with ``main_score``; a Hamming row as ``manhattan_*``
+and ``euclidean_*`` of the unpacked bits, as MTEB computes them, with a null ``main_score``). A file
+already at a setting's path (same task, dataset revision and subsets) is merged into: its other
+similarities' keys stay. The values are the task kind's (``TaskKind.mteb_values``), per MTEB
+subset, as fractions; ``dataset_revision`` is MTEB's pin only for data read at it, else
+``<source>-<data fingerprint>``. MTEB is not imported (seconds, more than a warm run): the files
+are byte for byte what ``TaskResult.to_disk``/``ModelMeta.to_dict`` write of them
+(``tests/test_mteb_settings.py``). No link is followed: files are written atomically, a folder link
+under ``mteb/`` is refused, and files read back are read without following a link.
 """
-
 from __future__ import annotations
 
 import datetime as dt
