@@ -24,7 +24,7 @@ are ``(-2.0, 1.718, 0.5)`` gets ``log(1 + relu(x)) = (0, 1, 0.405)``; ``max`` ke
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +102,7 @@ class Splade(SparseEmbeddingMethod):
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._vectors: SparseVectorStore | None = None
+        self._verified = False  # --verify-cache: the sample is checked once per run
 
     @classmethod
     def make_spec(cls, request: SpecRequest, ctx: MethodContext) -> MethodSpec:
@@ -141,6 +142,23 @@ class Splade(SparseEmbeddingMethod):
     def prepare(self, sentences: Sequence[str]) -> None:
         store = self._store()
         todo = store.missing(sentences)
+        if self.ctx.encode.verify_cache and not self._verified:  # as a dense backbone's parts are
+            import random
+
+            cached = sorted(set(sentences) - set(todo))
+            sample = random.SystemRandom().sample(
+                cached, min(self.ctx.encode.verify_cache, len(cached))
+            )
+            for texts, vectors in self._encode(sample):
+                store.check(texts, vectors, f"{self.spec.backbone} (splade)")
+            self._verified = True
+        for texts, vectors in self._encode(todo):  # stored a chunk at a time: a stop keeps them
+            store.add(texts, vectors)
+            self.ctx.count_forwarded(len(texts), self.ctx.encode.device_now())
+
+    def _encode(self, todo: Sequence[str]) -> Iterator[tuple[list[str], SparseVectors]]:
+        """The vectors of ``todo``, a chunk of :data:`CHUNK` sentences at a time (in the order
+        the chunk's texts are given with them)."""
         if not todo:
             return
         import torch
@@ -161,7 +179,7 @@ class Splade(SparseEmbeddingMethod):
         with progress_bar(
             len(todo), f"encode {self.spec.backbone} (splade)", "sentence", self.ctx.encode.progress
         ) as bar:
-            for start in range(0, len(todo), CHUNK):  # stored a chunk at a time: a stop keeps them
+            for start in range(0, len(todo), CHUNK):
                 texts = todo[start : start + CHUNK]
                 lengths = [
                     len(ids)
@@ -195,8 +213,7 @@ class Splade(SparseEmbeddingMethod):
                     done += ids
                     parts.append(SparseVectors.from_dense(pooled.cpu().numpy()))
                     bar.update(len(ids))
-                store.add([texts[i] for i in done], SparseVectors.concat(parts))
-                self.ctx.count_forwarded(len(texts), device)
+                yield [texts[i] for i in done], SparseVectors.concat(parts)
 
     def encode_sparse(self, sentences: Sequence[str]) -> SparseVectors:
         self.prepare(sentences)

@@ -152,3 +152,46 @@ def test_a_line_appended_with_its_check_redone_is_verified_by_its_own_blobs(hist
     history_report(history, rounds=200, seed=1, plots=False)
     shown = (history / "history.md").read_text()
     assert "99.00" not in shown and "eeeeeeee" not in shown and "ffffffff" not in shown
+
+
+def test_with_the_secret_a_line_without_its_tag_is_not_shown(tmp_path, monkeypatch, caplog):
+    """Issue 51: a line fabricated with consistent blobs (its similarities are its gold: 100.00)
+    passes every evidence check; with $STS_BENCH_CACHE_SECRET a line must carry the secret's tag
+    over its check (which covers its blobs' sha256), as a record does."""
+    from harness.core.authenticity import SECRET_ENV
+    from harness.runner.history.log import history_line
+
+    rng = np.random.default_rng(3)
+    gold = rng.uniform(0, 5, 300)
+    forged = history_line(record(gold.copy(), gold, "e" * 40, "2025-01-09T00:00:00+00:00"), "x" * 12,
+                          tmp_path / BLOBS)  # written without the secret
+    monkeypatch.setenv(SECRET_ENV, "team")
+    append_history(tmp_path, [record(gold + rng.normal(0, 1, 300), gold, "a" * 40, "2025-01-01T00:00:00+00:00")])
+    with (tmp_path / HISTORY_FILE).open("a") as f:
+        f.write(json.dumps(forged) + "\n")
+        f.write(json.dumps({**forged, "auth": "0" * 64}) + "\n")
+    caplog.clear()
+    assert [e["commit"][0] for e in read_history(tmp_path)] == ["a"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and all("not authenticated by $STS_BENCH_CACHE_SECRET" in w for w in warned)
+    monkeypatch.delenv(SECRET_ENV)  # without the secret the tag is not asked: the line is its evidence
+    assert [e["commit"][0] for e in read_history(tmp_path)] == ["a", "e", "e"]
+
+
+def test_a_line_claiming_one_resample_is_not_shown(tmp_path, caplog):
+    """Issue 51: the history reader holds rounds to the command line's rule, as the record reader."""
+    import hashlib
+
+    from harness.core.hashing import canonical_json
+
+    rng = np.random.default_rng(4)
+    gold = rng.uniform(0, 5, 300)
+    append_history(tmp_path, [record(gold + rng.normal(0, 1, 300), gold, "a" * 40, "2025-01-01T00:00:00+00:00")])
+    line = json.loads((tmp_path / HISTORY_FILE).read_text())
+    body = {k: v for k, v in line.items() if k != "check"} | {"bootstrap_rounds": 1, "commit": "b" * 40}
+    with (tmp_path / HISTORY_FILE).open("a") as f:
+        f.write(json.dumps({**body, "check": hashlib.sha256(canonical_json(body).encode()).hexdigest()}) + "\n")
+    caplog.clear()
+    assert [e["commit"][0] for e in read_history(tmp_path)] == ["a"]
+    (warned,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "line 2 not shown: bootstrap rounds 1" in warned

@@ -287,3 +287,25 @@ def test_a_bootstrap_too_large_for_memory_is_refused_before_encoding_with_advice
     assert not list(tmp_path.glob("cache/vectors/*/part-*.npy"))  # nothing encoded
     code, _out, err = bench("--methods", "random", *senteval_args, "--bootstrap", "1000001")
     assert code == 2 and "at most 1,000,000" in one_error_line(err)
+
+
+# -- issue 51: a record's evidence floors checked when it is read ----------------------------
+
+def test_a_record_resealed_with_one_resample_and_its_interval_is_never_shown(bench, senteval_args, tmp_path, caplog):
+    """``bootstrap_rounds: 1`` with the interval one resample gives is consistent with its pairs,
+    but no 95 % interval: the reader holds it to the command line's rule (0, or 41..1,000,000)."""
+    from harness.core.scoring import score_split
+
+    assert bench("--methods", "avg", "random", *senteval_args, "--no-plots", "--bootstrap", "200")[0] == 0
+    (path,) = (tmp_path / "out" / "runs").glob("random__*.json")
+    pairs_ = json.loads(path.read_text())["pairs"]
+    one = score_split(np.asarray(pairs_["similarity"]), pairs_["gold"], pairs_["subset"], "all", bootstrap=1,
+                      seed=1234).ci95
+    reseal(path, lambda r: r["scores"].update(bootstrap_rounds=1, spearman_ci95=None if one is None else list(one)))
+    caplog.clear()
+    code, _out, err = bench("--methods", "avg", *senteval_args, "--no-plots", "--bootstrap", "200")
+    assert code == 0, err
+    (warning,) = warnings_of(caplog)
+    assert path.name in warning and "scores.bootstrap_rounds 1: 1 resample(s) cannot give a 95 % interval" in warning
+    for name in ("leaderboard.md", "scores.csv", "index.html"):
+        assert "random" not in (tmp_path / "out" / name).read_text()

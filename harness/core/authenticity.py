@@ -6,9 +6,9 @@ but a planted entry can carry a correct sha256 of its forged content. With a sec
 environment variable :data:`SECRET_ENV`, sts-bench tags what it writes with
 ``HMAC-SHA256(secret, content)`` and uses only entries whose tag verifies: vector parts (the tag
 names the file), artifact folders (the tag covers meta.json, which holds the sha256 of every file)
-and the memoised reports; an entry without a valid tag is left alone and computed again. Without
-the secret nothing changes. Which threats this answers, and which it does not, is in
-docs/CACHE_AND_FAULTS.md ("Shared caches").
+and the memoised reports, records and history lines; an entry without a valid tag is left alone
+(computed again, or not shown). Without the secret nothing changes. Which threats this answers,
+and which it does not, is in docs/CACHE_AND_FAULTS.md ("Shared caches").
 
 >>> tag(b"k", b"data")[:16]
 '98755ce7a0d431b5'

@@ -6,14 +6,19 @@ Layout of one store (``<cache>/vectors/<key hash>/``)::
     part-<sha256 prefix>.npy  rows of (sha256(sentence) as 32 bytes, float32 vector)
 
 Each part is written once, atomically (temporary file + ``os.replace``), and is named by the
-sha256 of its own bytes, so a truncated or altered part is detected on open, reported with a warning
-and discarded: its sentences are simply encoded again. Parts are appended as encoding proceeds, so
-an interrupted run keeps everything finished before the interrupt, and two runs writing the same
-store at once only ever add whole files. Parts are read in name order and the first part holding
-a sentence wins; a part that repeats sentences of earlier parts (two runs encoding one window at
-once) is rewritten without them, so the store never keeps two rows for one sentence. A folder
-where a part belongs is removed with a warning. Parts are plain ``.npy`` of a structured dtype,
-read with ``allow_pickle=False`` and memory-mapped.
+sha256 of its own bytes (with a cache secret, :mod:`harness.core.authenticity`: their HMAC, so a
+part planted without the secret is never read, and left in place), so a truncated or altered part
+is detected on open, reported with a warning and discarded: its sentences are simply encoded
+again. A part that is not a regular file (a FIFO, a device, a folder) or whose header does not
+describe the store's vectors is discarded the same way; a ``meta.json`` of another key, or whose
+width is out of bounds or not the width the key's vectors have, discards the store. Parts are
+appended as encoding proceeds, so an interrupted run keeps everything finished before the
+interrupt, and two runs writing the same store at once only ever add whole files. Parts are read
+in name order and the first part holding a sentence wins; a part that repeats sentences of earlier
+parts (two runs encoding one window at once) is rewritten without them, so the store never keeps
+two rows for one sentence. Parts are plain ``.npy`` of a structured dtype, read with
+``allow_pickle=False`` and memory-mapped. :class:`PartStore` is all of this but the file format,
+which the sparse store (:mod:`harness.core.sparse_store`) shares.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import logging
 import os
 import shutil
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,6 @@ from harness.core import authenticity
 from harness.core.hashing import (
     atomic_write_bytes,
     atomic_write_text,
-    file_sha256,
     key_hash,
     npy_bytes,
     read_regular,
@@ -43,181 +48,139 @@ from harness.core.hashing import (
 )
 
 CACHE_SCHEMA = 2  # 2: equal-length batches (vectors no longer depend on batch-mates)
+MAX_DIM = 1 << 24  # beyond any vocabulary or hidden size: a meta.json saying more is damaged
 log = logging.getLogger("sts_bench.cache")
 
 
 def read_meta(folder: Path, key: Mapping[str, Any]) -> int | None:
     """The vector width a store folder's ``meta.json`` records, if it was written for ``key``;
-    None when there is none yet, and when it is damaged or another key's (the folder is then
-    discarded with one warning: its sentences are encoded again). Dense and sparse stores alike."""
+    None when there is none yet, and when it is damaged, another key's or its width out of bounds
+    (the folder is then discarded with one warning: its sentences are encoded again)."""
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
         return None
     try:
         meta = json.loads(read_regular_text(meta_path))
-        ok = meta.get("key") == json.loads(json.dumps(key)) and isinstance(meta.get("dim"), int)
+        dim = meta.get("dim")
+        ok = meta.get("key") == json.loads(json.dumps(key)) and type(dim) is int
+        ok = ok and 0 < dim <= MAX_DIM
     except (OSError, ValueError):
         ok = False
     if not ok:
-        log.warning(
-            "cache: %s does not match its key (damaged or foreign); discarding it, "
-            "its sentences will be encoded again",
-            meta_path,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+        discard(folder, f"{meta_path} does not match its key (damaged or foreign)")
         return None
     return int(meta["dim"])
 
 
-def _row_dtype(dim: int) -> np.dtype:
-    # The key is 32 raw bytes as uint8, not "S32": numpy strips trailing NUL bytes from S-strings,
-    # which would corrupt the 1 in 256 digests that end in 0x00.
-    return np.dtype([("key", "u1", (32,)), ("vec", "<f4", (dim,))])
+def discard(folder: Path, why: str) -> None:
+    log.warning("cache: %s; discarding it, its sentences will be encoded again", why)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-class VectorStore:
-    """Vectors for one cache key. ``key`` must hold everything that changes the vectors.
+class PartStore:
+    """What the dense and the sparse store share: parts named by their bytes' digest (or the
+    secret's tag) and checked against it, ``meta.json``, the index, repeats, damage. A subclass
+    says how a part's bytes hold ``(keys, vectors)``: :meth:`_decode`, :meth:`_encode`,
+    :meth:`_take`, :meth:`_width`."""
 
-    >>> store = VectorStore(Path(tmp), {"model": "x", "pooling": "mean"})   # doctest: +SKIP
-    >>> store.add(["a b"], np.ones((1, 4), np.float32))                     # doctest: +SKIP
-    >>> store.missing(["a b", "c"])                                         # doctest: +SKIP
-    ['c']
-    """
+    folder, schema, suffix = "vectors", CACHE_SCHEMA, ".npy"
 
     def __init__(self, root: Path, key: Mapping[str, Any], secret: bytes | None = None) -> None:
-        self.key = {"schema": CACHE_SCHEMA, **key}
-        # With a cache secret (harness.core.authenticity) a part's name is the HMAC of its bytes,
-        # not their sha256: a part planted by someone without the secret is never read.
+        self.key = {"schema": self.schema, **key}
         self.secret = secret
-        self.dir = Path(root) / "vectors" / key_hash(self.key)
+        self.dir = Path(root) / self.folder / key_hash(self.key)
         self.dim: int | None = None
         self._index: dict[bytes, tuple[int, int]] | None = None
-        self._parts: list[np.ndarray] = []
+        self._parts: list[Any] = []
         self._part_files: list[str] = []  # the file each of _parts was read from (for error lines)
+
+    def _decode(self, path: Path, data: bytes) -> tuple[np.ndarray, Any]:
+        raise NotImplementedError
+
+    def _encode(self, keys: np.ndarray, part: Any) -> bytes:
+        raise NotImplementedError
+
+    def _take(self, part: Any, rows: Sequence[int]) -> Any:
+        return part[np.asarray(rows, dtype=np.intp)]
+
+    def _width(self, vectors: Any) -> int:
+        raise NotImplementedError
+
+    def _reopen(self, name: str, part: Any) -> Any:
+        return part
+
+    def get(self, texts: Sequence[str]) -> Any:
+        raise NotImplementedError
 
     # -- reading -------------------------------------------------------------------------------
     def _load(self) -> dict[bytes, tuple[int, int]]:
         if self._index is not None:
             return self._index
         self._index, self._parts, self._part_files = {}, [], []
-        dim = read_meta(self.dir, self.key)
-        if dim is None:
+        self.dim = read_meta(self.dir, self.key)
+        if self.dim is None:
             return self._index
-        self.dim = dim
-        for path in sorted(
-            self.dir.glob("part-*.npy")
-        ):  # by name: the first part holding a sentence wins
-            part = self._open_part(path)
-            if part is None:
+        for path in sorted(self.dir.glob(f"part-*{self.suffix}")):  # the first holding a text wins
+            opened = self._open_part(path)
+            if opened is None:
                 continue
-            digests = [digest.tobytes() for digest in part["key"]]
-            fresh, seen = [], set()
-            for row, digest in enumerate(digests):
-                if digest not in self._index and digest not in seen:
-                    fresh.append(row)
-                    seen.add(digest)
-            if len(fresh) < len(digests):
-                part = self._without_repeats(path, part, fresh)
-                if part is None:
-                    continue
-                digests = [digests[row] for row in fresh]
-            number = len(self._parts)
-            self._parts.append(part)
-            # a part rewritten without repeats lives in another file: the memory map knows which
-            self._part_files.append(Path(getattr(part, "filename", None) or path).name)
-            for row, digest in enumerate(digests):
-                self._index[digest] = (number, row)
+            keys, part = opened
+            fresh: dict[bytes, int] = {}
+            for row, digest in enumerate(keys):
+                if digest.tobytes() not in self._index:
+                    fresh.setdefault(digest.tobytes(), row)
+            if len(fresh) == len(keys):
+                self._append(path.name, keys, part)
+                continue
+            log.info("cache: %s repeats sentences of earlier parts; keeping %d", path, len(fresh))
+            if fresh:  # rewritten without the repeats: one row per sentence in the store
+                rows = list(fresh.values())
+                self._write(keys[rows], self._take(part, rows))
+            path.unlink(missing_ok=True)
         return self._index
 
-    def _without_repeats(self, path: Path, part: np.ndarray, rows: list[int]) -> np.ndarray | None:
-        """Rewrite a part that repeats sentences an earlier part holds (two runs encoding the same
-        window at once), keeping only ``rows``: the store never keeps two rows for one sentence."""
-        log.info(
-            "cache: %s repeats %d sentence(s) of earlier parts; keeping %d new row(s)",
-            path,
-            len(part) - len(rows),
-            len(rows),
-        )
-        kept = None
-        if rows:
-            name = self._write_part(np.ascontiguousarray(part[rows]))
-            kept = np.load(self.dir / name, mmap_mode="r", allow_pickle=False)
-            if name == path.name:
-                return kept
-        path.unlink(missing_ok=True)
-        return kept
-
-    def _write_part(self, part: np.ndarray) -> str:
-        """Write ``part`` atomically as ``part-<sha256 of its bytes>.npy`` (with a cache secret: the
-        HMAC of its bytes); returns the file name."""
-        data = npy_bytes(part)
-        name = f"part-{self._name_digest(data)}.npy"
-        atomic_write_bytes(self.dir / name, data)
-        return name
-
-    def _name_digest(self, data: bytes) -> str:
-        return (
-            authenticity.tag(self.secret, data) if self.secret else hashlib.sha256(data).hexdigest()
-        )[:32]
-
-    def _authentic(self, path: Path, expected: str) -> bool:
-        """Whether the part's bytes carry the tag its name claims (only asked with a secret)."""
+    def _open_part(self, path: Path) -> tuple[np.ndarray, Any] | None:
+        """The sentence digests and vectors of one part, or None: a part the cache secret does not
+        authenticate is left in place (it may be another user's), one that is not a regular file,
+        not what its name says or not vectors of the store's width is removed with a warning."""
         try:
             data = read_regular(path)
-        except OSError:
-            return True  # unreadable or not a regular file: _open_part's own checks say so
-        if hmac.compare_digest(self._name_digest(data), expected):
-            return True
-        log.warning(
-            "cache: %s is not authenticated by $%s (written without the secret, or by someone "
-            "else); "
-            "ignoring it, its sentences will be encoded again",
-            path,
-            authenticity.SECRET_ENV,
-        )
-        return False
-
-    def _open_part(self, path: Path) -> np.ndarray | None:
-        expected = path.stem.removeprefix("part-")
-        if not path.is_dir() and not path.is_file() and os.path.lexists(path):
-            # a FIFO, a device (a link to /dev/zero), a socket or a dangling link: hashing or
-            # loading it would hang or fail; it is removed like a damaged part
-            log.warning(
-                "cache: %s is not a regular file; removing it, its sentences will be encoded again",
-                path,
-            )
-            path.unlink(missing_ok=True)
-            return None
-        if self.secret and path.is_file() and not self._authentic(path, expected):
-            return None  # left in place: it may be another user's (cache shared without the secret)
-        if path.is_dir() and not path.is_symlink():
-            log.warning(
-                "cache: %s is a folder where a part file belongs; removing it, its sentences will "
-                "be "
-                "encoded again",
-                path,
-            )
-            shutil.rmtree(path, ignore_errors=True)
-            return None
-        try:
-            if not self.secret and not file_sha256(path).startswith(
-                expected
-            ):  # a secret's tag checked it
+            if not hmac.compare_digest(self._name_digest(data), path.stem.removeprefix("part-")):
+                if self.secret:
+                    log.warning(
+                        "cache: %s is not authenticated by $%s (written without the secret, or by "
+                        "someone else); ignoring it, its sentences will be encoded again",
+                        path,
+                        authenticity.SECRET_ENV,
+                    )
+                    return None
                 raise ValueError("checksum mismatch")
-            part = np.load(path, mmap_mode="r", allow_pickle=False)
-            if part.dtype != _row_dtype(self.dim or 0):
-                raise ValueError(f"unexpected dtype {part.dtype}")
-            return part
-        except FileNotFoundError:
-            return None  # removed by a concurrent writer between listing and opening
-        except (OSError, ValueError) as err:
+            keys, part = self._decode(path, data)
+            if keys.dtype != np.uint8 or keys.shape != (self._rows(part), 32):
+                raise ValueError(f"keys are {keys.dtype} {keys.shape}, not uint8 (rows, 32)")
+            return keys, part
+        except (OSError, ValueError, zipfile.BadZipFile) as err:
+            if isinstance(err, FileNotFoundError) and not os.path.islink(path):
+                return None  # removed by a concurrent writer between listing and opening
             log.warning(
                 "cache: %s is corrupt (%s); discarding it, its sentences will be encoded again",
                 path,
                 err,
             )
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
             return None
+
+    @staticmethod
+    def _rows(part: Any) -> int:
+        return len(part)
+
+    def _name_digest(self, data: bytes) -> str:
+        return (
+            authenticity.tag(self.secret, data) if self.secret else hashlib.sha256(data).hexdigest()
+        )[:32]
 
     def __len__(self) -> int:
         return len(self._load())
@@ -231,59 +194,133 @@ class VectorStore:
         index = self._load()
         return [t for t in dict.fromkeys(texts) if text_digest(t) not in index]
 
-    def get(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of ``texts`` as a fresh float32 (n, dim) array; every text must be present."""
+    def _locate(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The part number and row of each of ``texts``; every text must be present."""
         index = self._load()
         if self.dim is None:
             raise KeyError("the store is empty")
-        locations = [index.get(text_digest(text)) for text in texts]
-        for text, location in zip(texts, locations):
+        locations = []
+        for text in texts:
+            location = index.get(text_digest(text))
             if location is None:
                 raise KeyError(f"not cached: {text[:60]!r}")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        # no location is None: the loop above has raised for a text that is not cached
-        part_ids = np.fromiter((loc[0] for loc in locations), dtype=np.int64, count=len(texts))  # type: ignore[index]
-        rows = np.fromiter((loc[1] for loc in locations), dtype=np.int64, count=len(texts))  # type: ignore[index]
-        for number in np.unique(part_ids):
-            mask = part_ids == number
-            out[mask] = self._parts[number]["vec"][rows[mask]]
-        return out
+            locations.append(location)
+        found = np.array(locations, dtype=np.int64).reshape(-1, 2)
+        return found[:, 0], found[:, 1]
 
     def part_file(self, text: str) -> Path | None:
         """The part file holding ``text``'s vector (None: not cached)."""
         location = self._load().get(text_digest(text))
         return None if location is None else self.dir / self._part_files[location[0]]
 
+    def check(self, texts: Sequence[str], again: Any, what: str) -> None:
+        """``--verify-cache``: raise :class:`ResourceError` (one line naming a part) unless the
+        cached vectors of ``texts`` are ``again``, a fresh encode of them, within a GPU's
+        tolerance (an honest cache matches to the last bit on the CPU): a part planted with its
+        own checksum passes every other check."""
+        from harness.core.errors import ResourceError
+
+        cached, again = self._dense(self.get(texts)), self._dense(again)
+        bad = ~np.isclose(cached, again, rtol=1e-3, atol=1e-4).all(axis=1)
+        if bad.any():
+            raise ResourceError(
+                f"cache: {int(bad.sum())} of {len(texts)} sampled cached vectors of {what} do not "
+                f"match a fresh encode of their sentences (max |Δ| "
+                f"{float(np.abs(cached - again).max()):.3g}), e.g. in "
+                f"{self.part_file(texts[int(np.argmax(bad))])}: the cache was altered or written "
+                f"by other code; remove {self.dir} (or use another --cache-dir, or set "
+                f"${authenticity.SECRET_ENV})"
+            )
+        log.info("cache: %d cached vector(s) of %s match a fresh encode", len(texts), what)
+
+    @staticmethod
+    def _dense(vectors: Any) -> np.ndarray:
+        return np.asarray(vectors)
+
     # -- writing -------------------------------------------------------------------------------
-    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Append rows for ``texts`` (already present ones are skipped) as one new part file."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or len(vectors) != len(texts):
-            raise ValueError(f"expected ({len(texts)}, dim) vectors, got {vectors.shape}")
+    def add(self, texts: Sequence[str], vectors: Any) -> None:
+        """Append the vectors of ``texts`` (those already present are skipped) as one new part."""
+        width = self._width(vectors)
+        if self._rows(vectors) != len(texts):
+            raise ValueError(f"{self._rows(vectors)} vectors for {len(texts)} texts")
         index = self._load()
+        if self.dim is not None and width != self.dim:  # the key's vectors are `width` wide
+            discard(self.dir, f"{self.dir / 'meta.json'} says {self.dim} wide, not {width}")
+            self.refresh()
+            index = self._load()
         if self.dim is None:
-            self.dim = int(vectors.shape[1])
-            meta = {"schema": CACHE_SCHEMA, "key": self.key, "dim": self.dim}
+            self.dim = width
+            meta = {"schema": self.schema, "key": self.key, "dim": self.dim}
             atomic_write_text(self.dir / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
-        elif vectors.shape[1] != self.dim:
-            raise ValueError(f"store holds dim {self.dim}, got {vectors.shape[1]}")
         fresh: dict[bytes, int] = {}
         for i, text in enumerate(texts):
             digest = text_digest(text)
             if digest not in index and digest not in fresh:
                 fresh[digest] = i
-        if not fresh:
-            return
-        part = np.empty(len(fresh), dtype=_row_dtype(self.dim))
-        part["key"] = np.frombuffer(b"".join(fresh), dtype=np.uint8).reshape(-1, 32)
-        part["vec"] = vectors[list(fresh.values())]
-        name = self._write_part(part)
+        if fresh:
+            keys = np.frombuffer(b"".join(fresh), dtype=np.uint8).reshape(-1, 32)
+            self._write(keys, self._take(vectors, list(fresh.values())))
+
+    def _write(self, keys: np.ndarray, part: Any) -> None:
+        """Write a part atomically, named by its bytes' digest (or tag), and index it."""
+        data = self._encode(keys, part)
+        name = f"part-{self._name_digest(data)}{self.suffix}"
+        atomic_write_bytes(self.dir / name, data)
+        self._append(name, keys, self._reopen(name, part))
+
+    def _append(self, name: str, keys: np.ndarray, part: Any) -> None:
+        assert self._index is not None
         number = len(self._parts)
-        # Keep a memory map of what was written, not the array: a long encode job's memory must
-        # not grow with the number of sentences it has stored.
-        self._parts.append(np.load(self.dir / name, mmap_mode="r", allow_pickle=False))
+        self._parts.append(part)
         self._part_files.append(name)
-        for row, digest in enumerate(fresh):
-            index[digest] = (number, row)
+        for row, digest in enumerate(keys):
+            self._index[digest.tobytes()] = (number, row)
+
+
+def _row_dtype(dim: int) -> np.dtype:
+    # The key is 32 raw bytes as uint8, not "S32": numpy strips trailing NUL bytes from S-strings,
+    # which would corrupt the 1 in 256 digests that end in 0x00.
+    return np.dtype([("key", "u1", (32,)), ("vec", "<f4", (dim,))])
+
+
+class VectorStore(PartStore):
+    """Dense vectors for one cache key. ``key`` must hold everything that changes the vectors.
+
+    >>> store = VectorStore(Path(tmp), {"model": "x", "pooling": "mean"})   # doctest: +SKIP
+    >>> store.add(["a b"], np.ones((1, 4), np.float32))                     # doctest: +SKIP
+    >>> store.missing(["a b", "c"])                                         # doctest: +SKIP
+    ['c']
+    """
+
+    def _decode(self, path: Path, data: bytes) -> tuple[np.ndarray, Any]:
+        # memory-mapped (a mapping past the file's end is refused): a long encode job's memory
+        # must not grow with the number of sentences it has stored
+        part = np.load(path, mmap_mode="r", allow_pickle=False)
+        if part.dtype != _row_dtype(self.dim or 0):
+            raise ValueError(f"unexpected dtype {part.dtype}")
+        return part["key"], part["vec"]
+
+    def _encode(self, keys: np.ndarray, part: Any) -> bytes:
+        rows = np.empty(len(keys), dtype=_row_dtype(self.dim or 0))
+        rows["key"], rows["vec"] = keys, part
+        return npy_bytes(rows)
+
+    def _reopen(self, name: str, part: Any) -> Any:
+        return np.load(self.dir / name, mmap_mode="r", allow_pickle=False)["vec"]
+
+    def _width(self, vectors: Any) -> int:
+        if np.ndim(vectors) != 2:
+            raise ValueError(f"expected (n, dim) vectors, got {np.shape(vectors)}")
+        return int(np.shape(vectors)[1])
+
+    def get(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` as a fresh float32 (n, dim) array; every text must be present."""
+        parts, rows = self._locate(texts)
+        out = np.empty((len(texts), self.dim or 0), dtype=np.float32)
+        for number in np.unique(parts):
+            mask = parts == number
+            out[mask] = self._parts[number][rows[mask]]
+        return out
+
+    def add(self, texts: Sequence[str], vectors: Any) -> None:
+        super().add(texts, np.asarray(vectors, dtype=np.float32))

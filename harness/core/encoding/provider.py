@@ -201,10 +201,9 @@ class ViewProvider:
         The sample is drawn from the operating system's randomness, so whoever writes the cache
         cannot know which rows will be checked; the vectors themselves do not depend on batch-mates
         (:mod:`harness.core.encoding.batching`), so an honest cache matches to the last bit on the
-        CPU and within the tolerance below on a GPU."""
+        CPU and within the tolerance of
+        :meth:`~harness.core.vector_store.PartStore.check` on a GPU."""
         import random
-
-        from harness.core.errors import ResourceError
 
         pending = [view for view in views if view not in self._verified]
         present = {
@@ -223,25 +222,8 @@ class ViewProvider:
         for view in pending:
             texts = [text for text in sample if text in present[view]]
             rows = [sample.index(text) for text in texts]
-            cached, again = self.store(view).get(texts), fresh[view][rows]
-            bad = ~np.isclose(cached, again, rtol=1e-3, atol=1e-4).all(axis=1)
-            if bad.any():
-                first = texts[int(np.argmax(bad))]
-                raise ResourceError(
-                    f"cache: {int(bad.sum())} of {len(texts)} sampled cached vectors of "
-                    f"{self.ref.name} {view} do not match a fresh encode of their sentences (max "
-                    f"|Δ| {float(np.abs(cached - again).max()):.3g}), e.g. in "
-                    f"{self.store(view).part_file(first)}: the cache was altered or written by "
-                    f"other code; remove {self.store(view).dir} (or use another --cache-dir, or "
-                    "set $STS_BENCH_CACHE_SECRET)"
-                )
+            self.store(view).check(texts, fresh[view][rows], f"{self.ref.name} {view}")
             self._verified.add(view)
-            log.info(
-                "cache: %d cached vector(s) of %s %s match a fresh encode",
-                len(texts),
-                self.ref.name,
-                view,
-            )
 
     @property
     def forwarded(self) -> int:

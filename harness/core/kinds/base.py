@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.bootstrap import MAX_ROUNDS
+from harness.core import bootstrap
 
 # ×100 points. A score recomputed by the same code from the same floats agrees to ~1e-13; a looser
 # bound only absorbs another numpy's summation order, and no edit worth making hides inside it.
@@ -120,8 +120,9 @@ def shown(value: Any) -> str:
 def rounds_problem(scores: Mapping[str, Any]) -> str | None:
     """Why ``bootstrap_rounds`` / ``bootstrap_seed`` cannot be what an interval was drawn with."""
     rounds, seed = scores["bootstrap_rounds"], scores["bootstrap_seed"]
-    if rounds < 0 or rounds > MAX_ROUNDS:
-        return f"scores.bootstrap_rounds {rounds} is not 0..{MAX_ROUNDS}"
+    problem = "not a count" if rounds < 0 else bootstrap.rounds_problem(rounds)  # the CLI's rule
+    if problem:
+        return f"scores.bootstrap_rounds {rounds}: {problem}"
     if not 0 <= seed < 2**32:
         return f"scores.bootstrap_seed {seed} is not a 32-bit seed"
     return None

@@ -6,6 +6,8 @@ score with its interval, the data fingerprint and the environment. Each run's li
 with one ``write`` on a file opened ``O_APPEND`` and then fsync'ed, so concurrent runs never
 interleave inside a line and a crash loses at most the run in flight. Each line carries the
 sha256 of its own content; a line that fails it (a torn write, an edit) is skipped with a warning.
+With a cache secret (:mod:`harness.core.authenticity`) a line also carries the HMAC of that sha256,
+which covers its blobs' names, and a line without a valid one is not shown.
 Lines end at ``\n`` only (``str.splitlines`` would also cut at U+2028, NEL or a form feed, which
 JSON keeps raw inside a string: a backbone folder named with one would tear its line), and the
 writer escapes those characters as well, for readers elsewhere that split like ``splitlines``.
@@ -39,8 +41,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from harness.core import authenticity
 from harness.core.errors import ResourceError
-from harness.core.hashing import atomic_write_bytes, canonical_json
+from harness.core.hashing import atomic_write_bytes, canonical_json, npy_array
 from harness.core.kinds import DEFAULT_KIND, KINDS, TaskKind, kind_of
 from harness.runner.records.lock import NOFOLLOW, NotAFile, link_target, read_inside
 from harness.runner.records.outputs import StepOutput
@@ -121,7 +124,7 @@ def read_similarity(folder: Path, digest: str | None, n_pairs: int) -> np.ndarra
     if data is None:
         return None
     try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
+        array = npy_array(data)  # its header held to its bytes: a forged one allocates nothing
     except ValueError:
         return None
     return array if array.dtype == np.float64 and array.shape == (n_pairs,) else None
@@ -199,7 +202,9 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         "gold": gold,
         "env": record.get("env") or {},
     }
-    line["check"] = hashlib.sha256(canonical_json(line).encode()).hexdigest()
+    line["check"] = check = hashlib.sha256(canonical_json(line).encode()).hexdigest()
+    if secret := authenticity.secret_from_env():  # the check covers the blobs' sha256 too
+        line["auth"] = authenticity.tag(secret, check.encode())
     return line
 
 
@@ -273,7 +278,7 @@ def valid(line: Any) -> bool:
     if not isinstance(line, dict) or line.get("schema") != HISTORY_SCHEMA:
         return False
     check = line.get("check")
-    body = {k: v for k, v in line.items() if k != "check"}
+    body = {k: v for k, v in line.items() if k not in ("check", "auth")}
     if check != hashlib.sha256(canonical_json(body).encode()).hexdigest():
         return False
     return all(isinstance(line.get(name), types) for name, types in FIELDS.items())
@@ -309,7 +314,7 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
         )
         return []
     entries: list[dict[str, Any]] = []
-    skipped = 0
+    skipped, secret = 0, authenticity.secret_from_env()
     for number, raw in enumerate(
         text.split("\n"), 1
     ):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
@@ -321,7 +326,12 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
             # a line of an sts-bench before labelled pairs: its score was Spearman, named so
             line = _older(line) if _older_valid(line) else None
         if isinstance(line, dict) and valid(line):
-            problem = evidence_problem(line, out_dir / BLOBS)
+            check = line["check"].encode()
+            problem = (
+                f"not authenticated by ${authenticity.SECRET_ENV} (written without it, or forged)"
+                if secret and not authenticity.valid(secret, check, line.get("auth"))
+                else evidence_problem(line, out_dir / BLOBS)
+            )
             if problem:
                 log.warning("history: %s line %d not shown: %s", path, number, problem)
             else:
@@ -339,7 +349,7 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     score is computed again by its kind from the similarities and gold it names, the kind's own
     evidence its gold blob carries (:func:`read_evidence`), its aggregation, rounds and seed, as a
     record's are (:func:`harness.runner.records.schema.evidence_problem`)."""
-    from harness.core.bootstrap import MAX_ROUNDS
+    from harness.core.bootstrap import rounds_problem
     from harness.core.kinds import Evidence
     from harness.core.scoring import AGGREGATIONS
     from harness.runner.records.schema import AGREE
@@ -354,7 +364,7 @@ def evidence_problem(line: dict[str, Any], blobs: Path) -> str | None:
     rounds, seed = line.get("bootstrap_rounds") or 0, line.get("seed") or 0
     if not isinstance(rounds, int) or not isinstance(seed, int):
         return "its bootstrap rounds or seed are not integers"
-    if not 0 <= rounds <= MAX_ROUNDS or not 0 <= seed < 2**32:
+    if rounds < 0 or rounds_problem(rounds) or not 0 <= seed < 2**32:  # the CLI's rule
         return f"bootstrap rounds {rounds} or seed {seed} out of range"
     labels = gold[1]
     if labels is not None and len(labels) != n:
