@@ -140,7 +140,7 @@ def test_a_tokenizer_that_reads_no_word_is_refused(case, change, impls, says, ti
     (−26.49), or end in a tokenizers traceback."""
     folder = broken(tiny_bert, tmp_path / "tok", change)
     for impl in impls:
-        refused(lambda: encode(folder, impl), str(folder), says, "A man is playing a guitar.")
+        refused(lambda impl=impl: encode(folder, impl), str(folder), says, "A man is playing a guitar.")
 
 
 def test_a_tokenizer_reading_words_passes_and_gives_its_ids(tiny_bert):
