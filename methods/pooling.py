@@ -194,7 +194,7 @@ class ViewMethod(EmbeddingMethod):
             raise UserError(f"--set {self.name}.{option}={given}: {err}") from None
 
     def side_views(self, side: int) -> list[View]:
-        from harness.core.encoding import View
+        from harness.core.encoding.pooling import View, check_view_on
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
@@ -203,7 +203,7 @@ class ViewMethod(EmbeddingMethod):
             for layer in self.spec.layers
         ]
         for view in views:  # at planning, before anything is encoded
-            view.check_on(ref)
+            check_view_on(ref, view)
         return views
 
     def backbone_views(self) -> list[View]:

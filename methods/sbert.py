@@ -130,7 +130,7 @@ class SBert(ViewMethod):
         """One view of the last layer per pooling mode of the checkpoint, under the side's prompt.
         ``include_prompt=False`` leaves the prompt's tokens out of a mean (the sentence mask,
         ``mean_sentence``); without a prompt sentence-transformers pools every token, as here."""
-        from harness.core.encoding import View
+        from harness.core.encoding.pooling import View, check_view_on
 
         ref, prompt = self._ref(), self.side_prompt(side)
         poolings = self.pipeline.poolings
@@ -145,7 +145,7 @@ class SBert(ViewMethod):
             poolings = tuple(left_out[pooling] for pooling in poolings)
         views = [View(p, ref.layer_index(-1), prompt, self.bidirectional) for p in poolings]
         for view in views:
-            view.check_on(ref)
+            check_view_on(ref, view)
         return views
 
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:

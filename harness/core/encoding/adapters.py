@@ -111,9 +111,7 @@ def resolve_adapter(
     }
     for field, (ok, wanted) in fields.items():
         if not ok:
-            raise _refuse(
-                folder, f"{CONFIG} gives {field}={config.get(field)!r}; it must be {wanted}"
-            )
+            raise _refuse(folder, f"{CONFIG} gives {field}={config.get(field)!r}, not {wanted}")
     try:
         entries = {k: v for k, v in header(path / WEIGHTS).items() if k != "__metadata__"}
     except (OSError, ValueError) as err:
@@ -124,8 +122,7 @@ def resolve_adapter(
         side, shape = (0 if ".lora_A." in key else 1 if ".lora_B." in key else -1), entry["shape"]
         if side >= 0 and key.endswith(".weight") and [*shape, 0, 0][side] not in ranks:
             raise _refuse(folder, f"{WEIGHTS} holds {key} of shape {shape}, not of rank r={rank}")
-    keys = list(entries)
-    if not any(".lora_A." in key for key in keys):
+    if not any(".lora_A." in key for key in entries):
         raise _refuse(folder, f"{WEIGHTS} holds no lora_A/lora_B tensors")
     base = config.get("base_model_name_or_path")
     return AdapterRef(
@@ -135,7 +132,7 @@ def resolve_adapter(
         alpha=float(alpha),
         rslora=rslora,
         base=base if isinstance(base, str) else None,
-        native_reason=native_reason(config, keys),
+        native_reason=native_reason(config, list(entries)),
     )
 
 

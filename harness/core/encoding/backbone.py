@@ -101,8 +101,10 @@ class BackboneRef:
         return dtype if self.causal else "fp32"
 
     def hub_id(self) -> str | None:
-        """The hub repository its weights are (a packaged copy's original), None for a folder."""
-        return hub_id(self)
+        """The hub repository its weights are (a packaged copy's original); None for a folder (its
+        origin is not recorded anywhere reliable)."""
+        hub = {"packaged": PACKAGED_HUB_IDS.get(self.name), "hub": self.name}
+        return hub.get(self.origin)
 
     def parameter_count(self) -> int | None:
         """Parameters in its safetensors headers (no tensor loaded); None for .bin weights."""
@@ -277,14 +279,6 @@ def incomplete_weights(
         "needs; the file is truncated, damaged or from another model: download or copy the "
         "model again so that it is whole"
     )
-
-
-def hub_id(ref: BackboneRef) -> str | None:
-    """The HuggingFace hub id of the weights, where known: a packaged alias's source, a hub
-    backbone's own id; None for a local folder (its origin is not recorded anywhere reliable)."""
-    if ref.origin == "packaged":
-        return PACKAGED_HUB_IDS.get(ref.name)
-    return ref.name if ref.origin == "hub" else None
 
 
 def parameter_count(folder: str | Path) -> int | None:

@@ -115,9 +115,8 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
 
 
 def check_loaded(folder: Path, name: str, info: dict) -> None:
-    """transformers' loading report (``output_loading_info``) refused in one line when the file
-    lacks a tensor (transformers starts it at random; a pooler alone may be, never handed out) or
-    holds one of another shape (``ignore_mismatched_sizes=True`` reports it here)."""
+    """transformers' loading report refused when the file lacks a tensor, which it starts at random
+    (a pooler alone may be: never handed out), or holds one of another shape."""
     lost = sorted(k for k in info.get("missing_keys", []) if "pooler" not in k)
     wrong = list(info.get("mismatched_keys", []))
     if lost or wrong:

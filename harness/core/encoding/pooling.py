@@ -132,10 +132,6 @@ class View:
         """The batch mask this view's pooling reads."""
         return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
 
-    def check_on(self, ref: BackboneRef) -> None:
-        """Refuse this view on a backbone where it means nothing: :func:`check_view_on`."""
-        check_view_on(ref, self)
-
     def __str__(self) -> str:
         return (
             f"{self.pooling}@{self.layer}"
@@ -167,10 +163,9 @@ def check_view_on(ref: BackboneRef, view: View) -> None:
     refuses it."""
     if view.bidirectional:
         check_attention(ref)
-    backbone, causal = ref.name, ref.causal
-    if causal and not view.bidirectional and view.pooling in POSITION_ZERO:
+    elif ref.causal and view.pooling in POSITION_ZERO:
         raise UserError(
-            f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
+            f"backbone {ref.name} is a causal (decoder) model: its position 0 has seen only the "
             f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "
             "--methods last (its last token, which has seen the whole text), prompteol, or avg"
         )

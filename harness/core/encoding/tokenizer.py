@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackboneTokenizer",
-    "check_reads_words",
     "leading_ids",
     "load_hf_tokenizer",
     "load_tokenizer",
@@ -198,8 +197,7 @@ def load_hf_tokenizer(folder: str | Path, trust_remote_code: bool = False) -> An
     and which special tokens it has, tokenizing with :func:`read_tokenizer`'s backend where
     :func:`tokenizer_reason` says ``tokenizer.json`` gives the checkpoint's ids. So it gives the
     ids :func:`load_tokenizer` gives, whatever class transformers chose. Raises what
-    ``AutoTokenizer.from_pretrained`` raises, and refuses a tokenizer without words
-    (:func:`check_reads_words`)."""
+    ``AutoTokenizer.from_pretrained`` raises; one reading no word is refused (check_reads_words)."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
