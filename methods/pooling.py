@@ -23,6 +23,7 @@ import numpy as np
 import methods.task_prompts as task_prompts
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
 from harness.core.encoding import Prompt
+from harness.core.encoding.pooling import check_attention
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -141,8 +142,6 @@ class ViewMethod(EmbeddingMethod):
         super().__init__(spec, ctx)
         self._task = None
         if self.bidirectional:  # the one door for every view method's option (sbert's, plugins')
-            from harness.core.encoding.pooling import check_attention
-
             check_attention(ctx.backbone(spec.backbone, spec.revision))
         try:
             self._task_prompts = task_prompts.read(str(spec.params.get("task_prompts") or ""))

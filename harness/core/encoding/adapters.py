@@ -113,7 +113,7 @@ def resolve_adapter(
         if not ok:
             raise _refuse(folder, f"{CONFIG} gives {field}={config.get(field)!r}, not {wanted}")
     try:
-        entries = {k: v for k, v in header(path / WEIGHTS).items() if k != "__metadata__"}
+        entries = header(path / WEIGHTS)
     except (OSError, ValueError) as err:
         raise _refuse(folder, f"{WEIGHTS} {err}") from None
     pattern = config.get("rank_pattern")

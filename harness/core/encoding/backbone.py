@@ -175,11 +175,11 @@ WEIGHT_FILES = ("model.safetensors", INDEX, "pytorch_model.bin")
 
 
 def safetensors_header(path: Path) -> dict:
-    """The JSON header of a .safetensors file, checked against the file before any tensor is read:
-    a regular file, an 8-byte header length within the file, a header that parses as a JSON
-    object, every tensor's byte range as long as its dtype and shape need, and the ranges back to
-    back over the file's data (no overlap, no gap: safetensors' "invalid offset"). ``ValueError``
-    saying what is wrong otherwise (a truncated download, a damaged header)."""
+    """The tensor entries of a .safetensors file's JSON header (``__metadata__`` left out), checked
+    against the file before any tensor is read: a regular file, an 8-byte header length within the
+    file, a header that parses as a JSON object, every tensor's byte range as long as its dtype and
+    shape need, the ranges back to back over the file's data (no overlap, no gap: safetensors'
+    "invalid offset"). ``ValueError`` saying what is wrong otherwise (truncated, damaged)."""
     fd, size = open_regular(path)
     try:
         if size < 8:
@@ -199,8 +199,9 @@ def safetensors_header(path: Path) -> dict:
         raise ValueError("has a header that is not valid JSON (damaged)") from None
     if not isinstance(header, dict):
         raise ValueError("has a header that is not a JSON object (damaged)")
+    header.pop("__metadata__", None)  # the tensors' entries alone
     data = size - 8 - length
-    for key, entry in tensors(header):
+    for key, entry in header.items():
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
         shape = entry.get("shape") if isinstance(entry, dict) else None
         if (
@@ -218,7 +219,7 @@ def safetensors_header(path: Path) -> dict:
                 f"gives tensor {key!r} {end - begin:,} bytes for shape {shape} (damaged)"
             )
     at = 0  # safetensors reads tensors laid back to back over the whole data ("invalid offset")
-    for begin, end, key in sorted([*e["data_offsets"], k] for k, e in tensors(header)):
+    for begin, end, key in sorted([*e["data_offsets"], k] for k, e in header.items()):
         if begin != at:
             raise ValueError(f"has tensor {key!r} at {begin:,}: overlapping, or a gap (damaged)")
         at = end
@@ -226,11 +227,6 @@ def safetensors_header(path: Path) -> dict:
         cut = "truncated" if at > data else "damaged"
         raise ValueError(f"holds {data:,} bytes of tensors, its tensors end at byte {at:,} ({cut})")
     return header
-
-
-def tensors(header: dict) -> list[tuple[str, dict]]:
-    """A safetensors header's (name, entry) pairs, without its ``__metadata__``."""
-    return [(key, entry) for key, entry in header.items() if key != "__metadata__"]
 
 
 def weight_files(folder: Path) -> list[Path] | None:
@@ -273,6 +269,7 @@ def incomplete_weights(
     (``missing``) or hold one in another ``shape``: no engine scores a random weight instead."""
     weights = next((f for f in WEIGHT_FILES if (folder / f).is_file()), WEIGHT_FILES[0])
     more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    shape = shape.strip("\t .")  # torch's size-mismatch line is indented and ends in a period
     what = f"holds a tensor of another shape ({shape})" if shape else f"lacks tensor {missing[0]}"
     return UserError(
         f"backbone {name}: {folder / weights} {what}{more}, which its config.json's architecture "
@@ -287,7 +284,7 @@ def parameter_count(folder: str | Path) -> int | None:
     ``pytorch_model.bin`` weights, whose shapes only unpickling tells."""
     files = weight_files(Path(folder))
     headers = [safetensors_header(path) for path in files or []]
-    entries = [entry for header in headers for _, entry in tensors(header)]
+    entries = [entry for header in headers for entry in header.values()]
     floats = [e for e in entries if str(e.get("dtype")).startswith(("F", "BF"))]
     return None if files is None else sum(math.prod(entry["shape"]) for entry in floats)
 

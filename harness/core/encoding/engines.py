@@ -74,10 +74,9 @@ def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
 def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "fp32"):
     """Load tokenizer and encoder from the resolved local folder (never from the network), the
     weights in ``weights`` with ``low_cpu_mem_usage`` (no second fp32 copy while loading); also
-    returns the weight names the checkpoint lacked (a pooler, which transformers starts at random;
-    any other lacking tensor, or one of another shape, is refused). The
-    tokenizer gives the native engines' ids
-    (:func:`harness.core.encoding.tokenizer.load_hf_tokenizer`)."""
+    returns the weight names the checkpoint lacked (a pooler, started at random; any other lacking
+    tensor, or one of another shape, is refused: :func:`check_loaded`). The tokenizer gives the
+    native engines' ids (:func:`harness.core.encoding.tokenizer.load_hf_tokenizer`)."""
     import torch
     from transformers import AutoModel
 

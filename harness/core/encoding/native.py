@@ -43,5 +43,4 @@ def load_native(folder: Path, dtype: torch.dtype | None = None) -> NativeEncoder
     except KeyError as missing:
         raise incomplete_weights(folder, str(folder), [str(missing.args[0])]) from None
     except RuntimeError as err:  # load_state_dict(strict=True): a tensor of another shape
-        shape = str(err).strip().split("\n")[-1].strip(" .")
-        raise incomplete_weights(folder, str(folder), shape=shape) from None
+        raise incomplete_weights(folder, str(folder), shape=str(err).split("\n")[-1]) from None
