@@ -23,6 +23,7 @@ import numpy as np
 import methods.task_prompts as task_prompts
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
 from harness.core.encoding import Prompt
+from harness.core.encoding.pooling import check_attention
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -140,6 +141,8 @@ class ViewMethod(EmbeddingMethod):
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)
         self._task = None
+        if self.bidirectional:  # the one door for every view method's option (sbert's, plugins')
+            check_attention(ctx.backbone(spec.backbone, spec.revision))
         try:
             self._task_prompts = task_prompts.read(str(spec.params.get("task_prompts") or ""))
         except ValueError as err:  # checked when the option was read; the file may have gone
@@ -150,6 +153,11 @@ class ViewMethod(EmbeddingMethod):
                 "a task reads; give one: a set compares its prompts as rows, task_prompts gives "
                 "each task its own prompt in one row"
             )
+
+    @property
+    def bidirectional(self) -> bool:
+        """Whether the views run without the decoder's causal mask (``attention=bidirectional``)."""
+        return self.spec.params.get("attention") == "bidirectional"
 
     def begin_task(self, task: TaskSpec) -> None:
         super().begin_task(task)
@@ -185,17 +193,16 @@ class ViewMethod(EmbeddingMethod):
             raise UserError(f"--set {self.name}.{option}={given}: {err}") from None
 
     def side_views(self, side: int) -> list[View]:
-        from harness.core.encoding import View
+        from harness.core.encoding.pooling import View, check_view_on
 
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
-        bidirectional = self.spec.params.get("attention") == "bidirectional"
         views = [
-            View(self.spec.pooling, ref.layer_index(layer), prompt, bidirectional)
+            View(self.spec.pooling, ref.layer_index(layer), prompt, self.bidirectional)
             for layer in self.spec.layers
         ]
         for view in views:  # at planning, before anything is encoded
-            view.check_on(ref.name, ref.causal, ref.bidirectional_ok)
+            check_view_on(ref, view)
         return views
 
     def backbone_views(self) -> list[View]:

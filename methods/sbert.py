@@ -130,7 +130,7 @@ class SBert(ViewMethod):
         """One view of the last layer per pooling mode of the checkpoint, under the side's prompt.
         ``include_prompt=False`` leaves the prompt's tokens out of a mean (the sentence mask,
         ``mean_sentence``); without a prompt sentence-transformers pools every token, as here."""
-        from harness.core.encoding import View
+        from harness.core.encoding.pooling import View, check_view_on
 
         ref, prompt = self._ref(), self.side_prompt(side)
         poolings = self.pipeline.poolings
@@ -143,9 +143,9 @@ class SBert(ViewMethod):
                     "only: drop the prompt"
                 )
             poolings = tuple(left_out[pooling] for pooling in poolings)
-        views = [View(pooling, ref.layer_index(-1), prompt) for pooling in poolings]
+        views = [View(p, ref.layer_index(-1), prompt, self.bidirectional) for p in poolings]
         for view in views:
-            view.check_on(ref.name, ref.causal)
+            check_view_on(ref, view)
         return views
 
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
@@ -160,6 +160,10 @@ class SBert(ViewMethod):
         return self.pipeline.transform(x)
 
 
+# What SentenceTransformer.encode cannot honour: the harness's prompts and attention (unset values).
+OWN_UNSET = {"prompt": "", "prompt2": SAME, "task_prompts": "", "attention": "default"}
+
+
 class SBertOwnModel(SBert):
     """``sbert`` through ``SentenceTransformer.encode``: a checkpoint with a module the harness
     does not run, or ``--set sbert.pipeline=sentence-transformers``."""
@@ -168,16 +172,12 @@ class SBertOwnModel(SBert):
         super().__init__(spec, ctx)
         self._vectors: VectorStore | None = None
         params = spec.params
-        given = [
-            f"{name}={params[name]}"
-            for name, unset in (("prompt", ""), ("prompt2", SAME), ("task_prompts", ""))
-            if str(params.get(name, unset) or unset) != unset
-        ]
-        if given:  # sentence-transformers reads its own default prompt only
+        given = [f"{k}={params[k]}" for k, v in OWN_UNSET.items() if str(params.get(k) or v) != v]
+        if given:  # sentence-transformers reads its own default prompt, runs its own attention
             raise UserError(
                 f"sbert: {', '.join(given)}: {spec.backbone} encodes through "
-                f"sentence-transformers ({spec.post}), which reads no prompt of the harness's; "
-                "drop the prompt options"
+                f"sentence-transformers ({spec.post}), which reads no prompt or attention option "
+                "of the harness's; drop those options"
             )
 
     def backbone_views(self) -> list[View]:

@@ -146,6 +146,6 @@ def test_metadata_is_the_models_own(tiny_bert, hub_root, tmp_path):
 
 
 def test_the_packaged_model_is_named_by_its_hub_id():
-    from harness.core.encoding.backbone import hub_id, resolve_backbone
+    from harness.core.encoding.backbone import resolve_backbone
 
-    assert hub_id(resolve_backbone("minilm")) == "sentence-transformers/all-MiniLM-L6-v2"
+    assert resolve_backbone("minilm").hub_id() == "sentence-transformers/all-MiniLM-L6-v2"

@@ -49,7 +49,7 @@ def test_registry_registers_lists_and_refuses_with_a_reason():
      "no native gemma3"),
 ])
 def test_each_checkpoint_has_one_family(config, family, causal, offset, reason, tmp_path):
-    from harness.core.encoding.backbone import is_causal
+    from harness.core.encoding.families import is_causal
 
     assert family_of(config).name == family
     assert is_causal(config) is causal and position_offset(config) == offset
@@ -154,7 +154,8 @@ def test_the_vector_digest_covers_every_family_and_its_loader():
 
 
 def test_asking_the_registry_imports_no_torch_nor_tokenizers():
-    code = ("import sys; from harness.core.encoding.backbone import native_reason, is_causal; "
+    code = ("import sys; from harness.core.encoding.backbone import native_reason; "
+            "from harness.core.encoding.families import is_causal; "
             "from pathlib import Path; native_reason(Path('.'), {'model_type': 'bert'}); is_causal({}); "
             "print(sorted(m for m in ('torch', 'tokenizers', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -116,9 +116,9 @@ def test_result_files_carry_the_models_real_metadata(mteb_run, tiny_bert):
 
 
 def test_the_packaged_model_is_adapted_from_its_hub_id():
-    from harness.core.encoding.backbone import hub_id, resolve_backbone
+    from harness.core.encoding.backbone import resolve_backbone
 
-    assert hub_id(resolve_backbone("minilm")) == "sentence-transformers/all-MiniLM-L6-v2"
+    assert resolve_backbone("minilm").hub_id() == "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def local_task(name: str, folder: Path, splits: tuple[str, ...] = ("test",)):

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from harness.core.encoding.backbone import native_reason, native_supported, resolve_backbone  # noqa: E402
+from harness.core.encoding.backbone import native_reason, resolve_backbone  # noqa: E402
 from harness.core.encoding.pooling import View  # noqa: E402
 from harness.core.encoding.prompts import PROMPTEOL, Prompt  # noqa: E402
 from harness.core.encoding.settings import EncodeSettings  # noqa: E402
@@ -243,7 +243,7 @@ def test_a_sliding_window_matches_transformers_where_it_bites(tiny_decoders, tmp
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     config["sliding_window"] = 3
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    assert native_supported(folder, config)
+    assert not native_reason(folder, config)
     tokenizer = DecoderTokenizer(folder, 128)
     batch = tokenizer.pad(tokenizer.encode(TEXTS))
     with torch.inference_mode():
@@ -282,7 +282,7 @@ def test_native_decoders_are_used_only_for_what_they_implement(tiny_decoders, fa
     folder = tiny_decoders[family]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8")) | change
     assert native_reason(folder, config) == reason
-    assert native_supported(folder, config) is (reason == "")
+    assert (not native_reason(folder, config)) is (reason == "")
 
 
 def test_llama3_rope_scaling_matches_transformers_where_it_bites(tiny_decoders, tmp_path):

@@ -24,6 +24,7 @@ Traps, both silent in peft itself:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,19 +96,33 @@ def resolve_adapter(
             raise _refuse(folder, f"has no {name}")
     try:
         config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise _refuse(folder, f"{CONFIG} is not valid JSON ({err})") from None
     if not isinstance(config, dict) or config.get("peft_type") != "LORA":
         kind = config.get("peft_type") if isinstance(config, dict) else None
         raise _refuse(folder, f"is a {kind or 'unknown'} adapter, not a LoRA (peft_type LORA)")
-    rank, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(rank, int) or rank <= 0 or not isinstance(alpha, int | float):
-        raise _refuse(folder, f"{CONFIG} gives no positive r and lora_alpha")
+    rank, alpha = config.get("r", 0), config.get("lora_alpha", 0)
+    rslora = config.get("use_rslora", False)
+    fields = {  # each field's value as peft means it (r=true is an int to Python, not a rank)
+        "r": (type(rank) is int and rank > 0, "a positive whole number"),
+        "lora_alpha": (type(alpha) in (int, float) and 0 < alpha < math.inf, "a positive number"),
+        "use_rslora": (isinstance(rslora, bool), "true or false"),
+        "modules_to_save": (not config.get("modules_to_save"), "absent (not supported)"),
+    }
+    for field, (ok, wanted) in fields.items():
+        if not ok:
+            raise _refuse(folder, f"{CONFIG} gives {field}={config.get(field)!r}, not {wanted}")
     try:
-        keys = [k for k in header(path / WEIGHTS) if k != "__metadata__"]
+        entries = header(path / WEIGHTS)
     except (OSError, ValueError) as err:
         raise _refuse(folder, f"{WEIGHTS} {err}") from None
-    if not any(".lora_A." in key for key in keys):
+    pattern = config.get("rank_pattern")
+    ranks = {rank, *(pattern.values() if isinstance(pattern, dict) else ())}
+    for key, entry in entries.items():  # lora_A is (r, in, …), lora_B (out, r, …)
+        side, shape = (0 if ".lora_A." in key else 1 if ".lora_B." in key else -1), entry["shape"]
+        if side >= 0 and key.endswith(".weight") and [*shape, 0, 0][side] not in ranks:
+            raise _refuse(folder, f"{WEIGHTS} holds {key} of shape {shape}, not of rank r={rank}")
+    if not any(".lora_A." in key for key in entries):
         raise _refuse(folder, f"{WEIGHTS} holds no lora_A/lora_B tensors")
     base = config.get("base_model_name_or_path")
     return AdapterRef(
@@ -115,9 +130,9 @@ def resolve_adapter(
         digest=fingerprint_dir(path, memo),
         rank=rank,
         alpha=float(alpha),
-        rslora=bool(config.get("use_rslora")),
+        rslora=rslora,
         base=base if isinstance(base, str) else None,
-        native_reason=native_reason(config, keys),
+        native_reason=native_reason(config, list(entries)),
     )
 
 
@@ -146,7 +161,6 @@ def native_reason(config: dict[str, Any], keys: list[str]) -> str:
         (not config.get("rank_pattern") and not config.get("alpha_pattern"), "per-layer ranks"),
         (not config.get("fan_in_fan_out"), "fan_in_fan_out"),
         (config.get("bias", "none") == "none" and not config.get("lora_bias"), "LoRA biases"),
-        (not config.get("modules_to_save"), "modules_to_save"),
         (
             all(".lora_A.weight" in k or ".lora_B.weight" in k for k in keys),
             "tensors other than lora_A/lora_B weights",

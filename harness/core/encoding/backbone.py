@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -45,12 +46,8 @@ class BackboneRef:
     is_sentence_transformer: bool
     # harness.core.encoding.native can run it (its family has a native loader that takes it)
     native_ok: bool = False
-    pooler_weights: bool | None = (
-        None  # trained pooler.dense.* present; None = unknown (.bin weights)
-    )
-    max_positions: int | None = (
-        None  # the longest input it can read (position rows after the offset)
-    )
+    pooler_weights: bool | None = None  # trained pooler.dense.* present; None: .bin weights
+    max_positions: int | None = None  # the longest input it reads (position rows after the offset)
     causal: bool = False  # a decoder (each position sees only those before it): no position-0 views
     # its family runs it without the causal mask too (a view's attention=bidirectional)
     bidirectional_ok: bool = False
@@ -104,28 +101,26 @@ class BackboneRef:
         return dtype if self.causal else "fp32"
 
     def hub_id(self) -> str | None:
-        """The hub repository its weights are (a packaged copy's original), None for a folder."""
-        return hub_id(self)
+        """The hub repository its weights are (a packaged copy's original); None for a folder (its
+        origin is not recorded anywhere reliable)."""
+        hub = {"packaged": PACKAGED_HUB_IDS.get(self.name), "hub": self.name}
+        return hub.get(self.origin)
 
     def parameter_count(self) -> int | None:
         """Parameters in its safetensors headers (no tensor loaded); None for .bin weights."""
         return parameter_count(self.path)
 
     def special_tokens(self) -> int:
-        """Special tokens its tokenizer adds to one sentence ([CLS] and [SEP]: 2)."""
-        return special_tokens(self)
-
-
-def is_causal(config: dict) -> bool:
-    """Whether ``config.json`` describes a decoder whose token ``i`` attends only to tokens
-    ``<= i`` (its family says so: :func:`harness.core.encoding.families.is_causal`).
-
-    >>> is_causal({"model_type": "qwen2"}), is_causal({"model_type": "bert"})
-    (True, False)
-    >>> is_causal({"model_type": "custom", "architectures": ["CustomForCausalLM"]})
-    True
-    """
-    return families.is_causal(config)
+        """Special tokens its tokenizer adds to one sentence ([CLS] and [SEP]: 2), read from
+        ``tokenizer.json``'s post-processor without loading a tokenizer; 2 when it does not say.
+        A truncation length at or below this leaves no room for a word; tokenizers then skip
+        truncation altogether instead of failing, so such a length must be refused up front."""
+        try:
+            tokenizer = json.loads((Path(self.path) / "tokenizer.json").read_text(encoding="utf-8"))
+            processor = tokenizer.get("post_processor")
+        except (OSError, ValueError, AttributeError):  # no file, not JSON, not a JSON object
+            processor = None
+        return _count_specials(processor) if isinstance(processor, dict) else 2
 
 
 def position_offset(config: dict) -> int:
@@ -140,25 +135,6 @@ def max_positions(config: dict) -> int | None:
     """How many tokens the model can read: its position rows after the offset (None: not stated)."""
     rows = config.get("max_position_embeddings", config.get("n_positions"))
     return rows - position_offset(config) if isinstance(rows, int) else None
-
-
-def special_tokens(ref: BackboneRef) -> int:
-    """How many special tokens the tokenizer adds to one sentence ([CLS] and [SEP]: 2), read from
-    ``tokenizer.json``'s post-processor without loading a tokenizer; 2 when it does not say.
-
-    A truncation length at or below this leaves no room for a word; tokenizers then skip
-    truncation altogether instead of failing, so such a length must be refused up front.
-    """
-    path = Path(ref.path) / "tokenizer.json"
-    try:
-        processor = (
-            json.loads(path.read_text(encoding="utf-8")).get("post_processor")
-            if path.is_file()
-            else None
-        )
-    except (OSError, ValueError):
-        processor = None
-    return _count_specials(processor) if isinstance(processor, dict) else 2
 
 
 def _count_specials(processor: dict) -> int:
@@ -177,13 +153,6 @@ def _count_specials(processor: dict) -> int:
     return 2 if kind in ("BertProcessing", "RobertaProcessing") else 0
 
 
-def native_supported(folder: Path, config: dict) -> bool:
-    """True when ``folder`` is a checkpoint a native encoder reproduces exactly
-    (:mod:`harness.core.encoding.native`); anything else runs through transformers. Why not:
-    :func:`native_reason`."""
-    return not native_reason(folder, config)
-
-
 def native_reason(folder: Path, config: dict) -> str:
     """'' when a native implementation reproduces the checkpoint in ``folder`` exactly (its family
     has one, and takes this checkpoint: :meth:`harness.core.encoding.families.Family.reason_not`);
@@ -195,34 +164,22 @@ def native_reason(folder: Path, config: dict) -> str:
     return families.family_of(config).reason_not(folder, config)
 
 
-# Files a tokenizer is built from; a folder with none of them tokenizes every word as [UNK].
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model")
 # Bytes per element of each safetensors dtype (a tensor's byte range must hold its shape).
 _SAFETENSORS_BYTES = {
     "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
     "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
 }  # fmt: skip
 _SAFETENSORS_HEADER_MAX = 100_000_000  # the safetensors library's own limit
-
-
-def check_tokenizer_files(folder: Path, name: str) -> None:
-    """One :class:`UserError` line when ``folder`` holds no tokenizer file: transformers would then
-    build a tokenizer with an empty vocabulary, every word one unknown token, and the run would
-    report a meaningless score with exit 0."""
-    if any((folder / file).is_file() for file in TOKENIZER_FILES) or any(folder.glob("*.model")):
-        return
-    raise UserError(
-        f"backbone {name}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)} or a "
-        "*.model file), so every word would be an unknown token; copy the tokenizer files saved "
-        "with the model into the folder (tokenizer.save_pretrained(folder))"
-    )
+INDEX = "model.safetensors.index.json"
+WEIGHT_FILES = ("model.safetensors", INDEX, "pytorch_model.bin")
 
 
 def safetensors_header(path: Path) -> dict:
-    """The JSON header of a .safetensors file, checked against the file before any tensor is read:
-    a regular file, an 8-byte header length within the file, a header that parses as a JSON
-    object, and every tensor's byte range inside the file and as long as its dtype and shape
-    need. ``ValueError`` saying what is wrong otherwise (a truncated download, a damaged header)."""
+    """The tensor entries of a .safetensors file's JSON header (``__metadata__`` left out), checked
+    against the file before any tensor is read: a regular file, an 8-byte header length within the
+    file, a header that parses as a JSON object, every tensor's byte range as long as its dtype and
+    shape need, the ranges back to back over the file's data (no overlap, no gap: safetensors'
+    "invalid offset"). ``ValueError`` saying what is wrong otherwise (truncated, damaged)."""
     fd, size = open_regular(path)
     try:
         if size < 8:
@@ -242,10 +199,9 @@ def safetensors_header(path: Path) -> dict:
         raise ValueError("has a header that is not valid JSON (damaged)") from None
     if not isinstance(header, dict):
         raise ValueError("has a header that is not a JSON object (damaged)")
+    header.pop("__metadata__", None)  # the tensors' entries alone
     data = size - 8 - length
     for key, entry in header.items():
-        if key == "__metadata__":
-            continue
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
         shape = entry.get("shape") if isinstance(entry, dict) else None
         if (
@@ -257,39 +213,43 @@ def safetensors_header(path: Path) -> dict:
         ):
             raise ValueError(f"has a malformed entry for tensor {key!r} (damaged)")
         begin, end = offsets
-        if not 0 <= begin <= end <= data:
-            raise ValueError(
-                f"holds {data:,} bytes of tensors but tensor {key!r} lies at bytes "
-                f"{begin:,}-{end:,} (truncated)"
-            )
         itemsize = _SAFETENSORS_BYTES.get(str(entry.get("dtype")))
         if itemsize is not None and end - begin != math.prod(shape) * itemsize:
             raise ValueError(
                 f"gives tensor {key!r} {end - begin:,} bytes for shape {shape} (damaged)"
             )
+    at = 0  # safetensors reads tensors laid back to back over the whole data ("invalid offset")
+    for begin, end, key in sorted([*e["data_offsets"], k] for k, e in header.items()):
+        if begin != at:
+            raise ValueError(f"has tensor {key!r} at {begin:,}: overlapping, or a gap (damaged)")
+        at = end
+    if at != data:
+        cut = "truncated" if at > data else "damaged"
+        raise ValueError(f"holds {data:,} bytes of tensors, its tensors end at byte {at:,} ({cut})")
     return header
+
+
+def weight_files(folder: Path) -> list[Path] | None:
+    """The safetensors files of the checkpoint in ``folder``: the shards its index names (none when
+    the index does not parse), else ``model.safetensors``; None for ``pytorch_model.bin``."""
+    if (folder / INDEX).is_file():
+        try:
+            shards = json.loads((folder / INDEX).read_text(encoding="utf-8"))["weight_map"].values()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            shards = []
+        return [folder / shard for shard in sorted({s for s in shards if isinstance(s, str)})]
+    return [folder / "model.safetensors"] if (folder / "model.safetensors").is_file() else None
 
 
 def check_safetensors(folder: Path, name: str) -> None:
     """One :class:`UserError` line naming the file when a safetensors file of ``folder`` (or a shard
     its index names) is missing, truncated or damaged: :func:`safetensors_header`. Reads headers
     only, never a tensor."""
-    files = sorted(folder.glob("*.safetensors"))
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = set(
-                json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()
-            )
-        except (OSError, ValueError, AttributeError):
-            shards = set()
-        named = sorted(shard for shard in shards if isinstance(shard, str))
-        files += [folder / shard for shard in named if folder / shard not in files]
-    for path in files:
+    for path in sorted({*folder.glob("*.safetensors"), *(weight_files(folder) or [])}):
         try:
             safetensors_header(path)
         except FileNotFoundError:
-            problem = f"is missing (named by {index.name})"
+            problem = f"is missing (named by {INDEX})"
         except OSError as err:
             problem = f"cannot be read ({err.strerror or err})"
         except ValueError as err:
@@ -302,59 +262,40 @@ def check_safetensors(folder: Path, name: str) -> None:
         )
 
 
-def safetensors_keys(path: Path) -> list[str]:
-    """Tensor names of a .safetensors file, from its JSON header alone (8-byte length + header)."""
-    return [k for k in safetensors_header(path) if k != "__metadata__"]
-
-
-def hub_id(ref: BackboneRef) -> str | None:
-    """The HuggingFace hub id of the weights, where known: a packaged alias's source, a hub
-    backbone's own id; None for a local folder (its origin is not recorded anywhere reliable)."""
-    if ref.origin == "packaged":
-        return PACKAGED_HUB_IDS.get(ref.name)
-    return ref.name if ref.origin == "hub" else None
+def incomplete_weights(
+    folder: Path, name: str, missing: Sequence[str] = (), shape: str = ""
+) -> UserError:
+    """The one line refusing a checkpoint whose weights lack tensors its architecture needs
+    (``missing``) or hold one in another ``shape``: no engine scores a random weight instead."""
+    weights = next((f for f in WEIGHT_FILES if (folder / f).is_file()), WEIGHT_FILES[0])
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    shape = shape.strip("\t .")  # torch's size-mismatch line is indented and ends in a period
+    what = f"holds a tensor of another shape ({shape})" if shape else f"lacks tensor {missing[0]}"
+    return UserError(
+        f"backbone {name}: {folder / weights} {what}{more}, which its config.json's architecture "
+        "needs; the file is truncated, damaged or from another model: download or copy the "
+        "model again so that it is whole"
+    )
 
 
 def parameter_count(folder: str | Path) -> int | None:
-    """How many parameters the checkpoint in ``folder`` holds, summed from the safetensors headers
-    (every shard of a sharded checkpoint) without loading a tensor; None for ``pytorch_model.bin``
-    weights, whose shapes only unpickling would tell."""
-    folder = Path(folder)
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        files = sorted(
-            set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
-        )
-    elif (folder / "model.safetensors").is_file():
-        files = ["model.safetensors"]
-    else:
-        return None
-    total = 0
-    for name in files:
-        header = safetensors_header(folder / name)
-        # Integer tensors are buffers, not parameters (BERT checkpoints may carry position_ids).
-        total += sum(
-            math.prod(entry["shape"])
-            for key, entry in header.items()
-            if key != "__metadata__" and str(entry.get("dtype", "")).startswith(("F", "BF"))
-        )
-    return total
+    """How many parameters the checkpoint in ``folder`` holds, from its safetensors headers (no
+    tensor loaded): its float tensors (integer ones are buffers: BERT's position_ids); None for
+    ``pytorch_model.bin`` weights, whose shapes only unpickling tells."""
+    files = weight_files(Path(folder))
+    headers = [safetensors_header(path) for path in files or []]
+    entries = [entry for header in headers for entry in header.values()]
+    floats = [e for e in entries if str(e.get("dtype")).startswith(("F", "BF"))]
+    return None if files is None else sum(math.prod(entry["shape"]) for entry in floats)
 
 
 def has_pooler_weights(folder: Path) -> bool | None:
-    """Whether the checkpoint carries trained pooler weights (BERT's dense + tanh over [CLS]).
-
-    A model without them still *has* a pooler once loaded — randomly initialised — so this must be
-    known before the pooler output is used (supervised SimCSE reads it). None: .bin weights only.
-    """
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        keys = list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
-    elif (folder / "model.safetensors").is_file():
-        keys = safetensors_keys(folder / "model.safetensors")
-    else:
-        return None
-    return any(k.endswith("pooler.dense.weight") for k in keys)
+    """Whether the checkpoint carries trained pooler weights (BERT's dense + tanh over [CLS]): a
+    model without them still *has* a pooler once loaded, random, so this must be known before the
+    pooler output is used (supervised SimCSE reads it). None: .bin weights only."""
+    files = weight_files(folder)
+    keys = [key for path in files or [] for key in safetensors_header(path)]
+    return None if files is None else any(k.endswith("pooler.dense.weight") for k in keys)
 
 
 def packaged_dir(module: str) -> Path:
@@ -443,11 +384,9 @@ def resolve_backbone(
         folder = _hub_snapshot(name, revision)
         origin, fingerprint, rev = "hub", folder.name, revision or "main"
     config = _read_config(folder, name)
-    check_tokenizer_files(folder, name)
     check_safetensors(folder, name)
-    text_config = config.get(
-        "text_config"
-    )  # multimodal checkpoints (Gemma 3) nest the decoder's sizes
+    # multimodal checkpoints (Gemma 3) nest the decoder's sizes
+    text_config = config.get("text_config")
     merged = {**(text_config if isinstance(text_config, dict) else {}), **config}
     layer_keys = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
     num_layers = next((merged[k] for k in layer_keys if k in merged), None)
@@ -468,9 +407,9 @@ def resolve_backbone(
         num_layers=num_layers,
         hidden_size=hidden,
         is_sentence_transformer=(folder / "modules.json").is_file(),
-        native_ok=native_supported(folder, config),
+        native_ok=not native_reason(folder, config),
         pooler_weights=has_pooler_weights(folder),
         max_positions=max_positions(config),
-        causal=is_causal(config),
+        causal=families.is_causal(config),
         bidirectional_ok=families.family_of(config).bidirectional,
     )

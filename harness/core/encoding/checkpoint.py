@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.encoding.backbone import max_positions
 from harness.core.encoding.batching import equal_length_batches, topped_up
-from harness.core.encoding.engines import quiet_transformers
+from harness.core.encoding.engines import check_loaded, quiet_transformers
 from harness.core.encoding.pooling import pool_layers
 from harness.core.encoding.settings import usable_length
 from harness.core.encoding.tokenizer import load_hf_tokenizer
@@ -54,9 +54,10 @@ class Checkpoint:
         quiet_transformers()
         tokenizer = load_hf_tokenizer(folder)  # the ids every engine reads for this checkpoint
         if head == "encoder":
-            model = AutoModel.from_pretrained(
-                folder, local_files_only=True, add_pooling_layer=False
+            model, info = AutoModel.from_pretrained(
+                folder, local_files_only=True, add_pooling_layer=False, output_loading_info=True
             )
+            check_loaded(Path(folder), str(folder), info)  # no tensor trained from random
         elif head == "masked-lm":
             try:
                 model, info = AutoModelForMaskedLM.from_pretrained(

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.core.encoding.backbone import BackboneRef
+from harness.core.encoding.backbone import BackboneRef, incomplete_weights
 from harness.core.encoding.settings import IMPLS, torch_dtype, usable_length
 from harness.core.errors import UserError
 
@@ -74,9 +74,9 @@ def _version_at_least(package: str, wanted: tuple[int, ...]) -> bool:
 def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "fp32"):
     """Load tokenizer and encoder from the resolved local folder (never from the network), the
     weights in ``weights`` with ``low_cpu_mem_usage`` (no second fp32 copy while loading); also
-    returns the weight names the checkpoint lacked (transformers initialised them randomly). The
-    tokenizer gives the native engines' ids
-    (:func:`harness.core.encoding.tokenizer.load_hf_tokenizer`)."""
+    returns the weight names the checkpoint lacked (a pooler, started at random; any other lacking
+    tensor, or one of another shape, is refused: :func:`check_loaded`). The tokenizer gives the
+    native engines' ids (:func:`harness.core.encoding.tokenizer.load_hf_tokenizer`)."""
     import torch
     from transformers import AutoModel
 
@@ -93,11 +93,13 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
             trust_remote_code=trust_remote_code,
             output_loading_info=True,
             low_cpu_mem_usage=True,
+            ignore_mismatched_sizes=True,  # reported below, in one line naming the tensor
             **{dtype_arg: torch_dtype(weights) or torch.float32},
         )
     except (OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise UserError(f"backbone {ref.name}: could not load from {ref.path}: {first}") from None
+    check_loaded(Path(ref.path), ref.name, info)
     if tokenizer.pad_token is None:
         # Batches hold texts of one token length, so nothing is ever padded; transformers' pad()
         # still wants a pad token to exist (GPT-2, Llama and Qwen tokenizers have none).
@@ -108,7 +110,17 @@ def load_hf(ref: BackboneRef, trust_remote_code: bool = False, weights: str = "f
         from harness.core.encoding.peft_merge import merge_adapter
 
         model = merge_adapter(model, ref.adapter, ref.name)
-    return tokenizer, model.eval(), list(info.get("missing_keys", []))
+    return tokenizer, model.eval(), list(info["missing_keys"])
+
+
+def check_loaded(folder: Path, name: str, info: dict) -> None:
+    """transformers' loading report refused when the file lacks a tensor, which it starts at random
+    (a pooler alone may be: never handed out), or holds one of another shape."""
+    lost = sorted(k for k in info.get("missing_keys", []) if "pooler" not in k)
+    wrong = list(info.get("mismatched_keys", []))
+    if lost or wrong:
+        shape = f"{wrong[0][0]}: {list(wrong[0][1])}, not {list(wrong[0][2])}" if wrong else ""
+        raise incomplete_weights(folder, name, lost, shape)
 
 
 def bidirectional_mask(attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

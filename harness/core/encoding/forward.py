@@ -280,7 +280,7 @@ class ForwardPass:
         prompt changes the text the model reads, a bidirectional view the mask; pooling and layer
         do not), each pooled into its views."""
         for view in views:
-            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
+            check_view_on(self.ref, view)
         by_pass: dict[tuple[Prompt, bool], list[View]] = {}
         for view in views:
             by_pass.setdefault((view.prompt, view.bidirectional), []).append(view)
@@ -443,7 +443,7 @@ class ForwardPass:
             )
         ((prompt, bidirectional),) = passes
         for view in views:
-            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
+            check_view_on(self.ref, view)
         prompted = [prompt.apply(text) for text in texts] if prompt else list(texts)
         items = engine.tokenize(prompted, shared_prefix(prompt, bidirectional))
         computed = getattr(engine, "computed_length", engine.length)

@@ -4,7 +4,7 @@ loader runs a checkpoint.
 Every encoder family runs the packed layers of :mod:`harness.core.encoding.native_encoder`; the
 decoders (Llama, Mistral, Qwen2, Qwen3) run :mod:`harness.core.encoding.native_llama`. Which
 checkpoints qualify is decided without torch by
-:func:`harness.core.encoding.backbone.native_supported`.
+:func:`harness.core.encoding.backbone.native_reason`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core.encoding.backbone import incomplete_weights
 from harness.core.encoding.families import family_of
 from harness.core.encoding.native_encoder import NativeEncoder, NativeTokenizer, read_config
 from harness.core.errors import UserError
@@ -25,8 +26,9 @@ __all__ = ["NativeTokenizer", "load_native"]
 
 
 def load_native(folder: Path, dtype: torch.dtype | None = None) -> NativeEncoder | NativeDecoder:
-    """The native model of the checkpoint in ``folder`` (one ``native_supported`` accepted),
-    weights loaded, in eval mode. A tensor the family needs and the file lacks is a user error.
+    """The native model of the checkpoint in ``folder`` (one ``native_reason`` accepted),
+    weights loaded, in eval mode. A tensor the family needs that the file lacks, or holds in
+    another shape, is a user error (:func:`~harness.core.encoding.backbone.incomplete_weights`).
     An encoder's weights are fp32 (``set_compute_dtype`` sets its precision); a decoder's are in
     ``dtype`` (fp32 when None)."""
     config = read_config(folder)
@@ -39,8 +41,6 @@ def load_native(folder: Path, dtype: torch.dtype | None = None) -> NativeEncoder
     try:
         return family.load(folder, config, dtype)
     except KeyError as missing:
-        raise UserError(
-            f"backbone {folder}: model.safetensors lacks {missing.args[0]}, which a "
-            f"{config.get('model_type')} checkpoint has; the file may be truncated or from another "
-            "model: re-save it, or run it with --encoder-impl transformers"
-        ) from None
+        raise incomplete_weights(folder, str(folder), [str(missing.args[0])]) from None
+    except RuntimeError as err:  # load_state_dict(strict=True): a tensor of another shape
+        raise incomplete_weights(folder, str(folder), shape=str(err).split("\n")[-1]) from None

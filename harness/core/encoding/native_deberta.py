@@ -20,7 +20,7 @@ Embeddings: word (``embedding_size`` wide, projected to the hidden size when it 
 absolute positions only when ``position_biased_input`` (v3: no), token types only when
 ``type_vocab_size`` > 0 (v3: none), then LayerNorm. DeBERTa-v2's optional convolution after the
 first layer (``conv_kernel_size``, the xlarge models) is not implemented: those checkpoints run
-through transformers (:func:`harness.core.encoding.backbone.native_supported`).
+through transformers (:func:`harness.core.encoding.backbone.native_reason`).
 """
 
 from __future__ import annotations

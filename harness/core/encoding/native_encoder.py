@@ -18,7 +18,7 @@ carry their bias, GELU and residual add as oneDNN epilogues. Embeddings are comp
 
 Each family is checked against transformers' own model on every hidden state in the tests
 (1e-5 in fp32), and is used only for checkpoints it reproduces exactly
-(:func:`harness.core.encoding.backbone.native_supported`).
+(:func:`harness.core.encoding.backbone.native_reason`).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ MPNET_LAYER = {
     "norm2": "output.LayerNorm",
 }
 # transformers' MPNetEncoder buckets with these whatever the config says (its bias table has
-# ``relative_attention_num_buckets`` rows; native_supported requires 32).
+# ``relative_attention_num_buckets`` rows; native_reason requires 32).
 BUCKETS, MAX_DISTANCE = 32, 128
 POSITION_OFFSET = 2  # MPNetEmbeddings' padding_idx is 1 whatever pad_token_id says
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from harness.core.encoding.backbone import BackboneRef
+
 
 def cls_token(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The vector at position 0 ([CLS]); SimCSE's ``cls_before_pooler``."""
@@ -130,10 +132,6 @@ class View:
         """The batch mask this view's pooling reads."""
         return POOLING_MASKS.get(self.pooling, ATTENTION_MASK)
 
-    def check_on(self, backbone: str, causal: bool, bidirectional_ok: bool = False) -> None:
-        """Refuse this view on a backbone where it means nothing: :func:`check_view_on`."""
-        check_view_on(backbone, causal, self, bidirectional_ok)
-
     def __str__(self) -> str:
         return (
             f"{self.pooling}@{self.layer}"
@@ -142,26 +140,32 @@ class View:
         )
 
 
-def check_view_on(backbone: str, causal: bool, view: View, bidirectional_ok: bool = False) -> None:
-    """Refuse a view a backbone cannot give meaningfully: on a causal model, position 0 ([CLS],
-    the pooler) has attended to one token, so its vector says almost nothing about the sentence
-    (unless the view lifts the causal mask); a bidirectional view on an encoder (its attention is
-    bidirectional already) or on a decoder whose family does not run without its mask
-    (``bidirectional_ok``)."""
-    if view.bidirectional and not causal:
+def check_attention(ref: BackboneRef) -> None:
+    """Refuse ``attention=bidirectional`` (any method's) where it means nothing: on an encoder (its
+    attention is bidirectional already) or a decoder whose family does not run without its mask."""
+    if not ref.causal:
         raise UserError(
-            f"attention=bidirectional: backbone {backbone} is not a decoder, its attention is "
+            f"attention=bidirectional: backbone {ref.name} is not a decoder, its attention is "
             "bidirectional already; leave attention at its default"
         )
-    if view.bidirectional and not bidirectional_ok:
+    if not ref.bidirectional_ok:
         raise UserError(
-            f"attention=bidirectional: backbone {backbone} is a decoder of a family the harness "
+            f"attention=bidirectional: backbone {ref.name} is a decoder of a family the harness "
             "does not run without its causal mask (Llama, Mistral, Qwen2 and Qwen3 it does); "
             "leave attention at its default"
         )
-    if causal and not view.bidirectional and view.pooling in POSITION_ZERO:
+
+
+def check_view_on(ref: BackboneRef, view: View) -> None:
+    """Refuse a view a backbone cannot give meaningfully: on a causal model, position 0 ([CLS],
+    the pooler) has attended to one token, so its vector says almost nothing about the sentence
+    (unless the view lifts the causal mask); a bidirectional view where :func:`check_attention`
+    refuses it."""
+    if view.bidirectional:
+        check_attention(ref)
+    elif ref.causal and view.pooling in POSITION_ZERO:
         raise UserError(
-            f"backbone {backbone} is a causal (decoder) model: its position 0 has seen only the "
+            f"backbone {ref.name} is a causal (decoder) model: its position 0 has seen only the "
             f"first token, so '{view.pooling}' pooling reads almost nothing of the sentence; use "
             "--methods last (its last token, which has seen the whole text), prompteol, or avg"
         )

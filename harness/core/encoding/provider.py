@@ -70,9 +70,7 @@ class ViewProvider:
         self.shorter: ViewProvider | None = None
         self._token_counts: dict[str, int] = {}
         self._counter: Tokenizer | None = None
-        self.verify_forwarded = (
-            0  # sentences re-encoded to check the cache (not counted as encoded)
-        )
+        self.verify_forwarded = 0  # sentences re-encoded to check the cache (not counted encoded)
 
     def cache_key(self, view: View) -> dict:
         """The full key of a view's vector store, the digest of the encoder's code included: what a
@@ -82,7 +80,7 @@ class ViewProvider:
     def store(self, view: View) -> VectorStore:
         if view not in self._stores:
             # before any encoding: one error line
-            check_view_on(self.ref.name, self.ref.causal, view, self.ref.bidirectional_ok)
+            check_view_on(self.ref, view)
             key = view_cache_key(self.ref, self.settings, self.impl, view)
             self._stores[view] = self.artifacts.vectors(key, code=encoder_code(self.ref))
         return self._stores[view]

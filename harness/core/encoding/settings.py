@@ -45,9 +45,8 @@ class EncodeSettings:
     trust_remote_code: bool = False
     progress: bool = True
     impl: str = "auto"  # "native" | "transformers" | "auto" (native when the checkpoint allows)
-    verify_cache: int = (
-        0  # re-encode this many cached sentences per backbone and compare (0: trust the cache)
-    )
+    # re-encode this many cached sentences per backbone and compare (0: trust the cache)
+    verify_cache: int = 0
 
     def fixed_batch_size(self, default: int = 32) -> int:
         """A sentence count for code that batches by count only (sentence-transformers, pair

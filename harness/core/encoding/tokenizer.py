@@ -26,6 +26,7 @@ This module imports neither torch nor transformers at import time.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ __all__ = [
     "read_tokenizer",
     "tokenizer_reason",
 ]
+
+KNOWN = "A man is playing a guitar."  # a sentence any tokenizer of English gives some word ids
 
 
 def tokenizer_reason(folder: Path) -> str:
@@ -80,9 +83,9 @@ def _template_tokens(processor: object) -> set[str]:
 
 
 def read_tokenizer(folder: Path, max_length: int | None = None) -> Tokenizer:
-    """``folder``'s ``tokenizer.json`` as a ``tokenizers.Tokenizer``: no padding (checkpoints
-    often ship a fixed-length padding setting; batches are padded by the engines), truncation at
-    ``max_length`` tokens (None: none)."""
+    """``folder``'s ``tokenizer.json`` as a ``tokenizers.Tokenizer`` that reads words
+    (:func:`check_reads_words`): no padding (checkpoints often ship a fixed-length padding
+    setting; the engines pad batches), truncation at ``max_length`` tokens (None: none)."""
     from tokenizers import Tokenizer
 
     path = folder / "tokenizer.json"
@@ -94,12 +97,32 @@ def read_tokenizer(folder: Path, max_length: int | None = None) -> Tokenizer:
             "the tokenizer files saved with the model into the folder again "
             "(tokenizer.save_pretrained(folder))"
         ) from None
+    unknown = getattr(tokenizer.model, "unk_token", None) or "<unk>"  # a Unigram's is unnamed
+    check_reads_words(
+        folder, lambda text: tokenizer.encode(text, add_special_tokens=False).tokens, unknown
+    )
     tokenizer.no_padding()
     if max_length is None:
         tokenizer.no_truncation()
     else:
         tokenizer.enable_truncation(max_length)
     return tokenizer
+
+
+def check_reads_words(folder: Path, tokenize: Callable[[str], list[str]], unknown: str) -> None:
+    """One :class:`UserError` line unless ``tokenize`` (no special tokens added) reads a word of
+    :data:`KNOWN`: a ``vocab.txt`` of special tokens alone or a junk ``*.model`` make every sentence
+    ``[CLS] [UNK]… [SEP]``, a nonsense score with exit 0."""
+    try:
+        tokens = tokenize(KNOWN)
+        problem = "" if set(tokens) - {unknown} else f"reads no word (tokens {tokens})"
+    except Exception as err:  # tokenizers raises a bare Exception ("Missing [UNK] token")
+        problem = f"fails ({(str(err).strip().splitlines() or [type(err).__name__])[0][:120]})"
+    if problem:
+        raise UserError(
+            f"the tokenizer of {folder} {problem} on {KNOWN!r}; copy the tokenizer files saved "
+            "with the model into the folder again (tokenizer.save_pretrained(folder))"
+        )
 
 
 class BackboneTokenizer:
@@ -174,7 +197,7 @@ def load_hf_tokenizer(folder: str | Path, trust_remote_code: bool = False) -> An
     and which special tokens it has, tokenizing with :func:`read_tokenizer`'s backend where
     :func:`tokenizer_reason` says ``tokenizer.json`` gives the checkpoint's ids. So it gives the
     ids :func:`load_tokenizer` gives, whatever class transformers chose. Raises what
-    ``AutoTokenizer.from_pretrained`` raises."""
+    ``AutoTokenizer.from_pretrained`` raises; one reading no word is refused (check_reads_words)."""
     from transformers import AutoTokenizer
 
     folder = Path(folder)
@@ -183,5 +206,7 @@ def load_hf_tokenizer(folder: str | Path, trust_remote_code: bool = False) -> An
     )
     if getattr(tokenizer, "is_fast", False) and not tokenizer_reason(folder):
         # The wrapper sets truncation and padding on its backend for each call.
-        tokenizer._tokenizer = read_tokenizer(folder)
+        tokenizer._tokenizer = read_tokenizer(folder)  # checked there
+    else:
+        check_reads_words(folder, tokenizer.tokenize, tokenizer.unk_token)
     return tokenizer
