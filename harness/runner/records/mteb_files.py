@@ -19,6 +19,7 @@ are byte for byte what ``TaskResult.to_disk``/``ModelMeta.to_dict`` write of the
 (``tests/test_mteb_settings.py``). No link is followed: files are written atomically, a folder link
 under ``mteb/`` is refused, and files read back are read without following a link.
 """
+
 from __future__ import annotations
 
 import datetime as dt
