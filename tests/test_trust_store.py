@@ -26,9 +26,9 @@ def splade(folder, cache, monkeypatch, *, verify=0, secret=None):
     """A splade method over ``folder`` caching under ``cache`` (as test_splade builds one)."""
     from dataclasses import replace
 
-    from harness.core.api import SpecRequest
     from fakes import FakeContext
 
+    from harness.core.api import SpecRequest
     from methods import get_method
 
     if secret:
