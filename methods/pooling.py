@@ -22,13 +22,11 @@ import numpy as np
 
 import methods.task_prompts as task_prompts
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
-from harness.core.encoding import Prompt
-from harness.core.encoding.pooling import check_attention
+from harness.core.encoding import Prompt, View
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
     from harness.core.data.splits import TaskSpec
-    from harness.core.encoding import View
 
 log = logging.getLogger("sts_bench.methods")
 
@@ -142,7 +140,8 @@ class ViewMethod(EmbeddingMethod):
         super().__init__(spec, ctx)
         self._task = None
         if self.bidirectional:  # the one door for every view method's option (sbert's, plugins')
-            check_attention(ctx.backbone(spec.backbone, spec.revision))
+            # any bidirectional view is refused where attention=bidirectional means nothing
+            View("mean", 0, bidirectional=True).check_on(ctx.backbone(spec.backbone, spec.revision))
         try:
             self._task_prompts = task_prompts.read(str(spec.params.get("task_prompts") or ""))
         except ValueError as err:  # checked when the option was read; the file may have gone
@@ -193,8 +192,6 @@ class ViewMethod(EmbeddingMethod):
             raise UserError(f"--set {self.name}.{option}={given}: {err}") from None
 
     def side_views(self, side: int) -> list[View]:
-        from harness.core.encoding.pooling import View, check_view_on
-
         ref = self.ctx.backbone(self.spec.backbone, self.spec.revision)
         prompt = self.side_prompt(side)
         views = [
@@ -202,7 +199,7 @@ class ViewMethod(EmbeddingMethod):
             for layer in self.spec.layers
         ]
         for view in views:  # at planning, before anything is encoded
-            check_view_on(ref, view)
+            view.check_on(ref)
         return views
 
     def backbone_views(self) -> list[View]:

@@ -130,7 +130,7 @@ class SBert(ViewMethod):
         """One view of the last layer per pooling mode of the checkpoint, under the side's prompt.
         ``include_prompt=False`` leaves the prompt's tokens out of a mean (the sentence mask,
         ``mean_sentence``); without a prompt sentence-transformers pools every token, as here."""
-        from harness.core.encoding.pooling import View, check_view_on
+        from harness.core.encoding import View
 
         ref, prompt = self._ref(), self.side_prompt(side)
         poolings = self.pipeline.poolings
@@ -145,7 +145,7 @@ class SBert(ViewMethod):
             poolings = tuple(left_out[pooling] for pooling in poolings)
         views = [View(p, ref.layer_index(-1), prompt, self.bidirectional) for p in poolings]
         for view in views:
-            check_view_on(ref, view)
+            view.check_on(ref)
         return views
 
     def pooled(self, sentences: Sequence[str], side: int = 1) -> np.ndarray:
@@ -252,7 +252,7 @@ class SBertOwnModel(SBert):
                         vectors = np.empty((len(texts), np.shape(out)[1]), dtype=np.float32)
                     vectors[ids] = np.asarray(out, dtype=np.float32)[: len(ids)]
                 # texts is not empty: a batch has set vectors
-                store.add(texts, vectors)  # type: ignore[arg-type]
+                store.add(texts, vectors)
                 self.ctx.count_forwarded(len(texts), str(model.device))
                 bar.update(len(texts))
 

@@ -127,6 +127,10 @@ class View:
                 f"unknown pooling {self.pooling!r}; known: {', '.join([*POOLINGS, POOLER])}"
             )
 
+    def check_on(self, ref: BackboneRef) -> None:
+        """Refuse this view where ``ref`` cannot give it meaningfully (:func:`check_view_on`)."""
+        check_view_on(ref, self)
+
     @property
     def mask(self) -> str:
         """The batch mask this view's pooling reads."""
