@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.core.data.splits import OwnSource, TaskSpec
 from harness.core.errors import UserError, did_you_mean
-from harness.core.hashing import not_a_file
+from harness.core.hashing import PAIRS_BYTES, not_a_file, read_input
 
 KINDS = ("file", "hf")
 COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
@@ -286,10 +286,7 @@ def _label_header(path: Path, fmt: str, header: bool) -> str | None:
 
     if not header and fmt != "jsonl":
         return None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None  # the source reads the file and says what is wrong with it
+    text = read_input(path, limit=PAIRS_BYTES)
     try:
         if fmt == "jsonl":
             rows = [json.loads(line) for line in text.split("\n") if line.strip()]
@@ -308,8 +305,8 @@ def _label_header(path: Path, fmt: str, header: bool) -> str | None:
                 return None
             names = [name.strip() for name in table[0]]
             rows = [dict(zip(names, row)) for row in table[1:]]
-    except (ValueError, csv.Error):
-        return None
+    except (ValueError, csv.Error, RecursionError):
+        return None  # the source reads the file and says what is wrong with it
     folded = {name.casefold(): name for name in names}
     if "label" not in folded or set(folded) & set(SCORE_NAMES):
         return None
