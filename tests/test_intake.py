@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from test_faults import one_error_line
 
+from harness.core.data.declared import parse_entry
+from harness.core.errors import UserError
+
 
 ROOT = Path(__file__).resolve().parent.parent
 DRY = ["--methods", "avg", "--tasks", "stsb", "--dry-run", "--no-progress"]
@@ -107,6 +110,58 @@ def test_a_shallow_nesting_is_still_a_type_error_naming_the_key(bench, tmp_path)
     path.write_text(nested(50), encoding="utf-8")
     code, _, err = bench(*ROADS["prompt set"](path), *DRY)
     assert code == 2 and "prompt 'query' in" in one_error_line(err) and "is list, not a string" in err
+
+
+# -- a stray value in a 0/1 label column -------------------------------------------------------------------
+
+WORDS = ["a dog runs", "a cat sleeps", "the man sings", "two kids play", "a bird flies", "the sun sets"]
+
+
+def labels_file(tmp_path: Path, labels: list[str], fmt: str = "tsv") -> Path:
+    rows = [(WORDS[i % 6] + f" {i}", WORDS[(i + 1) % 6], label) for i, label in enumerate(labels)]
+    path = tmp_path / f"pairs.{fmt}"
+    if fmt == "jsonl":
+        import json
+
+        text = "".join(json.dumps({"sentence1": a, "sentence2": b, "label": int(c)}) + "\n" for a, b, c in rows)
+    else:
+        sep = "\t" if fmt == "tsv" else ","
+        text = f"sentence1{sep}sentence2{sep}label\n" + "".join(f"{a}{sep}{b}{sep}{c}\n" for a, b, c in rows)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+def test_a_stray_label_in_a_zero_one_column_is_refused_at_its_line(fmt, tmp_path):
+    """74e1090 read the column as graded scores: the task became STS Spearman, exit 0."""
+    labels = ["0", "1"] * 15
+    labels[17] = "2"
+    path = labels_file(tmp_path, labels, fmt)
+    line = 17 + 1 + (fmt != "jsonl")  # 1-based, after the header (JSONL has none)
+    with pytest.raises(UserError) as err:
+        parse_entry(f"file:{path}")
+    assert str(err.value).startswith(f"{path}:{line}: label '2' in a column of 0/1 classes")
+    assert "classes=" in str(err.value) and "score=label" in str(err.value)
+    # Either fix the message names is taken as said.
+    assert parse_entry(f"file:{path}?score=label").kind == "sts"
+    assert parse_entry(f"file:{path}?classes=0,1,2&positive=2").classes == ("0", "1", "2")
+
+
+def test_a_graded_label_column_and_a_clean_zero_one_column_read_as_before(tmp_path):
+    graded = labels_file(tmp_path, [str(i % 6) for i in range(30)])
+    assert parse_entry(f"file:{graded}").kind == "sts"  # mostly not 0/1: grades
+    (tmp_path / "clean").mkdir()
+    clean = labels_file(tmp_path / "clean", ["0", "1"] * 15)
+    assert parse_entry(f"file:{clean}").classes == ("0", "1")
+
+
+def test_a_stray_label_is_one_cli_line_and_nothing_encoded(bench, tiny_bert, tmp_path):
+    labels = ["1", "0"] * 12
+    labels[3] = "2"
+    path = labels_file(tmp_path, labels)
+    code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "--tasks", f"file:{path}", "--no-plots")
+    assert code == 2 and f"{path}:5: label '2'" in one_error_line(err)
+    assert not list(tmp_path.glob("cache/vectors/*/part-*.npy")) and not list(tmp_path.glob("out/runs/*.json"))
 
 
 # -- randomised malformed inputs: never a traceback ------------------------------------------------------------
