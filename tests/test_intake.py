@@ -21,7 +21,6 @@ from test_faults import one_error_line
 from harness.core.data.declared import parse_entry
 from harness.core.errors import UserError
 
-
 ROOT = Path(__file__).resolve().parent.parent
 DRY = ["--methods", "avg", "--tasks", "stsb", "--dry-run", "--no-progress"]
 # How each road in names its file (the pairs file's FIFO was held before: kept here as a guard).
@@ -162,6 +161,37 @@ def test_a_stray_label_is_one_cli_line_and_nothing_encoded(bench, tiny_bert, tmp
     code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "--tasks", f"file:{path}", "--no-plots")
     assert code == 2 and f"{path}:5: label '2'" in one_error_line(err)
     assert not list(tmp_path.glob("cache/vectors/*/part-*.npy")) and not list(tmp_path.glob("out/runs/*.json"))
+
+
+# -- a prompt prefix that fills --max-length ----------------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [0, 5])
+def test_a_prefix_longer_than_max_length_is_refused_before_encoding(extra, bench, tiny_bert, tmp_path):
+    """74e1090 cut every sentence away: each vector the prompt's, the Spearman undefined after
+    encoding. The count is the tokenizer's own, special tokens included: a prefix exactly filling
+    --max-length leaves no room either."""
+    from tokenizers import Tokenizer
+
+    path = labels_file(tmp_path, [str(i % 6) for i in range(12)])
+    prefix = "represent this sentence for retrieval: " * 3
+    tokens = len(Tokenizer.from_file(str(tiny_bert / "tokenizer.json")).encode(prefix).ids)
+    max_length = tokens - extra
+    code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "--tasks", f"file:{path}", "--no-plots",
+                         "--set", f"avg.prompt={prefix}", "--max-length", str(max_length))
+    line = one_error_line(err)
+    assert code == 2 and f"is {tokens} tokens on" in line and f"--max-length is {max_length}" in line, err
+    assert not list(tmp_path.glob("cache/vectors/*/part-*.npy"))
+
+
+def test_a_prefix_one_token_short_of_max_length_runs(bench, tiny_bert, tmp_path):
+    from tokenizers import Tokenizer
+
+    path = labels_file(tmp_path, [str(i % 6) for i in range(12)])
+    prefix = "represent this sentence: "
+    tokens = len(Tokenizer.from_file(str(tiny_bert / "tokenizer.json")).encode(prefix).ids)
+    code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "--tasks", f"file:{path}", "--no-plots",
+                         "--bootstrap", "0", "--set", f"avg.prompt={prefix}", "--max-length", str(tokens + 1))
+    assert code == 0, err
 
 
 # -- randomised malformed inputs: never a traceback ------------------------------------------------------------
