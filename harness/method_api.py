@@ -181,7 +181,7 @@ from harness.core.encoding import (
     ViewProvider,
 )
 from harness.core.errors import EndpointError, UserError
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes, read_table
 from harness.core.kinds import kind_of
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
@@ -229,6 +229,7 @@ __all__ = [
     "kind_of",
     "npy_bytes",
     "progress_bar",
+    "read_table",
     "score_split",
     "spearman",
 ]

@@ -32,14 +32,13 @@ True
 from __future__ import annotations
 
 import difflib
-import json
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.encoding import Prompt
 from harness.core.errors import UserError
+from harness.core.hashing import read_table
 from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
@@ -70,14 +69,7 @@ def read(text: str) -> dict[str, str]:
     if not text.startswith("@"):
         raise ValueError(f"expected {FILE_HINT}; got {text!r}")
     path = Path(text[1:]).expanduser()
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read it ({err.strerror or err})") from None
-    try:
-        table = json.loads(raw) if path.suffix.lower() == ".json" else tomllib.loads(raw)
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        raise ValueError(f"{path}: not valid {_format(path)}: {err}") from None
+    table = read_table(path, f"task_prompts={text}")
     if not isinstance(table, dict) or not table:
         raise ValueError(f"{path}: expected one non-empty table of prompts ({FILE_HINT})")
     for key, value in table.items():
@@ -93,10 +85,6 @@ def read(text: str) -> dict[str, str]:
         except UserError as err:  # Prompt's checks
             raise ValueError(f"{path}: {key}: {err}") from None
     return table
-
-
-def _format(path: Path) -> str:
-    return "JSON" if path.suffix.lower() == ".json" else "TOML"
 
 
 def names(task: TaskSpec) -> list[str]:

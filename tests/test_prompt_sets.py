@@ -193,7 +193,7 @@ def test_prompt_select_dev_scores_the_prompt_best_on_the_dev_split_marked_select
 
 @pytest.mark.parametrize(("options", "says"), [
     (["--set", "last.prompt_select=dev"], "last.prompt_select=dev chooses among a prompt set; give last.prompt=@FILE"),
-    (["--set", "last.prompt=@missing.toml"], "last.prompt=@missing.toml: cannot read the prompt set missing.toml"),
+    (["--set", "last.prompt=@missing.toml"], "last.prompt=@missing.toml: missing.toml: no such file"),
     (["--set", "last.prompt=@{bad}"], "prompt name 'two words' in"),
     (["--set", "last.prompt=@{set}", "--set", "last.prompt2=@{set}"], "a prompt set goes in prompt"),
     (["--set", "last.prompt=@{set}", "--set", "last.prompt_select=dev", "--tasks", "file:{flat}"],

@@ -265,4 +265,4 @@ def test_a_directory_given_as_a_baseline_or_config_is_called_a_directory(bench, 
     code, _, err = bench(*pairs_args(tmp_path, model), flag, str(folder))
     assert code == 2, err
     (line,) = error_lines(err)
-    assert line.startswith(f"error: {flag} {folder}: is a directory, not a file"), line
+    assert line.startswith(f"error: {flag}: {folder}: is a directory, not a file"), line  # the one intake's form

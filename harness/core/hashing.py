@@ -1,4 +1,5 @@
-"""Content hashes used for cache keys and fingerprints (stdlib only)."""
+"""Content hashes used for cache keys and fingerprints, and the one intake of the files a user
+names (:func:`read_input`) (stdlib only)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from harness.core.errors import UserError
 
 # Files that never change what a model computes (docs, VCS metadata) stay out of its fingerprint.
 _IGNORED_NAMES = {"README.md", ".gitattributes", ".gitignore"}
@@ -130,6 +133,47 @@ def read_regular(path: Path, *, follow: bool = True) -> bytes:
 
 def read_regular_text(path: Path, *, follow: bool = True) -> str:
     return read_regular(path, follow=follow).decode("utf-8")
+
+
+TEXT_BYTES, PAIRS_BYTES = 1 << 20, 1 << 30  # a file a person writes (config, prompts); of pairs
+
+
+def read_input(path: Path, said: str = "", limit: int = TEXT_BYTES) -> str:
+    """The one intake of a file the user names: a regular file (a FIFO blocks, /dev/zero never
+    ends) of at most ``limit`` bytes, known before a byte is read (a 10 MB prompt took 20 GB),
+    UTF-8 decoded once (a BOM dropped); anything else is one UserError line naming ``said``."""
+    said = f"{said}: " if said else ""
+    try:
+        fd, size = open_regular(path)
+    except (FileNotFoundError, NotAFile):
+        raise UserError(f"{said}{path}: {not_a_file(path)}") from None
+    try:
+        if size > limit:
+            raise UserError(f"{said}{path} is {size:,} bytes, over the {limit:,} read here")
+        data = b"".join(_read_fd(fd, size))
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise UserError(
+            f"{said}{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8"
+        ) from None
+
+
+def read_table(path: Path, said: str = "", *, json_ok: bool = True, text: str = "") -> Any:
+    """The TOML (``.json``: JSON, if ``json_ok``) table of ``text`` or of :func:`read_input`'s
+    read, or one UserError line; too deep a nesting (5,000 ``[``: RecursionError) included."""
+    import tomllib
+
+    as_json = json_ok and path.suffix.lower() == ".json"
+    try:
+        return (json.loads if as_json else tomllib.loads)(text or read_input(path, said))
+    except (ValueError, RecursionError) as err:  # TOMLDecodeError is a ValueError
+        why = "nested too deep" if isinstance(err, RecursionError) else err
+        what = f"{said}: {path}" if said else str(path)
+        raise UserError(f"{what}: not valid {'JSON' if as_json else 'TOML'} ({why})") from None
 
 
 def file_sha256(path: Path, block: int = 1 << 20) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.core.data.splits import OwnSource, TaskSpec
 from harness.core.errors import UserError, did_you_mean
-from harness.core.hashing import not_a_file
+from harness.core.hashing import PAIRS_BYTES, not_a_file, read_input
 
 KINDS = ("file", "hf")
 COLUMN_KEYS = ("s1", "s2", "score", "split", "subset")
@@ -153,7 +153,7 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
                 f"{', '.join(bad)}"
             )
     found = (
-        _label_header(path, fmt, header)
+        _label_header(path, fmt, header, "classes" in options)
         if kind == "file" and "score" not in options and "label" not in options
         else None
     )
@@ -275,50 +275,57 @@ def _labelled_spec(
     )
 
 
-def _label_header(path: Path, fmt: str, header: bool) -> str | None:
+def _label_header(path: Path, fmt: str, header: bool, classes: bool) -> str | None:
     """The ``label`` column (any case) of a file of labelled pairs, None for any other file. A file
     is one when its header names a ``label`` column and no score column, and that column holds
     class labels: 0/1, or names. A ``label`` column of graded numbers (``4.5``) stays a gold
-    score, as sts-bench has always read it. Reads the file's text, not its pairs."""
+    score, as sts-bench has always read it; one of 0/1 but for a few strays (a ``2`` typed among
+    them turned the task into Spearman) is refused at the first stray's ``file:line``, unless
+    ``classes`` says what the column holds."""
     import csv
     import io
     import json
 
     if not header and fmt != "jsonl":
         return None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        return None  # the source reads the file and says what is wrong with it
+    text = read_input(path, limit=PAIRS_BYTES)
     try:
         if fmt == "jsonl":
-            rows = [json.loads(line) for line in text.split("\n") if line.strip()]
-            if not rows or not all(isinstance(row, dict) for row in rows):
+            rows = [
+                (n, json.loads(line)) for n, line in enumerate(text.split("\n"), 1) if line.strip()
+            ]
+            if not rows or not all(isinstance(row, dict) for _, row in rows):
                 return None
-            names = [str(key) for key in rows[0]]
+            names = [str(key) for key in rows[0][1]]
         else:
-            lines = [line for line in text.split("\n") if line.strip()]
+            reader = csv.reader(io.StringIO(text, newline=""))
             table = (
-                [line.rstrip("\r").split("\t") for line in lines]
+                [(n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), 1)]
                 if fmt == "tsv"
-                else list(csv.reader(io.StringIO(text, newline="")))
+                else [(reader.line_num, row) for row in reader]
             )
-            table = [row for row in table if any(cell.strip() for cell in row)]
+            table = [(n, row) for n, row in table if any(cell.strip() for cell in row)]
             if not table:
                 return None
-            names = [name.strip() for name in table[0]]
-            rows = [dict(zip(names, row)) for row in table[1:]]
-    except (ValueError, csv.Error):
-        return None
+            names = [name.strip() for name in table[0][1]]
+            rows = [(n, dict(zip(names, row))) for n, row in table[1:]]
+    except (ValueError, csv.Error, RecursionError):
+        return None  # the source reads the file and says what is wrong with it
     folded = {name.casefold(): name for name in names}
     if "label" not in folded or set(folded) & set(SCORE_NAMES):
         return None
-    column = folded["label"]
-    values = {str(row.get(column, "")).strip() for row in rows}
-    numbers = {decimal(v) for v in values}
+    values = [(n, str(row.get(folded["label"], "")).strip()) for n, row in rows]
+    numbers = [decimal(v) for _, v in values]
     if None in numbers:
-        return column  # names: classes
-    return column if numbers <= {0.0, 1.0} else None
+        return folded["label"]  # names: classes
+    stray = [(n, v) for (n, v), number in zip(values, numbers) if number not in (0.0, 1.0)]
+    if stray and len(stray) * 10 <= len(values) and not classes:  # mostly 0/1: a typo
+        raise UserError(
+            f"{path}:{stray[0][0]}: label {stray[0][1]!r} in a column of 0/1 classes; fix it, or "
+            "say what the column holds: classes=A,B,C (its classes, in index order) or score=label "
+            "(graded scores)"
+        )
+    return None if stray and not classes else folded["label"]
 
 
 def _flag(text: str, entry: str, where: str) -> bool:

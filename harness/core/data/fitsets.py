@@ -30,7 +30,6 @@ from pathlib import Path
 from harness.core.data.sources.rows import read_lines
 from harness.core.data.splits import LoadedTask, TaskSpec, unique
 from harness.core.errors import UserError
-from harness.core.hashing import not_a_file
 
 TASK_KINDS = ("target", "target-pairs", "heldout", "test", "train")
 FIT_SET_KINDS = (
@@ -109,9 +108,9 @@ def splits_needed(name: str, spec: TaskSpec) -> tuple[str, ...]:
 
 def read_corpus(path_text: str, kind: str = "corpus") -> FitSet:
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise UserError(f"--fit-set {kind}:{path_text}: {not_a_file(path)} (one sentence per line)")
-    sentences = unique(line.strip() for line in read_lines(path) if line.strip())
+    sentences = unique(
+        s.strip() for s in read_lines(path, f"--fit-set {kind}:{path_text}") if s.strip()
+    )
     if not sentences:
         raise UserError(f"--fit-set {kind}:{path_text}: the file has no non-blank line")
     return make_fit_set(f"{kind}:{path.name}", sentences, str(path.resolve()))

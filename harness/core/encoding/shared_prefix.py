@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.core.encoding.backbone import BackboneRef
 from harness.core.encoding.prompts import Prompt
-from harness.core.encoding.tokenizer import leading_ids, load_tokenizer
+from harness.core.encoding.tokenizer import leading_ids, load_tokenizer, read_tokenizer
+from harness.core.errors import UserError
 
-__all__ = ["leading_ids", "prefix_note", "reuses_prefix", "shared_length"]
+__all__ = ["check_prefix", "leading_ids", "prefix_note", "reuses_prefix", "shared_length"]
 
 
 def shared_length(ids: Sequence[int], prefix: Sequence[int]) -> int:
@@ -61,6 +63,7 @@ def prefix_note(ref: BackboneRef, impl: str, prompt: Prompt, max_length: int) ->
     prefix = prompt.parts()[0]
     if not prefix:
         return ""
+    check_prefix(ref, prompt, max_length)  # before the encode line says it will be encoded
     if not reuses_prefix(ref, impl):
         return f"prefix {prefix!r} encoded with each sentence ({impl} encoder)"
     tokens = len(_prefix_ids(ref.path, prefix, max_length))
@@ -68,6 +71,24 @@ def prefix_note(ref: BackboneRef, impl: str, prompt: Prompt, max_length: int) ->
         f"prefix {prefix!r} ({tokens} tokens) computed once and shared; a sentence whose tokens "
         "merge across its end shares all but the merged tokens, one sharing none is encoded whole"
     )
+
+
+def check_prefix(ref: BackboneRef, prompt: Prompt, max_length: int) -> None:
+    """Refuse a prompt whose prefix alone fills ``max_length`` tokens (special tokens included):
+    truncation would cut every sentence away, and the Spearman be undefined."""
+    prefix = prompt.parts()[0]
+    if not prefix or not (Path(ref.path) / "tokenizer.json").is_file():
+        return
+    if (tokens := _prefix_tokens(ref.path, prefix)) >= max_length:
+        raise UserError(
+            f"prompt {prefix[:40]!r}... is {tokens} tokens on {ref.name} and --max-length is "
+            f"{max_length}: no token of a sentence is left; shorten it or raise --max-length"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_tokens(folder: str, prefix: str) -> int:
+    return len(read_tokenizer(Path(folder)).encode(prefix).ids)
 
 
 @functools.lru_cache(maxsize=64)

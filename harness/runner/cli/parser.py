@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserError, did_you_mean
-from harness.core.hashing import not_a_file
+from harness.core.hashing import read_table
 from harness.runner.settings.config import BenchConfig
 from harness.runner.settings.declaration import Setting, by_name, commands, groups
 
@@ -280,19 +280,8 @@ def _task_tables(tables: Any, file: Path) -> tuple[str, ...]:
 
 
 def load_config_file(path: str) -> dict[str, Any]:
-    import tomllib
-
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise UserError(f"--config {path}: {not_a_file(file)}")
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"--config {path}: not UTF-8 text (byte {err.start}); save it as UTF-8 TOML"
-        ) from None
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"--config {path}: not valid TOML ({err})") from None
+    data = read_table(file, "--config", json_ok=False)
     data = {k.replace("-", "_"): v for k, v in data.items()}
     declared = _task_tables(data.pop("task", None), file)
     settings = from_mapping(data, str(path))

@@ -29,7 +29,6 @@ report step :mod:`harness.runner.tables.prompt_spread`.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.api import PromptOfSet
 from harness.core.encoding import Prompt
 from harness.core.errors import UserError
+from harness.core.hashing import read_input, read_table
 from harness.core.kinds import kind_of
 
 if TYPE_CHECKING:
@@ -86,22 +86,8 @@ def read_prompt_set(value: str, method: str) -> PromptSet:
     """
     said = f"{method}.prompt={value}"
     path = Path(value[len(MARK) :]).expanduser()
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise UserError(
-            f"{said}: cannot read the prompt set {path} ({err.strerror or err}); name a TOML file "
-            'of name = "template" lines'
-        ) from None
-    try:
-        if path.suffix.lower() == ".json":
-            table = json.loads(data.decode("utf-8"))
-        else:
-            import tomllib
-
-            table = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise UserError(f"{said}: {path} is not a table of named prompts ({err})") from None
+    text = read_input(path, said)
+    table = read_table(path, said, text=text)
     if not isinstance(table, dict) or not table:
         raise UserError(
             f'{said}: {path} holds no prompt; write one name = "template" per line, e.g. '
@@ -126,7 +112,7 @@ def read_prompt_set(value: str, method: str) -> PromptSet:
         except UserError as err:
             raise UserError(f"{said}: prompt {name!r} in {path}: {err}") from None
         prompts.append((name, template))
-    return PromptSet(value, hashlib.sha256(data).hexdigest(), tuple(prompts))
+    return PromptSet(value, hashlib.sha256(text.encode()).hexdigest(), tuple(prompts))
 
 
 def expand(

@@ -40,7 +40,7 @@ from harness.core.errors import ResourceError
 
 # What read_inside raises for a link, a link on the way, a FIFO or a folder: not a file the tool
 # wrote, so not read. Shared with the cache's readers (harness.core.hashing.open_regular).
-from harness.core.hashing import NotAFile
+from harness.core.hashing import NotAFile, read_regular
 
 try:
     import fcntl
@@ -107,30 +107,14 @@ def read_inside(path: Path, root: Path | None = None) -> bytes:
         raise NotAFile(
             errno.ELOOP, f"is inside {link}, a symbolic link (to {link_target(link)})", str(path)
         )
-    if not NOFOLLOW and os.path.islink(path):
-        raise NotAFile(errno.ELOOP, f"is a symbolic link (to {link_target(path)})", str(path))
-    try:  # O_NONBLOCK: a FIFO planted under a file's name must not hang the open
-        fd = os.open(
-            path,
-            os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0),
-        )
-    except OSError as err:
-        if err.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(
-            path
-        ):  # EMLINK: FreeBSD's ELOOP
-            raise NotAFile(
-                errno.ELOOP, f"is a symbolic link (to {link_target(path)})", str(path)
-            ) from None
+    try:  # the cache's reader: non-blocking (a FIFO must not hang the open), checked on fstat
+        if not NOFOLLOW and os.path.islink(path):
+            raise NotAFile(errno.ELOOP, "is a symbolic link", str(path))
+        return read_regular(path, follow=False)
+    except NotAFile as err:
+        if err.errno == errno.ELOOP:
+            err.strerror = f"is a symbolic link (to {link_target(path)})"
         raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAFile(errno.EINVAL, "is not a regular file", str(path))
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _refuse_linked_tool_folders(out_dir: Path) -> None:

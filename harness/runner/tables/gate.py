@@ -24,6 +24,7 @@ A verdict a CI job trusts must not be fooled, so the gate
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UserError
-from harness.core.hashing import not_a_file
+from harness.core.hashing import PAIRS_BYTES, read_input
 from harness.runner.tables.frames import (
     AVG,
     FINGERPRINTS,
@@ -84,17 +85,11 @@ def read_baseline(path: str | Path) -> pd.DataFrame:
     """
     import pandas as pd
 
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise UserError(f"--baseline {path}: {not_a_file(file)}; {BASELINE_HINT}")
+    text = read_input(Path(path).expanduser(), "--baseline", PAIRS_BYTES)
     try:
         # every cell as its text: keys are normalised from it, scores converted below, and an error
         # line quotes a cell as the file has it ('1e999', not the inf pandas would make of it)
-        base = pd.read_csv(file, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"--baseline {path}: not UTF-8 text (byte {err.start}); {BASELINE_HINT}"
-        ) from None
+        base = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:
         raise UserError(f"--baseline {path}: the file is empty; {BASELINE_HINT}") from None
     except (pd.errors.ParserError, ValueError) as err:

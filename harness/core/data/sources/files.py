@@ -30,7 +30,7 @@ from harness.core.data.sources import Source
 from harness.core.data.sources.columns import PairSplits, find_columns
 from harness.core.data.splits import OwnSource, SplitData, TaskSpec
 from harness.core.errors import UserError
-from harness.core.hashing import NotAFile, not_a_file, read_regular
+from harness.core.hashing import PAIRS_BYTES, read_input
 
 
 def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[str, SplitData]:
@@ -39,17 +39,7 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
     own = spec.own
     assert own is not None and own.kind == "file"
     path = Path(own.location).expanduser()
-    try:
-        data = read_regular(path)  # bytes: text mode would also end a line at a lone "\r"
-    except (FileNotFoundError, NotAFile):
-        raise UserError(f"{own.entry}: {path}: {not_a_file(path)}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise UserError(
-            f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8"
-        ) from None
+    text = read_input(path, own.entry, PAIRS_BYTES)  # not text mode: it ends lines at a lone "\r"
     rows = _json_rows(text, path) if own.format == "jsonl" else _table_rows(text, path, own)
     pairs: PairSplits | None = None
     roles: dict[str, Any] = {}
@@ -142,9 +132,10 @@ def _json_rows(text: str, path: Path) -> Rows:
         where = f"{path}:{lineno}"
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, RecursionError) as err:  # a 5,000-deep array: Recursion
             raise UserError(
-                f"{where}: not valid JSON ({err.msg}); each line must be one JSON object"
+                f"{where}: not valid JSON ({getattr(err, 'msg', 'nested too deep')}); each line "
+                "must be one JSON object"
             ) from None
         if not isinstance(row, dict):
             raise UserError(

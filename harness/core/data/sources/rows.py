@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.core.data.declared import decimal
 from harness.core.data.splits import SplitData
 from harness.core.errors import UserError
+from harness.core.hashing import PAIRS_BYTES, read_input
 
 
 def parse_score(text: str, where: str) -> float:
@@ -30,19 +31,12 @@ def check_sentence(text: str, where: str, side: str) -> str:
     return text
 
 
-def read_lines(path: Path) -> list[str]:
+def read_lines(path: Path, said: str = "") -> list[str]:
     """UTF-8 lines without line endings, split at LF (a CR before it dropped) and nowhere else:
     ``str.splitlines`` also splits at U+2028, NEL and form feed, which may sit inside a sentence,
     and SentEval's input and gold files are matched line by line. A bad encoding is reported with
     the file name and line."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise UserError(
-            f"{path}:{line}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8"
-        ) from None
+    text = read_input(path, said, PAIRS_BYTES)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start another
