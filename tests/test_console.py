@@ -115,7 +115,8 @@ def test_stdout_shows_this_runs_tasks_and_rows_ranked_among_themselves(bench, se
     for printed in (out, bench(*args)):
         if isinstance(printed, tuple):  # the warm re-run: the leaderboards are copied, not computed
             code, printed, err = printed
-            assert code == 0 and " comparisons " not in err and "leaderboards" in err, err
+            # (the stages line leaves out a stage under 5 ms, so a copied step may not be named)
+            assert code == 0 and " comparisons " not in err, err
         shown = printed.split("## Protocol: ", 1)[1]  # the legend above names STS-B in prose
         assert "pairs_with_label" not in shown and "STS-B" not in shown and "cls" not in shown, shown
         tables = protocol_tables(printed)
