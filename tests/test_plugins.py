@@ -8,8 +8,12 @@ one ``error:`` line with exit 2.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from methods import get_method, plugins
 
 ROOT = Path(__file__).resolve().parent.parent
 CENTERED = ROOT / "examples" / "centered_avg.py"
+PLUGIN = ROOT / "examples" / "sts-bench-plugin"
 SENTENCES = list(dict.fromkeys(s for a, b, _ in pairs(np.random.default_rng(3), 20) for s in (a, b)))
 
 
@@ -37,11 +42,46 @@ pytestmark = pytest.mark.usefixtures("forget_plugins")  # conftest: plugins a te
 
 
 @pytest.fixture(scope="module")
-def installed() -> EntryPoint:
-    found = plugins.entry_points().get("randproj")
-    assert found is not None, ("the example plugin is not installed: make venv installs it "
-                               "(uv pip install --no-deps --no-build-isolation -e examples/sts-bench-plugin)")
-    return found
+def installed(tmp_path_factory) -> Iterator[EntryPoint]:
+    """The example plugin package, installed here for these tests only: `make bench` installs no
+    example into a user's environment (issue 52). Its wheel is built by its own build backend (PEP 517,
+    called as a frontend would: uv-made venvs have no pip) and installed as an installer installs a pure
+    wheel, unpacked into a folder, which goes first on ``sys.path`` while this module runs."""
+    root = tmp_path_factory.mktemp("randproj")
+    source = shutil.copytree(PLUGIN, root / "source", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    (root / "dist").mkdir()
+    done = subprocess.run([sys.executable, "-c", "import sys, setuptools.build_meta as backend; "
+                           "backend.build_wheel(sys.argv[1])", str(root / "dist")],
+                          cwd=source, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (root / "dist").glob("sts_bench_randproj-*.whl")
+    site = root / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    sys.path.insert(0, str(site))
+    try:
+        found = plugins.entry_points().get("randproj")
+        assert found is not None and found.dist is not None and found.dist.name == "sts-bench-randproj"
+        assert Path(str(found.dist.locate_file(""))) == site  # this install, not one the environment holds
+        yield found
+    finally:
+        sys.path.remove(str(site))
+        for name in [n for n in sys.modules if n.partition(".")[0] == "sts_bench_randproj"]:
+            del sys.modules[name]
+
+
+def test_make_bench_installs_no_example_plugin(tmp_path):
+    """Issue 52: a plain `make bench` venv listed the example plugin `randproj` among its methods. What
+    `make venv` (the venv `make bench` runs in) and `make test-newest` would install, as `make -n`
+    prints it for fresh venvs: the locks and the project, nothing from examples/."""
+    for target in ("venv", "test-newest"):
+        done = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}", f"NEWEST={tmp_path / 'newest'}"],
+                              cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        installs = [line for line in done.stdout.splitlines() if " pip install " in line]
+        assert any(line.endswith(" -e .") or '-e ".[' in line for line in installs), done.stdout  # the project
+        assert not [line for line in installs if "examples/" in line or "PLUGIN" in line], installs
+    assert "sts_bench.methods" not in (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # no entry point of ours
 
 
 def senteval(root: Path, model: Path) -> list[str]:
@@ -224,7 +264,9 @@ BROKEN = {
     ("no_such_plugin_module:X", "no module no_such_plugin_module on the Python path"),
     ("randproj2", "unknown method 'randproj2' (did you mean 'randproj'?)"),
 ])
-def test_a_bad_plugin_is_one_line_and_exit_2(bench, tmp_path, monkeypatch, capsys, target, message):
+def test_a_bad_plugin_is_one_line_and_exit_2(bench, tmp_path, monkeypatch, capsys, request, target, message):
+    if "randproj" in message:  # the closest name is the installed example's
+        request.getfixturevalue("installed")
     for name, text in BROKEN.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "folder.py").mkdir()  # a folder named like a plugin file: said so, not "no such file" (issue 42)
