@@ -55,7 +55,8 @@ max_length, params) and ``self.ctx`` (:class:`MethodContext`), and implements:
 ``make_spec(request, ctx)`` (classmethod)
     the spec from the run's :class:`SpecRequest` (backbone, revision, max_length,
     first_last_layers, seed, options); override to change pooling or layers by an option, or to
-    set ``backbone="none"`` for a method that reads no backbone.
+    set ``backbone="none"`` for a method that reads no backbone (or another name for the tables'
+    backbone column, with ``reads_backbone()`` answering False, as the endpoint's model @ host).
 ``code() -> tuple[str, ...]``
     the modules whose code makes its cached results; the default, its own module, is followed
     through every first-party import (a plugin file's own source included), so editing the

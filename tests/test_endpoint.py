@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from endpoint_server import EmbeddingsServer, shortened, words
 from fixtures import pairs
@@ -70,7 +71,8 @@ def the_record(out: Path, label: str | None = None) -> dict:
 def exported(root: Path) -> tuple[list[str], np.ndarray]:
     from harness.runner.execution.export import read_embeddings
 
-    (method,) = list((root / "none").iterdir())
+    (backbone,) = list(root.iterdir())  # the endpoint's "model @ host:port", as a folder name
+    (method,) = list(backbone.iterdir())
     (task,) = list(method.iterdir())
     read = read_embeddings(task / "test")
     return read.sentences, read.vectors
@@ -274,10 +276,10 @@ def test_a_checkpoint_method_on_an_endpoint_backbone_says_which_method_reads_it(
             "(--methods endpoint --set endpoint.model=NAME)") in err
 
 
-def test_the_endpoint_runs_beside_checkpoint_methods_through_its_url_option(bench, embeddings_server, task_file,
-                                                                             tiny_bert, tmp_path):
+def test_the_endpoint_runs_beside_checkpoint_methods_and_its_row_names_its_model_and_host(
+        bench, embeddings_server, task_file, tiny_bert, tmp_path):
     server = embeddings_server
-    code, _, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "endpoint", "--set",
+    code, out, err = bench("--backbone", str(tiny_bert), "--methods", "avg", "endpoint", "--set",
                            f"endpoint.url={server.url}/embeddings", "--set", "endpoint.model=words", "--tasks",
                            f"file:{task_file}", "--no-plots", "--bootstrap", "0")
     assert code == 0, err
@@ -285,6 +287,14 @@ def test_the_endpoint_runs_beside_checkpoint_methods_through_its_url_option(benc
     assert record["endpoint"]["url"] == server.url  # the route dropped: the API's root
     assert record["scores"]["spearman"] == pytest.approx(expected_spearman(task_file, words), abs=1e-9)
     assert len(list((tmp_path / "out" / "runs").glob("avg*.json"))) == 1
+    # The backbone column names the endpoint (issue 52: it said "none"): its model and host:port, not
+    # the URL's path; the checkpoint method beside it keeps its folder.
+    shown = f"words @ 127.0.0.1:{server.httpd.server_address[1]}"
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
+    assert dict(zip(board["method"], board["backbone"])) == {"avg": str(tiny_bert), "endpoint[model=words]": shown}
+    assert shown in out and shown in (tmp_path / "out" / "leaderboard.md").read_text(encoding="utf-8")
+    assert record["backbone"] is None  # no checkpoint was resolved for it
+    assert "/v1" not in shown and "none" not in set(board["backbone"])
 
 
 @pytest.mark.real

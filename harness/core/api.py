@@ -262,6 +262,11 @@ class Method:
         backbone-view methods, the method's own model otherwise (None: no model at all)."""
         return self.ctx.views(self.spec).impl if self.backbone_views() else None
 
+    def reads_backbone(self) -> bool:
+        """Whether ``spec.backbone`` names a checkpoint the run resolves and records: not for
+        ``"none"`` (the method is its own model), nor the endpoint's ``model @ host``."""
+        return self.spec.backbone != "none"
+
     def backbone_views(self) -> list[View]:
         """Pooled views this method reads from the shared backbone pass ([] if it has its own
         model)."""

@@ -162,9 +162,12 @@ class Endpoint(EmbeddingMethod):
                 "--set endpoint.key_env: expected the name of the environment variable holding "
                 "the key, e.g. OPENAI_API_KEY, not the key itself"
             )
-        return replace(
-            spec, backbone="none", revision=None, pooling="none", layers=(), params=params
-        )
+        # the tables' backbone column: the model and host[:port], never the URL's path
+        shown = f"{params['model']} @ {urllib.parse.urlsplit(params['url']).netloc}"
+        return replace(spec, backbone=shown, revision=None, pooling="none", layers=(), params=params)
+
+    def reads_backbone(self) -> bool:
+        return False  # spec.backbone names the endpoint, not a checkpoint
 
     def code(self) -> tuple[str, ...]:
         """What the cached vectors depend on in this project's code: the request body and the
@@ -236,7 +239,7 @@ class Endpoint(EmbeddingMethod):
                 store.add(texts, np.concatenate([v for _, v in held]))
                 held.clear()
 
-        desc = f"encode {p['model']} at {urllib.parse.urlsplit(p['url']).netloc}"
+        desc = f"encode {self.spec.backbone}"
         try:
             with progress_bar(len(todo), desc, "sentence", self.ctx.encode.progress) as bar:
                 client.run(todo, keep, bar)

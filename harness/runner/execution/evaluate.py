@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 
 def backbone_record(method: Method, ctx: RunContext) -> dict[str, Any] | None:
-    if method.spec.backbone == "none":
+    if not method.reads_backbone():
         return None
     ref = ctx.backbone(method.spec.backbone, method.spec.revision)
     impl = method.encoder_impl()

@@ -48,9 +48,7 @@ class MtebEncoder(AbsEncoder):
                 "cross-encoder, which this wrapper does not offer: use an embedding method"
             )
         self.method: EmbeddingMethod = method
-        if (
-            method.spec.backbone != "none"
-        ):  # a missing model fails here, not in the middle of mteb.evaluate
+        if method.reads_backbone():  # a missing model fails here, not in mteb.evaluate
             self.ctx.backbone(method.spec.backbone, method.spec.revision)
         self._custom = custom_fit_set
         self._tasks = {task.metadata.name: task for task in tasks}
@@ -72,7 +70,8 @@ class MtebEncoder(AbsEncoder):
         from harness.runner.records.mteb_files import model_identity
 
         spec = self.method.spec
-        ref = None if spec.backbone == "none" else self.ctx.backbone(spec.backbone, spec.revision)
+        reads = self.method.reads_backbone()
+        ref = self.ctx.backbone(spec.backbone, spec.revision) if reads else None
         weights = None if ref is None else {"fingerprint": ref.fingerprint}
         name, revision = model_identity(
             self.method.label(), spec.to_dict(), weights, self.protocol()
