@@ -48,7 +48,8 @@ def installed(tmp_path_factory) -> Iterator[EntryPoint]:
     called as a frontend would: uv-made venvs have no pip) and installed as an installer installs a pure
     wheel, unpacked into a folder, which goes first on ``sys.path`` while this module runs."""
     root = tmp_path_factory.mktemp("randproj")
-    source = shutil.copytree(PLUGIN, root / "source", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    skipped = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    source = shutil.copytree(PLUGIN, root / "source", ignore=skipped)
     (root / "dist").mkdir()
     done = subprocess.run([sys.executable, "-c", "import sys, setuptools.build_meta as backend; "
                            "backend.build_wheel(sys.argv[1])", str(root / "dist")],

@@ -163,8 +163,8 @@ class Endpoint(EmbeddingMethod):
                 "the key, e.g. OPENAI_API_KEY, not the key itself"
             )
         # the tables' backbone column: the model and host[:port], never the URL's path
-        shown = f"{params['model']} @ {urllib.parse.urlsplit(params['url']).netloc}"
-        return replace(spec, backbone=shown, revision=None, pooling="none", layers=(), params=params)
+        tag = f"{params['model']} @ {urllib.parse.urlsplit(params['url']).netloc}"
+        return replace(spec, backbone=tag, revision=None, pooling="none", layers=(), params=params)
 
     def reads_backbone(self) -> bool:
         return False  # spec.backbone names the endpoint, not a checkpoint
