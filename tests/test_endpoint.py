@@ -446,3 +446,79 @@ def test_a_redirect_is_refused_not_followed(embeddings_server):
                                             r"points to as the endpoint's URL"):
         client(server).fetch(["a"], Waits())
     assert server.requests == 1
+
+
+class SilentTLS:
+    """A TCP server on 127.0.0.1 for an https:// URL that accepts and never completes the TLS handshake: it
+    says nothing, or (``trickle``) starts a TLS record of 16 KiB and sends one byte of it every 0.2 s, so no
+    socket read of the handshake ever times out (for at most 4 s, then it closes)."""
+
+    def __init__(self, trickle: bool = False) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.trickle, self.accepted = trickle, 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            self.accepted += 1
+            with conn:
+                try:
+                    if self.trickle:
+                        conn.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16,384 bytes begins
+                    for _ in range(20):
+                        time.sleep(0.2)
+                        if self.trickle:
+                            conn.sendall(b"\x00")
+                except OSError:  # the client gave up
+                    continue
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize(("trickle", "connect_s"), [(False, 0.0), (True, 0.0), (False, 0.7)],
+                         ids=["silent", "trickled handshake", "slow connect, then silent"])
+def test_a_tls_handshake_that_never_completes_ends_at_the_timeout(trickle, connect_s, monkeypatch):
+    """The connect and the TLS handshake are inside the request's one deadline: a server that accepts and never
+    completes the handshake (silent, or a byte of it every 0.2 s) is a timeout at endpoint.timeout (issue 51).
+    A TCP connect that takes 0.7 s leaves the handshake 0.3 s, not a timeout of its own (that was 1.7 s)."""
+    import socket
+
+    connect = socket.create_connection
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (time.sleep(connect_s), connect(*a, **k))[1])
+    server = SilentTLS(trickle)
+    try:
+        began = time.monotonic()
+        with pytest.raises(EndpointError, match=r"endpoint test: no answer within 1 s \(timeout\) on each of 1 "
+                                                r"attempts"):
+            client(server, attempts=1, timeout=1.0).fetch(["a dog runs"], Waits())
+        assert 0.9 < time.monotonic() - began < 1.4 and server.accepted == 1
+    finally:
+        server.close()
+
+
+def test_a_tls_handshake_past_the_timeout_is_one_line_exit_6_and_the_rest_is_written(bench, task_file, tmp_path):
+    """From the command line: one error line, exit 6, the other method's record and the leaderboards written."""
+    server = SilentTLS(trickle=True)
+    try:
+        began = time.monotonic()
+        code, _, err = bench("--backbone", server.url, "--methods", "endpoint", "random", "--set",
+                             "endpoint.model=words", "--set", "endpoint.timeout=1", "--set", "endpoint.attempts=1",
+                             "--tasks", f"file:{task_file}", "--no-plots", "--bootstrap", "0")
+        assert time.monotonic() - began < 30
+    finally:
+        server.close()
+    assert code == 6 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: endpoint {server.url} (model words): no answer within 1 s (timeout) on each of "
+                           "1 attempts"), line
+    assert [p.name.split("__")[0] for p in (tmp_path / "out" / "runs").glob("*.json")] == ["random"]
+    assert (tmp_path / "out" / "leaderboard.md").is_file()

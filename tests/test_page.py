@@ -188,6 +188,70 @@ def test_a_planted_or_edited_paper_csv_shows_only_what_records_and_the_paper_giv
     assert shown.table is None and "not a paper of sts-bench's" in shown.missing[0]
 
 
+def bert_flow_record(method: str, task: str, spearman: float, backbone: str = "bert-base-uncased",
+                     **extra: Any) -> dict[str, Any]:
+    """A record as BERT-flow's paper ran it (bert-flow.toml: wmean, max_length 64, layers 1,-1, STS12 from
+    SentEval), or otherwise where ``extra`` says (``max_length=128``, ``params=...``, ``adapter=...``)."""
+    record = scored(method, task, spearman, backbone)
+    record["protocol"] = {"aggregation": "wmean", "max_length": extra.get("max_length", 64),
+                          "first_last_layers": [1, -1], "source": "senteval", "fit_set": None}
+    record["method"]["spec"]["params"] = extra.get("params", {})
+    if "adapter" in extra:
+        record["backbone"] = {"name": backbone, "adapter": extra["adapter"]}
+    return record
+
+
+def test_a_paper_line_is_the_papers_result_only_for_a_record_of_its_model_and_protocol(tmp_path):
+    """Issue 51: a planted paper-bert-flow.csv line naming the real MiniLM ``avg`` record was shown as "BERT-base
+    last avg, measured 82.03, +34.74", coloured as a real result (only method and task were checked against the
+    paper row), and the "model differs" grey came from the CSV's own words. Now each line's status is rebuilt
+    from its record: a record of another model, protocol, option or an adapter is grey and says what differs,
+    whatever the CSV claims; a record of the paper's own row is coloured, whatever the CSV claims."""
+    last_avg, flow = ("BERT-base", "last avg"), ("BERT-base-flow", "target")
+    table = "paper Table 2 (STS without NLI supervision; wmean)"
+
+    def line(row: tuple[str, str], published: float, record: dict[str, Any], status: str) -> dict[str, Any]:
+        measured = record["scores"]["spearman"]
+        return {"paper": "bert-flow", "table": table, "model": row[0], "setting": row[1], "task": "STS12",
+                "metric": "spearman", "published": f"{published:.4f}", "measured": f"{measured:.4f}",
+                "delta": f"{measured - published:.4f}", "status": status, "record": file_of(record)}
+
+    genuine = bert_flow_record("avg", "sts12", 50.10)
+    cases = {  # why: (the record, the CSV's status, the status the page must show; "ran" alone is the paper's)
+        "MiniLM's real record, the CSV saying nothing": (
+            bert_flow_record("avg", "sts12", 82.03, "minilm"), "ran",
+            "ran; model differs: minilm (paper: bert-base-uncased)"),
+        "MiniLM's record, the CSV claiming a check of its own": (
+            bert_flow_record("avg", "sts12", 82.03, "minilm"), "ran; checked against the authors' run",
+            "ran; model differs: minilm (paper: bert-base-uncased)"),
+        "the paper's model at another max_length": (
+            bert_flow_record("avg", "sts12", 51.0, max_length=128), "ran", "ran; max_length=128 (paper: 64)"),
+        "the paper's model with an adapter merged in": (
+            bert_flow_record("avg", "sts12", 55.0, adapter={"folder": "lora", "sha256": "ab"}), "ran",
+            "ran; model differs: bert-base-uncased with an adapter (paper: bert-base-uncased)"),
+        "the paper's own record, the CSV claiming the model differs": (
+            genuine, "ran; model differs: bert-large (paper: bert-base-uncased)", "ran"),
+    }
+    for why, (record, status, expected) in cases.items():
+        write_paper_csv(tmp_path / "paper-bert-flow.csv", [line(last_avg, 49.07, record, status)])
+        (shown,) = papers(tmp_path, [record])
+        assert not shown.left_out and shown.total == 1, why
+        (row,) = Cells(page.part("papers", [shown])).rows[1:]
+        status_cell, (delta_classes, delta_text) = row[9], row[8]
+        assert status_cell[1] == expected, why
+        if expected == "ran":  # the paper's result: coloured by its sign, no tag
+            assert delta_classes == {"num", "pos"} and delta_text == f"{50.10 - 49.07:+.2f}", why
+        else:  # not the paper's result: grey, saying what differs, never coloured as one
+            assert "differs" in delta_classes and not {"pos", "neg"} & delta_classes, why
+            tag = "model differs" if "model differs" in expected else "protocol differs"
+            assert delta_text.endswith(tag), why
+    # A flow record trained for 2 epochs where the paper trains 1 is not the paper's row either.
+    trained = bert_flow_record("flow", "sts12", 60.0, params={"epochs": 2.0, "levels": 3})
+    write_paper_csv(tmp_path / "paper-bert-flow.csv", [line(flow, 63.48, trained, "ran")])
+    (shown,) = papers(tmp_path, [trained])
+    assert [cell.text for cell in shown.table.rows[0]][9] == "ran; --flow-epochs=2.0 (paper: 1.0)"
+
+
 def test_the_paper_runner_writes_the_words_the_page_reads():
     """The page finds "model differs" and "not run:" in a row's status; the paper runner writes them
     from the same constants, so a rewording cannot split the two."""

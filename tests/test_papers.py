@@ -143,6 +143,15 @@ def test_every_preset_runs_end_to_end_on_the_fixtures(name, bench, tiny_st, sent
     assert not page.left_out and page.total == len(lines)
     shown = [row[7].text for row in page.table.rows]
     assert shown == [f"{float(line['measured']):.2f}" for line in lines if line["status"].startswith("ran")]
+    # Each status the page shows is rebuilt from the line's record (issue 51), in the runner's words: every
+    # departure it finds is one the runner wrote (no false one) or the cap to the tiny model's 64 tokens (a
+    # departure the runner's plan cannot know), the model's first, and no line is shown as the paper's result.
+    for row, line in zip(page.table.rows, [line for line in lines if line["status"].startswith("ran")]):
+        assert "differs" in row[8].css, line
+        if line["task"] != "Avg.":  # an Avg. says its task lines' common status, or that they differ
+            rebuilt = [d for d in row[9].text.split("; ") if not d.startswith("max_length=64 (paper: ")]
+            assert rebuilt[0] == "ran" and rebuilt[1].startswith("model differs: "), rebuilt
+            assert set(rebuilt) <= set(line["status"].split("; ")), (rebuilt, line["status"])
 
 
 @pytest.mark.real
@@ -414,8 +423,12 @@ def fake_runs(monkeypatch, *, qnli_error: str | None = None) -> list:
                 raise UserError(qnli_error)
             auc = {("first-last", 64): 70.8}.get((method, cfg.max_length), 80.0)
             record = pairclass_record(method, "qnli", {"ap": 66.0, "roc_auc": auc}, cfg.max_length)
+            record["method"]["spec"]["backbone"] = cfg.backbone
             return execution.RunOutcome([record], [], [], "")
-        return execution.RunOutcome([sts_record(method, task, 61.0, cfg.max_length) for task in cfg.tasks], [], [], "")
+        records = [sts_record(method, task, 61.0, cfg.max_length) for task in cfg.tasks]
+        for record in records:  # the model the row ran on: the page reads it from the record (issue 51)
+            record["method"]["spec"]["backbone"] = cfg.backbone
+        return execution.RunOutcome(records, [], [], "")
 
     monkeypatch.setattr(execution, "run", run)
     return calls

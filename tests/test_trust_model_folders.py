@@ -200,6 +200,21 @@ def test_an_adapter_with_a_disagreeing_rank_is_exit_2_from_the_command_line(benc
     one_error(code, err, "r=8")
 
 
+def test_a_100k_deep_adapter_config_is_one_line_not_a_recursion_traceback(bench, cli, lora, tiny_decoders,
+                                                                         tmp_path):
+    """An ``adapter_config.json`` nested 100,000 deep (valid JSON the parser cannot hold) is one line naming the
+    file, exit 2 (issue 51's fault matrix: the reader catches RecursionError)."""
+    def deep(folder: Path) -> None:
+        (folder / "adapter_config.json").write_text('{"peft_type": "LORA", "r": ' + "[" * 100_000 + "]" * 100_000
+                                                    + "}", encoding="utf-8")
+
+    folder = broken(lora, tmp_path / "bad", deep)
+    base = resolve_backbone(str(tiny_decoders["llama"]))
+    refused(lambda: base.with_adapter(str(folder)), f"adapter {folder}", "adapter_config.json is not valid JSON")
+    code, _, err = bench(*cli(tiny_decoders["llama"], "--set", f"avg.adapter={folder}"))
+    one_error(code, err, "adapter_config.json is not valid JSON")
+
+
 # -- 4. tensors laid back to back ---------------------------------------------------------------------
 
 def overlap(folder: Path, name: str = "model.safetensors") -> str:

@@ -129,20 +129,28 @@ class _Deadline(threading.Timer):
 
     def expire(self) -> None:
         self.expired = True
-        for sock in self.sockets:  # the plain socket's shutdown, TLS's too: a read wakes
+        for sock in self.sockets:  # the connection's shutdown: a read wakes, a handshake's too
             with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
 
-    def connected(self, sock: socket.socket) -> None:
-        self.sockets.append(sock)  # kept: urllib lets go of it once the answer begins
+    def connected(self, sock: socket.socket) -> socket.socket:
+        """``sock`` as TCP connects it, before a TLS handshake: a duplicate is kept (TLS detaches
+        ``sock``), whose shutdown ends every wait on the connection, the handshake's too."""
+        self.sockets.append(sock.dup())
         if self.expired:  # expired while connecting (that is bounded by the socket's timeout)
             raise TimeoutError()
+        return sock
+
+    def end(self) -> None:
+        self.cancel()
+        for sock in self.sockets:
+            sock.close()
 
 
 class _Opener(
     urllib.request.HTTPHandler, urllib.request.HTTPSHandler, urllib.request.HTTPRedirectHandler
 ):
-    """Hands each socket a request connects to the request's ``deadline``; a redirect is an
+    """Hands each connection a request makes to the request's ``deadline``; a redirect is an
     error, not a new host to send the key to."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
@@ -151,8 +159,8 @@ class _Opener(
     def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
         def connection(*args: Any, **kw: Any) -> Any:
             made = http_class(*args, **kw)
-            connect = made.connect
-            made.connect = lambda: (connect(), req.deadline.connected(made.sock))
+            create = made._create_connection  # TCP's connect, which HTTPS's then wraps in TLS
+            made._create_connection = lambda *a, **k: req.deadline.connected(create(*a, **k))
             return made
 
         return super().do_open(connection, req, **kwargs)
@@ -303,7 +311,7 @@ class Client:
             if not deadline.expired:
                 raise
         finally:
-            deadline.cancel()
+            deadline.end()
         if deadline.expired:  # a body cut short by the shut socket reads as one that ended
             raise TimeoutError()
         return answer

@@ -28,11 +28,12 @@ from harness.runner.page.cells import (
 )
 from harness.runner.presets.data import PAPERS, load_paper
 from harness.runner.presets.evidence import (
-    CSV_COLUMNS,
     MODEL_DIFFERS,
     NOT_RUN,
     OPTIONAL,
     PAPER_COLUMNS,
+    PROTOCOL_DIFFERS,
+    RAN,
     verify_lines,
 )
 from harness.runner.records.lock import NotAFile, read_inside
@@ -88,7 +89,7 @@ def papers(out_dir: Path, records: Iterable[Record] = ()) -> list[PaperFile]:
             fields = reader.fieldnames or []
             lacking = [c for c in PAPER_COLUMNS if c not in fields and c not in OPTIONAL]
             missing = [f"missing column(s) {', '.join(lacking)}"] if lacking else []
-            rows = [] if missing else [_line(row) for row in reader]
+            rows = [] if missing else list(reader)  # an absent cell is read as empty
         except NotAFile as err:
             log.warning("report: %s %s; left out of the page", path, err.strerror)
             continue
@@ -127,23 +128,19 @@ def papers(out_dir: Path, records: Iterable[Record] = ()) -> list[PaperFile]:
     return found
 
 
-def _line(row: dict[str, Any]) -> dict[str, Any]:
-    """One CSV row with every column of :data:`CSV_COLUMNS`; an optional one absent or empty
-    takes its default (:data:`OPTIONAL`)."""
-    return {c: row.get(c) or OPTIONAL.get(c, row.get(c) or "") for c in CSV_COLUMNS}
-
-
 def _delta(value: Any, status: str) -> Cell:
-    """The delta cell: grey and labelled where the model is not the paper's (the paper runner writes
-    MODEL_DIFFERS into the status of such rows), else coloured by its sign."""
+    """The delta cell: coloured by its sign only on a line of the paper's own model and protocol
+    (its status, rebuilt from its record by :func:`verify_lines`, is "ran" alone); any other is
+    grey and labelled with what differs: it is not the paper's result."""
     shown = "—" if math.isnan(as_float(value)) else f"{as_float(value):+.2f}"
-    if MODEL_DIFFERS in status:
+    if status != RAN:
+        tag = MODEL_DIFFERS if MODEL_DIFFERS in status else PROTOCOL_DIFFERS
         return Cell(
             shown,
             css="num differs",
             sort=sort_value(value),
-            tag=MODEL_DIFFERS,
-            title="measured on another model than the paper's: not comparable",
+            tag=tag,
+            title=f"{tag} from the paper's: not comparable",
         )
     return Cell(shown, css=classes("num", signed_class(value)), sort=sort_value(value))
 
@@ -177,10 +174,11 @@ def not_run_lines(rows: list[dict[str, Any]]) -> list[NotRun]:
         status = str(row["status"])
         if status.startswith(NOT_RUN):
             by_reason.setdefault(status[len(NOT_RUN) :].strip(), []).append(row)
-    # A run on another model than the paper's says so in its rows that ran: the command keeps it.
+    # A run on another model says so in its rows that ran (their records'): the command keeps it.
     differs = [
         re.match(rf"{MODEL_DIFFERS}: (\S+) \(paper:", part.strip())
         for row in rows
+        if not str(row["status"]).startswith(NOT_RUN)
         for part in str(row["status"]).split(";")
     ]
     backbone = next((m.group(1) for m in differs if m), None)

@@ -28,10 +28,14 @@ from harness.runner.presets.evidence import (
     MODEL_DIFFERS,
     NOT_RUN,
     PAPER_COLUMNS,
-    RECORD,
+    RAN,
     average_line,
+    figure,
     measured_value,
+    option_departure,
+    paper_line,
     record_file,
+    show,
 )
 from harness.runner.settings.config import BenchConfig
 
@@ -56,9 +60,7 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
         values: dict[str, Any] = {}
         for key, setting in {**paper.settings, **row.settings}.items():
             if key in given and getattr(cfg, key) != _config_value(key, setting.value):
-                departures.append(
-                    f"{key}={_show(getattr(cfg, key))} (paper: {_show(setting.value)})"
-                )
+                departures.append(f"{key}={show(getattr(cfg, key))} (paper: {show(setting.value)})")
             elif key not in given:
                 values[key] = _config_value(key, setting.value)
         backbone = row.backbone or paper.backbone
@@ -72,15 +74,11 @@ def resolve(paper: Paper, cfg: BenchConfig) -> list[RowPlan]:
                 value = setting.value
                 if setting.model and "backbone" in given:
                     value = cfg.backbone
-                    departures.append(
-                        f"{method} {option} differs: {value} (paper: {setting.value})"
-                    )
+                    departures.append(option_departure(method, option, value, setting))
                 if f"{method}.{option}" in given:
                     if params[method][option] != value:
-                        departures.append(
-                            f"--{method}-{option}={_show(params[method][option])} "
-                            f"(paper: {_show(value)})".replace("_", "-")
-                        )
+                        given_value = params[method][option]
+                        departures.append(option_departure(method, option, given_value, setting))
                     continue
                 params.setdefault(method, {})[option] = value
         tasks = [
@@ -136,10 +134,6 @@ def _config_value(key: str, value: Any) -> Any:
     return tuple(value) if key in ("first_last_layers", "tasks", "methods") else value
 
 
-def _show(value: Any) -> str:
-    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
-
-
 def run_paper(cfg: BenchConfig):
     """Run every row the machine can run; write the paper table. Returns the runner's outcome."""
     paper = load_paper(cfg.paper or "")
@@ -178,28 +172,16 @@ def _run_rows(paper: Paper, cfg: BenchConfig):
                 if record["method"]["name"] == row.method:
                     measured[record["task"]["name"]] = measured_value(record, row.metric)
                     evidence[record["task"]["name"]] = record_file(record)
-        done = "planned (--dry-run)" if cfg.dry_run else "ran"
+        done = "planned (--dry-run)" if cfg.dry_run else RAN
         ran = done + (f"; {'; '.join(plan.departures)}" if plan.departures else "")
         first = len(lines)
         for task, published in row.published.items():
             if task not in status and task not in measured:
                 status[task] = f"{NOT_RUN} task not selected (--tasks)"
-            value = measured.get(task)
-            lines.append(
-                {
-                    "paper": paper.name,
-                    "table": row.table,
-                    "model": row.model,
-                    "setting": row.setting,
-                    "task": TASKS[task].title if task in TASKS else task,
-                    "metric": row.metric,
-                    "published": published,
-                    "measured": value,
-                    "delta": None if value is None or published is None else value - published,
-                    "status": status.get(task, ran),
-                    RECORD: evidence.get(task, "") if value is not None else "",
-                }
-            )
+            value, title = measured.get(task), TASKS[task].title if task in TASKS else task
+            named = evidence.get(task, "") if value is not None else ""
+            line = paper_line(paper, row, title, published, value, status.get(task, ran), named)
+            lines.append(line)
         lines += average_line(paper, row, lines[first:])
     out = Path(cfg.output_dir)
     table = paper_markdown(paper, lines)
@@ -229,16 +211,13 @@ def refresh_page(cfg: BenchConfig, out: Path) -> list[Path]:
 def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
     from tabulate import tabulate
 
-    settings = [[key, _show(s.value), s.source] for key, s in paper.settings.items()]
+    settings = [[key, show(s.value), s.source] for key, s in paper.settings.items()]
     settings += [[f"source ({task})", s.value, s.source] for task, s in paper.sources.items()]
     settings += [
-        [f"{method} {option}", _show(s.value), s.source]
+        [f"{method} {option}", show(s.value), s.source]
         for method, options in paper.options.items()
         for option, s in options.items()
     ]
-
-    def number(value: float | None) -> str:
-        return "—" if value is None else f"{value:.2f}"
 
     rows = [
         [
@@ -246,8 +225,8 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
             line["setting"],
             line["task"],
             line["metric"],
-            number(line["published"]),
-            number(line["measured"]),
+            figure(line["published"]),
+            figure(line["measured"]),
             "—" if line["delta"] is None else f"{line['delta']:+.2f}",
             line["status"],
         ]
@@ -283,24 +262,9 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
 
 
 def write_paper(paper: Paper, lines: list[dict[str, Any]], table: str, out: Path) -> list[Path]:
-    import csv
-    import io
+    from harness.runner.tables.leaderboard import csv_text  # the leaderboards' CSV: 4 decimals
 
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for line in lines:
-        writer.writerow(
-            {
-                k: (
-                    ""
-                    if line[k] is None
-                    else (f"{line[k]:.4f}" if isinstance(line[k], float) else line[k])
-                )
-                for k in CSV_COLUMNS
-            }
-        )
     paths = [out / f"paper-{paper.name}.md", out / f"paper-{paper.name}.csv"]
     atomic_write_text(paths[0], table)
-    atomic_write_text(paths[1], buffer.getvalue())
+    atomic_write_text(paths[1], csv_text(lines, list(CSV_COLUMNS)))
     return paths

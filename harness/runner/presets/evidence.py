@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from harness.runner.presets.data import Paper, Row
+from harness.runner.presets.data import Paper, Row, Setting
 
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 # The paper runner writes these words into a row's status; the page reads them.
+RAN = "ran"  # a row that ran as the paper ran it; departures follow after "; "
 MODEL_DIFFERS = "model differs"
+PROTOCOL_DIFFERS = "protocol differs"  # the page's tag for the paper's model, run otherwise
 NOT_RUN = "not run:"
 AVERAGE = "Avg."
 # The columns the page shows, in order; the CSV has these and RECORD.
@@ -71,6 +73,51 @@ def record_file(record: Record) -> str:
     return result_path(Path("runs"), record).name
 
 
+def show(value: Any) -> str:
+    """A setting as statuses and the markdown tables write it: a list as ``1,-1``."""
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def figure(value: float | None) -> str:
+    """A published or measured figure as the markdown tables write it: 2 decimals, ``—`` if none."""
+    return "—" if value is None else f"{value:.2f}"
+
+
+def departures(paper: Paper, row: Row, record: Record, task: str) -> list[str]:
+    """What ``record`` ran otherwise than ``row`` of ``paper``, from the record alone and in the
+    paper runner's words: its model (the spec's backbone when neither the row's, the paper's nor a
+    model option of the row's method, or an adapter merged in), each setting the paper declares
+    that its protocol holds otherwise, the task's source, each option of the row's method. Any
+    departure makes a line not the paper's result, whatever its CSV says (issue 51: a line naming
+    MiniLM's ``avg`` record was shown as BERT-base's; only method and task were checked)."""
+    spec, protocol = record["method"]["spec"], record["protocol"]
+    options = {**paper.options.get(row.method, {}), **row.options.get(row.method, {})}
+    model, backbone = row.backbone or paper.backbone, spec.get("backbone")
+    adapter = " with an adapter" if (record.get("backbone") or {}).get("adapter") else ""
+    found = []
+    if adapter or backbone not in [model, *(s.value for s in options.values())]:
+        found.append(f"{MODEL_DIFFERS}: {backbone}{adapter} (paper: {model})")
+    for key, setting in {**paper.settings, **row.settings}.items():
+        if protocol.get(key) is not None and show(protocol[key]) != show(setting.value):
+            found.append(f"{key}={show(protocol[key])} (paper: {show(setting.value)})")
+    source = paper.source_of(task).value
+    if protocol.get("source", source) != source:
+        found.append(f"source={protocol['source']} (paper: {source} for {task})")
+    params = spec.get("params") or {}
+    for option, setting in options.items():
+        if option in params and show(params[option]) != show(setting.value):
+            found.append(option_departure(row.method, option, params[option], setting))
+    return found
+
+
+def option_departure(method: str, option: str, value: Any, setting: Setting) -> str:
+    """A method option run otherwise than the paper, as a status says it: a model option
+    (``Setting.model``) as the model that differs, any other as the flag that sets it."""
+    if setting.model:
+        return f"{method} {option} differs: {value} (paper: {setting.value})"
+    return f"--{method}-{option}={show(value)} (paper: {show(setting.value)})".replace("_", "-")
+
+
 def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Avg. of one row's task lines ``mine``, as the papers' tables give it (PromptEOL's README:
     OPT 125M 67.46): published when every task has a figure, measured when every task ran; [] for a
@@ -87,23 +134,26 @@ def average_line(paper: Paper, row: Row, mine: list[dict[str, Any]]) -> list[dic
     measured = None
     if all(line["measured"] is not None for line in mine):
         measured = sum(line["measured"] for line in mine) / len(mine)
-    return [
-        {
-            "paper": paper.name,
-            "table": row.table,
-            "model": row.model,
-            "setting": row.setting,
-            "task": AVERAGE,
-            "metric": row.metric,
-            "published": published,
-            "measured": measured,
-            "delta": None if measured is None else measured - published,
-            "status": _common_status(mine)
-            if measured is not None
-            else f"{NOT_RUN} not every task of the row ran",
-            RECORD: "",
-        }
-    ]
+    status = (
+        _common_status(mine) if measured is not None else f"{NOT_RUN} not every task of the row ran"
+    )
+    return [paper_line(paper, row, AVERAGE, published, measured, status)]
+
+
+def paper_line(
+    paper: Paper,
+    row: Row,
+    task: str,
+    published: float | None,
+    measured: float | None,
+    status: str,
+    record: str = "",
+) -> dict[str, Any]:
+    """One line of a paper table, as the CSV's columns hold it (``task`` its title), its delta
+    computed: the runner's, an Avg.'s and the page's rebuilt ones are all made here."""
+    delta = None if measured is None or published is None else measured - published
+    values = (paper.name, row.table, row.model, row.setting, task, row.metric, published, measured)
+    return dict(zip(CSV_COLUMNS, (*values, delta, status, record), strict=True))
 
 
 def _common_status(lines: list[dict[str, Any]]) -> str:
@@ -144,7 +194,8 @@ def verify_lines(
 ) -> Verified:
     """The lines of ``paper``'s CSV (``rows``, as read) rebuilt from evidence: published figures
     from the paper's TOML, measured figures from the verified ``records`` each line names, deltas
-    and Avg. lines recomputed. A line is kept only when what it wrote is what the evidence gives.
+    and Avg. lines recomputed, each status the record's departures from the row
+    (:func:`departures`). A line is kept only when what it wrote is what the evidence gives.
 
     Worked example: a line "BERT-base, last avg, STS-B, published 47.29, measured 99.99, record
     avg__stsb__1a2b.json" is kept only if ``runs/avg__stsb__1a2b.json`` is among ``records`` (the
@@ -194,19 +245,12 @@ def verify_lines(
                 measured = measured_value(evidence, row.metric)
                 if measured is None or not _same(line.get("measured"), measured):
                     problem = f"its measured figure is not its record's ({line.get(RECORD)})"
+                # what the line says of how it ran comes from its record, never from the CSV
+                status = "; ".join([RAN, *departures(paper, row, evidence, task)])
         if problem is not None:
             left_out.append(f"{where}: {problem}")
             continue
-        rebuilt = {
-            **{c: line.get(c) for c in ("paper", "table", "model", "setting", "task")},
-            "paper": paper.name,
-            "metric": row.metric,
-            "published": published,
-            "measured": measured,
-            "delta": None if measured is None or published is None else measured - published,
-            "status": status,
-            RECORD: str(line.get(RECORD) or ""),
-        }
+        rebuilt = paper_line(paper, row, title, published, measured, status, line.get(RECORD) or "")
         kept[number] = rebuilt
         groups.setdefault(id(row), []).append(rebuilt)
     for number, row, line in averages:
@@ -228,13 +272,6 @@ def verify_lines(
 
 def _row_of(paper: Paper, line: Mapping[str, Any]) -> Row | None:
     """The paper's row a CSV line is of: same table, model, setting and metric."""
-    metric = str(line.get("metric") or OPTIONAL["metric"])
-    for row in paper.rows:
-        if (row.table, row.model, row.setting, row.metric) == (
-            line.get("table"),
-            line.get("model"),
-            line.get("setting"),
-            metric,
-        ):
-            return row
-    return None
+    metric = line.get("metric") or OPTIONAL["metric"]
+    key = (line.get("table"), line.get("model"), line.get("setting"), metric)
+    return next((r for r in paper.rows if (r.table, r.model, r.setting, r.metric) == key), None)

@@ -6,7 +6,8 @@ file equals it.
 
 from __future__ import annotations
 
-from harness.runner.presets.data import PAPERS, Paper, Row, Setting, load_paper
+from harness.runner.presets.data import PAPERS, Paper, Row, load_paper
+from harness.runner.presets.evidence import figure, show
 
 INTRO = """# Published reference tables
 
@@ -22,19 +23,10 @@ what runs offline: [PROTOCOLS.md](PROTOCOLS.md#reproducing-the-papers).
 """
 
 
-def _value(setting: Setting) -> str:
-    value = setting.value
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
-
-
-def _figure(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
 def _row_settings(row: Row) -> str:
-    parts = [f"{name}={_value(s)}" for name, s in row.settings.items()]
+    parts = [f"{name}={show(s.value)}" for name, s in row.settings.items()]
     parts += [
-        f"{method}.{name}={_value(s)}"
+        f"{method}.{name}={show(s.value)}"
         for method, opts in row.options.items()
         for name, s in opts.items()
     ]
@@ -58,13 +50,13 @@ def paper_section(paper: Paper) -> str:
         "|---|---|---|",
     ]
     lines += [
-        f"| data of {'every other task' if task == 'default' else task} | {_value(s)} | {s.source} "
-        "|"
+        f"| data of {'every other task' if task == 'default' else task} | {show(s.value)} "
+        f"| {s.source} |"
         for task, s in paper.sources.items()
     ]
-    lines += [f"| {name} | {_value(s)} | {s.source} |" for name, s in paper.settings.items()]
+    lines += [f"| {name} | {show(s.value)} | {s.source} |" for name, s in paper.settings.items()]
     lines += [
-        f"| {method}.{name} | {_value(s)} | {s.source} |"
+        f"| {method}.{name} | {show(s.value)} | {s.source} |"
         for method, opts in paper.options.items()
         for name, s in opts.items()
     ]
@@ -81,7 +73,7 @@ def paper_section(paper: Paper) -> str:
     ]
     lines += [
         f"| {row.model} | {row.setting} | {row.method} | {row.table} | "
-        + " | ".join(_figure(row.published.get(t)) for t in tasks)
+        + " | ".join(figure(row.published.get(t)) for t in tasks)
         + f" | {_row_settings(row)} |"
         + (f" {row.source} |" if sourced else "")
         for row in paper.rows
