@@ -6,6 +6,8 @@
     python run_bench.py --list
 
 The same runs are ``sts-bench run ...`` (``sts-bench --help``: run, plan, list, history, paper).
+In a clone they run in the .venv ``make venv`` made (``. .venv/bin/activate``); a Python without the
+project's packages is told so in one line, exit 3, before anything is imported.
 Exit codes (harness/runner/cli/exits.py): 0 ok · 1 a regression against --baseline, nothing else ·
 2 bad input · 3 environment or I/O failure (disk full, permission denied, out of memory) · 4 a bug ·
 5 a plugin method misbehaved (one line naming it and its file; the other results are written) ·

@@ -51,6 +51,21 @@ def test_readme_shows_the_commands_this_test_expects():
     assert len(everywhere) > len(readme)  # the docs' commands run too
 
 
+def test_readme_puts_its_commands_in_the_venv_the_two_commands_made():
+    """After `make bench`, README's next command runs in .venv (issue 52: with the system Python it
+    failed): it says to activate it, or to name its entry points, before its first run_bench.py
+    command, and the first block of commands starts by activating it. run_bench.py under another
+    Python says the same (tests/test_first_steps.py)."""
+    text = README.read_text(encoding="utf-8")
+    before = text[:text.index("## The command line")]  # the two commands, the leaderboard, From Python
+    assert "make bench" in before and "`. .venv/bin/activate`" in before
+    assert "`.venv/bin/python run_bench.py …`" in before and "`.venv/bin/sts-bench …`" in before
+    first_block = re.findall(r"```bash\n(.*?)```", text[text.index("## The command line"):], re.S)[0]
+    assert first_block.startswith(". .venv/bin/activate ")
+    usage = (ROOT / "docs" / "USAGE.md").read_text(encoding="utf-8")  # USAGE's commands, the same way
+    assert re.findall(r"```bash\n(.*?)```", usage, re.S)[0].startswith(". .venv/bin/activate ")
+
+
 def test_readme_is_a_front_door():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
