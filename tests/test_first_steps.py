@@ -149,6 +149,8 @@ def test_usage_lists_the_registries():
     assert re.findall(r"`([\w:-]+)`", fit.split(" fit on: ")[1]) == list(FIT_SET_KINDS)
     methods = re.search(r"\(`([^`]+)`\) \|$", usage_row("--methods"))
     assert methods and tuple(methods.group(1).split()) == DEFAULT_METHODS
+    readme = re.search(r"^Papers: (.+?)\. ", (ROOT / "README.md").read_text(encoding="utf-8"), re.M)
+    assert readme and sorted(re.findall(r"`([\w-]+)`", readme.group(1))) == sorted(PAPERS)
 
 
 def test_a_labelled_file_of_one_class_is_told_what_makes_one_class(bench, tiny_bert, tmp_path):
