@@ -206,6 +206,11 @@ def test_it_states_no_count_or_timing_outside_suite_time():
     rest = re.sub(r"^## Suite time\n.*?(?=^## |\Z)", "", text, flags=re.M | re.S)
     stale = re.findall(r"\b\d[\d,]*\s+tests?\b|\b\d+(?:\.\d+)?\s*(?:s|min|minutes|seconds|h)\b(?![-\w])", rest)
     assert stale == [], "counts and timings go stale: say how to measure them, or put them in Suite time"
+    # Not even there a test count (issue 52: a newcomer read 1,273 as the tier's size when it had grown to
+    # 1,700): the Makefile's FAST_TESTS under `pytest --collect-only -q` counts them, and the page says so.
+    assert re.findall(r"\b\d[\d,]*\s+tests?\b", text) == []
+    fast = re.search(r'^FAST_TESTS = (-m "[^"]+")$', (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert fast and fast.group(1) in text and "pytest --collect-only -q" in text
 
 
 def test_the_real_score_it_quotes_is_the_one_test_real_asserts():

@@ -170,6 +170,15 @@ def test_a_missing_glue_file_or_folder_is_named(tmp_path):
     with pytest.raises(UserError, match=r"GLUE dir .*glue_data is missing MNLI/dev_mismatched.tsv \(MNLI-mm's "
                                         r"dev_mismatched split\); fetch it with GLUE's download_glue_data.py"):
         load("mnli-mm", "glue", glue=str(root))
+    # a scored split missing is only fetched; a threshold split (GLUE's train) may also be done without (issue 52)
+    with pytest.raises(UserError) as missing_dev:
+        load("mnli-mm", "glue", glue=str(root))
+    assert "--pair-thresholds" not in str(missing_dev.value)
+    (root / "glue_data" / "MRPC" / "train.tsv").unlink()
+    with pytest.raises(UserError, match=r"is missing MRPC/train.tsv \(MRPC's train split\); fetch it with GLUE's "
+                                        r"download_glue_data.py \(--tasks MRPC\); or score without it: "
+                                        r"--pair-thresholds none \(and --fit-set test\)$"):
+        load("mrpc", "glue", ("train",), glue=str(root))
     with pytest.raises(UserError, match=r"found none of CoLA, SST-2, MRPC.* in it \(or in glue_data/\)"):
         load("mrpc", "glue", glue=str(tmp_path / "glue_data" / "MRPC"))
     with pytest.raises(UserError, match=r"--glue-dir .*nowhere: no such directory"):

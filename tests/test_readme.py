@@ -51,6 +51,21 @@ def test_readme_shows_the_commands_this_test_expects():
     assert len(everywhere) > len(readme)  # the docs' commands run too
 
 
+def test_readme_puts_its_commands_in_the_venv_the_two_commands_made():
+    """After `make bench`, README's next command runs in .venv (issue 52: with the system Python it
+    failed): it says to activate it, or to name its entry points, before its first run_bench.py
+    command, and the first block of commands starts by activating it. run_bench.py under another
+    Python says the same (tests/test_first_steps.py)."""
+    text = README.read_text(encoding="utf-8")
+    before = text[:text.index("## The command line")]  # the two commands, the leaderboard, From Python
+    assert "make bench" in before and "`. .venv/bin/activate`" in before
+    assert "`.venv/bin/python run_bench.py …`" in before and "`.venv/bin/sts-bench …`" in before
+    first_block = re.findall(r"```bash\n(.*?)```", text[text.index("## The command line"):], re.S)[0]
+    assert first_block.startswith(". .venv/bin/activate ")
+    usage = (ROOT / "docs" / "USAGE.md").read_text(encoding="utf-8")  # USAGE's commands, the same way
+    assert re.findall(r"```bash\n(.*?)```", usage, re.S)[0].startswith(". .venv/bin/activate ")
+
+
 def test_readme_is_a_front_door():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
@@ -170,18 +185,22 @@ def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_p
         substitutes.update({"https://api.openai.com/v1": url, "http://localhost:8000/v1": url})
     if "naver/splade-cocondenser-ensembledistil" in argv:  # SPLADE: a tiny BertForMaskedLM (fixtures.write_tiny_mlm)
         substitutes["naver/splade-cocondenser-ensembledistil"] = str(request.getfixturevalue("tiny_mlm"))
-    if "~/mteb-data" in argv:  # MTEB's datasets, as local files (fixtures.write_hub)
+    if any(a.partition("=")[2] == "~/mteb-data" or a == "~/mteb-data" for a in argv):  # MTEB's datasets, as local
+        # files (fixtures.write_hub)
         substitutes["~/mteb-data"] = str(request.getfixturevalue("hub_root"))
     # Files of this repo (a plugin file: examples/centered_avg.py:Centered) wherever pytest runs from.
     argv = [str(ROOT / a) if a.startswith("examples/") else substitutes.get(a, a) for a in argv]
     argv = [a.replace("=@examples/", f"=@{ROOT}/examples/") for a in argv]  # an option's @FILE: prompt, task_prompts
     argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes else a
             for a in argv]  # --data-dir senteval=~/SentEval/data/downstream
-    if "~/glue_data" in argv:  # GLUE's folder: the fixture's STS-B pairs, labelled (fixtures.write_labelled_glue)
+    if any(a.partition("=")[2] == "~/glue_data" or a == "~/glue_data" for a in argv):  # GLUE's folder: the
+        # fixture's STS-B pairs, labelled (fixtures.write_labelled_glue); --glue-dir DIR or --data-dir glue=DIR
         from fixtures import write_labelled_glue
 
         substitutes["~/glue_data"] = str(write_labelled_glue(tmp_path / "glue", senteval_root)[0])
         argv = [substitutes.get(a, a) for a in argv]
+        argv = [f"{a.partition('=')[0]}={substitutes[a.partition('=')[2]]}" if a.partition("=")[2] in substitutes
+                else a for a in argv]
     if any("pairs_with_label.tsv" in a for a in argv):  # labelled pairs: STS-B's, gold >= 3 as class 1
         argv = [a.replace("pairs_with_label.tsv", str(write_labelled_pairs(tmp_path, senteval_root)))
                 for a in argv]

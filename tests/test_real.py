@@ -6,6 +6,7 @@ target fit set); CI runs them (``make test`` runs every marker).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +53,7 @@ def test_minilm_avg_on_stsb_as_a_tsv_file_equals_stsb_to_every_digit(shared_cach
 def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tmp_path):
     code, out, err = bench("--cache-dir", str(shared_cache), "--baseline", str(BASELINE))
     assert code == 0, out + err
+    assert_readme_shows_this_board(out)
     board = pd.read_csv(tmp_path / "out" / "leaderboard.csv").set_index("method")
     assert set(board.index) == {"cls", "avg", "first-last", "whitening", "flow", "sbert", "random"}
     assert board.loc["sbert", "STS-B"] == pytest.approx(82.03, abs=0.05)
@@ -89,6 +91,33 @@ def test_embedded_default_matches_the_committed_baseline(bench, shared_cache, tm
                 "return Array.from(t.tBodies[0].rows).map(r => r.cells[0].firstChild.textContent.trim() + ' '"
                 " + r.cells[i].textContent.trim()); })()")
         assert "avg 1 (1–2)" in shown and "random 7" in shown
+
+
+def board_lines(text: str) -> list[str]:
+    """The first markdown table of ``text`` whose header starts ``| method``: its lines."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| method "))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def assert_readme_shows_this_board(out: str) -> None:
+    """README's leaderboard is the one the embedded default prints (issue 52: README's had no rank
+    column and no ★ on Avg.): the same header and layout, the same rows in the same order with the
+    same labels, marks and ranks; a score may differ by the CPU's rounding (flow's second decimal,
+    README says which), by at most 0.1."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    shown = board_lines(readme[readme.index("It ends with this leaderboard"):])
+    printed = board_lines(out)
+    assert shown[:2] == printed[:2] and len(shown) == len(printed), (shown, printed)
+    for ours, theirs in zip(shown[2:], printed[2:]):
+        assert len(ours) == len(theirs), (ours, theirs)
+        for a, b in zip(ours.split("|"), theirs.split("|")):
+            number_a, number_b = (re.match(r"\s*(-?\d+\.\d+)", cell) for cell in (a, b))
+            if number_a and number_b:  # a score, then its mark
+                assert float(number_a.group(1)) == pytest.approx(float(number_b.group(1)), abs=0.1), (ours, theirs)
+                a, b = a[number_a.end():], b[number_b.end():]
+            assert a == b, (ours, theirs)
 
 
 def test_a_ci_job_with_a_persisted_cache_catches_a_changed_method(shared_cache, tmp_path):

@@ -122,7 +122,10 @@ class LabelledPairs(TaskKind):
 
     def gold_problem(self, spec: Any, split: Any, aggregation: str) -> str | None:
         gold = np.asarray(split.gold, dtype=np.float64)
-        return pm.undefined_reason(None, gold == spec.positive_index)
+        reason = pm.undefined_reason(None, gold == spec.positive_index)
+        if reason and reason.startswith("every pair"):  # one class: check how labels were read
+            reason += f"; it needs both classes: check its label column, positive={spec.positive}"
+        return reason
 
     def undefined(self, ev: Evidence) -> str | None:
         return pm.undefined_reason(ev.similarity, _positive(ev))

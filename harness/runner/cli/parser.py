@@ -80,7 +80,9 @@ def add_setting_flag(group: Any, s: Setting, text: str | None = None) -> None:
     """``s``'s flag (and its alias's), as its declaration says (``text``: another help line). A
     choice is checked by BenchConfig.validate, which suggests the name meant (argparse's own choices
     would not), so its metavar only lists them: ``{all,mean,wmean}``."""
-    text = text or s.help_text()
+    # An older spelling (--senteval-dir = --data-dir senteval=DIR) works but is not listed: --help
+    # shows one way to say each thing (docs/USAGE.md names the aliases).
+    text = argparse.SUPPRESS if s.fills else text or s.help_text()
     if isinstance(s.default, bool):  # a switch: --diagnostics turns it on, --no-plots off
         group.add_argument(
             s.flag, dest=s.name, action="store_false" if s.default else "store_true", help=text
@@ -99,7 +101,7 @@ def add_setting_flag(group: Any, s: Setting, text: str | None = None) -> None:
             "--" + s.alias.name.replace("_", "-"),
             dest=s.alias.name,
             metavar=s.alias.metavar,
-            help=s.alias.help,
+            help=argparse.SUPPRESS,
         )
 
 

@@ -100,8 +100,8 @@ def check_scorable(task: LoadedTask, cfg: BenchConfig) -> None:
     where = f"{task.spec.title} {task.spec.eval_split} ({split.origin})"
     if not cfg.allow_undefined:
         raise UserError(
-            f"{where}: {score} is undefined on it: {reason}; fix the data, choose another "
-            "--aggregation, or pass --allow-undefined to record it as undefined"
+            f"{where}: {score} is undefined on it: {reason}; fix the data, or pass "
+            "--allow-undefined to record it as undefined"
         )
     logging.getLogger("sts_bench.plan").warning(
         "%s: %s is undefined on it (%s); recorded as undefined", where, score, reason

@@ -213,7 +213,7 @@ def _fit_set_name(name: str) -> None:
 
 WHAT, DATA, ENCODING, SCHEDULING = "what to run", "data", "backbone and encoding", "scheduling"
 STATISTICS, GATE, OUTPUTS = "statistics", "regression gate", "outputs"
-VECTORS = "compressed vectors (scored from the same vectors, docs/compression.md)"
+VECTORS = "compressed vectors (scored from the same vectors, docs/COMPRESSION.md)"
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ def frontier_markdown(rows: list[dict[str, Any]]) -> str:
         "# sts-bench quality-cost frontier",
         "",
         "Spearman ×100 against the bytes one vector takes (`--dims`, `--precision`; "
-        "docs/compression.md; a sparse vector's: 8 bytes per active dimension). ● on the Pareto "
+        "docs/COMPRESSION.md; a sparse vector's: 8 bytes per active dimension). ● on the Pareto "
         "set: no other row of the task is as small and scores higher. Each setting is tested "
         "against its method's full vector (every dimension, fp32, the same similarity) by the "
         "paired bootstrap of significance.csv.",

@@ -76,6 +76,8 @@ def load(spec: TaskSpec, splits: Sequence[str], location: str | None) -> dict[st
         path = folder / f"{split}.tsv"
         if not path.is_file():
             hint = GET_DATA_HINT.format(task=place["folder"])
+            if split == spec.threshold_split:  # only accuracy / F1's thresholds read it
+                hint += "; or score without it: --pair-thresholds none (and --fit-set test)"
             raise UserError(
                 f"GLUE dir {root} is missing {path.relative_to(root)} ({spec.title}'s {split} "
                 f"split); {hint}"

