@@ -63,7 +63,6 @@ else
 	$(PY) -c "import torch" 2>/dev/null || $(UV) pip install --python $(PY) $(BYTECODE) $(FIND) "$(TORCH_SPEC)"
 endif
 	$(UV) pip install --python $(PY) --quiet $(BYTECODE) --no-deps --no-build-isolation -e .
-	$(UV) pip uninstall --python $(PY) --quiet sts-bench-randproj  # a venv made before issue 52 had it
 	$(PY) -m compileall -q harness methods
 	touch $(STAMP)
 
