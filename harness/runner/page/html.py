@@ -35,6 +35,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.core.hashing import atomic_write_text
+from harness.runner.history.moves import HistoryReport, commit_label, move_row, series_labels
 from harness.runner.page import assets
 from harness.runner.page.boards import Board, board_table, paired_tests
 from harness.runner.page.cells import Table, signed_class, significance_class, table
@@ -59,7 +60,6 @@ from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protoco
 from harness.runner.tables.prompt_spread import of_set
 
 if TYPE_CHECKING:
-    from harness.runner.history.moves import HistoryReport
     from harness.runner.records.schema import Record
 
 # The paper runner imports the first two from here (harness/runner/papers/run.py); they live in
@@ -114,8 +114,6 @@ def part(name: str, *args: Any) -> Markup:
 def history_section(history: HistoryReport | None, png: bytes | None) -> History | None:
     """The history section's data; None when there is no history yet. With one commit, a table of
     its scores (and no plot: a dot per series on a mostly empty axis, issue 52)."""
-    from harness.runner.history.moves import commit_label, move_row, series_labels
-
     if history is None or not history.series:
         return None
     rows = [{**move_row(m), "p": m["p_value"], "test": m["test"]} for m in history.moves]

@@ -16,6 +16,8 @@ def _pyplot():
     return plt
 
 
+TITLE_FONT: dict[str, Any] = {"size": 9.5, "weight": "bold"}  # a bar chart block's protocol line
+DPI = 110  # of every PNG: text is measured at it (hinting makes its width vary with the dpi)
 INPUT_KEY = "sts-bench-input"  # PNG text chunk: the digest of what a figure was drawn from
 
 
@@ -34,7 +36,7 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
             fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(
-            buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None
+            buffer, format="png", dpi=DPI, metadata={INPUT_KEY: input_key} if input_key else None
         )
     finally:
         _pyplot().close(fig)
@@ -124,22 +126,22 @@ def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
     for subfigure, (key, data), block in zip(subfigures, groups.items(), blocks):
         _draw_bars(subfigure, data, *block)
         title = f"Protocol: {protocol_line(dict(zip(GROUP_KEYS, key)))}"
-        subfigure.suptitle(fitted(title, fig, width - 0.3, size=9.5, weight="bold"), size=9.5)
+        subfigure.suptitle(fitted(title, width - 0.3, **TITLE_FONT), **TITLE_FONT)
     return save_figure(fig, path)
 
 
-def fitted(text: str, fig, inches: float, **font: Any) -> str:
+def fitted(text: str, inches: float, **font: Any) -> str:
     """``text`` over as many lines as it takes for each to be at most ``inches`` wide in ``font``
-    (measured by ``fig``'s renderer, not guessed from a character count): broken between its
-    " · "-joined settings, and inside one only where it alone is wider (a long path), so a protocol
-    title stays inside its figure at any length (issue 52: a fixed two-line split was clipped)."""
+    (measured as the PNG draws it, at :data:`DPI`, not guessed from a character count): broken
+    between its " · "-joined settings, and inside one only where it alone is wider (a long path), so
+    a protocol title stays inside its figure at any length (issue 52: a fixed split was clipped)."""
+    from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.font_manager import FontProperties
 
-    renderer, prop = fig.canvas.get_renderer(), FontProperties(**font)
+    renderer, prop = RendererAgg(1, 1, DPI), FontProperties(**font)
 
     def fits(line: str) -> bool:
-        width = renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
-        return width <= inches * renderer.dpi
+        return renderer.get_text_width_height_descent(line, prop, False)[0] <= inches * DPI
 
     lines: list[str] = []
     for part in text.split(" · "):
@@ -276,7 +278,7 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
         ax.set_xlabel("bytes per vector (log scale)")
         ax.set_ylabel("Spearman ×100")
-        protocol = fitted(protocol_line(dict(zip(GROUP_KEYS, group))), fig, 6.2, size=8)
+        protocol = fitted(protocol_line(dict(zip(GROUP_KEYS, group))), 6.2, size=8)
         ax.set_title(f"{task}\n{protocol}", fontsize=8)  # a panel is 7.2 in wide, its axes ~6.2
         ax.grid(alpha=0.3)
         shown = sorted({str(r["precision"]) for r in members}, key=list(markers).index)
