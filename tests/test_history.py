@@ -90,8 +90,12 @@ def test_every_run_appends_and_history_draws_it(bench, senteval_root, tiny_bert,
     code, out, err = bench("--history")
     assert code == 0, err
     assert "No score moved by more than its noise." in out and "Latest score of each series" in out
-    assert (tmp_path / "out" / "plots" / "history.png").is_file()
-    assert "id=\"history\"" in (tmp_path / "out" / "index.html").read_text()
+    # One commit (both runs are this checkout's): no plot of a dot per series on an empty axis, its scores as a
+    # table on the page (issue 52); from the second commit on, plots/history.png (the tests below).
+    assert not (tmp_path / "out" / "plots" / "history.png").exists()
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "id=\"history\"" in page and "the only one so far" in page
+    assert all(f"<td class='num' data-sort='{e['score']:.6g}'>{e['score']:.2f}</td>" in page for e in entries)
 
 
 def test_the_history_plot_is_drawn_again_only_when_what_it_shows_changes(history, monkeypatch):

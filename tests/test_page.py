@@ -288,6 +288,8 @@ def drawn(monkeypatch):
     figures: list = []
 
     def keep(fig, path, input_key=None):
+        if fig.get_layout_engine() is None:  # as save_figure lays out a figure
+            fig.tight_layout()
         fig.canvas.draw()  # lays out (constrained layout runs at draw) so positions can be read
         figures.append(fig)
         return path
@@ -398,6 +400,67 @@ def test_each_history_panel_names_its_tasks_main_score(drawn, tmp_path):
     assert [ax.get_ylabel() for ax in mixed.axes] == ["AP ×100 / F1 ×100"]
 
 
+# A protocol longer than any figure: a file task's path of 400 characters (issue 52: the bar chart's
+# title was split in two fixed halves and clipped at both ends).
+LONG_SOURCE = "file:/" + "/".join(["a-folder-with-a-long-name"] * 16)
+
+
+def inside(text, fig) -> bool:
+    """Whether ``text`` lies inside ``fig`` as the PNG is drawn: at its dpi (hinting makes a text's width
+    vary with the dpi: bold 9.5 pt text is 5 % wider at 110 dpi than at 100)."""
+    fig.set_dpi(plots.DPI)
+    fig.canvas.draw()
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    return fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
+
+
+@pytest.mark.parametrize("source", ["senteval", LONG_SOURCE])
+def test_protocol_titles_stay_inside_their_figure_at_any_length(drawn, tmp_path, source):
+    """The narrowest bar chart (one task) and the frontier's panels: every protocol title lies inside
+    the figure, measured by the renderer, and holds the whole protocol line (nothing cut away)."""
+    from harness.runner.tables.frames import protocol_line
+
+    labelled, other = ({**long_row("mean", m, "pairs", v), "metric": "ap", "source": source} for m, v in
+                       (("avg", 80.0), ("cls", 70.0)))
+    plots.leaderboard_png([labelled, other], tmp_path / "leaderboard.png")
+    frontier = {**labelled, "of": "avg", "precision": "int8", "similarity": "cosine", "bytes_per_vector": 64,
+                "spearman": 80.0, "pareto": True}
+    plots.frontier_png([frontier, {**frontier, "bytes_per_vector": 256, "spearman": 81.0}], tmp_path / "f.png")
+    bars, front = drawn
+    line = protocol_line({k: labelled[k] for k in GROUP_KEYS})
+    (sub,) = bars.subfigs
+    (ax,) = [ax for ax in front.axes if ax.get_title()]
+    for title, fig, whole in ((sub._suptitle, bars, f"Protocol: {line}"), (ax.title, front, f"pairs\n{line}")):
+        assert inside(title, fig), (title.get_text(), title.get_window_extent(), fig.bbox)
+        shown = title.get_text()
+        assert shown.replace("\n", "").replace(" · ", "") == whole.replace("\n", "").replace(" · ", "")
+        assert shown.count("\n") >= (2 if source == LONG_SOURCE else 1)  # wrapped, not shrunk or cut
+
+
+def test_a_history_of_one_commit_is_a_table_of_its_scores_not_a_dot_on_an_empty_axis(tmp_path):
+    """Issue 52: one commit drew a dot per series on a wide, empty axis. The page shows that commit's
+    scores and intervals as a table (none drawn); from the second commit on, the plot."""
+    series = [moves.Series(s.key, s.points[:1]) for s in history_series(("mean", "wmean"), ("avg", "cls"))]
+    series[-1].points[0]["ci95"] = None  # a score without an interval
+    commits = [moves.commit_label(series[0].points[0])]
+    png = b"a PNG drawn earlier"
+    one = page.history_section(moves.HistoryReport(series, commits, [], [], ""), png)
+    assert one is not None and one.figure is None and one.moves is None and one.scores is not None
+    assert one.scores.caption.startswith(f"Spearman ×100 at commit {commits[0]}, the only one so far")
+    shown = [[c.text for c in row] for row in one.scores.rows]
+    assert [h.text for h in one.scores.head] == ["series", "task", "value", "ci_low", "ci_high"]
+    expected = [[label, "STS-B", *(f"{v:.2f}" for v in [s.points[0]["score"], *(s.points[0]["ci95"] or [])])]
+                for label, s in zip(moves.series_labels(series), series)]
+    assert shown == [row + ["—", "—"] * (len(row) == 3) for row in expected]  # the last has no interval
+    assert shown[0][2:] == ["71.00", "69.00", "73.00"] and shown[-1][2:] == ["72.00", "—", "—"]
+    several = history_series(("mean",), ("avg",))
+    labels = [moves.commit_label(p) for p in several[0].points]
+    drawn = page.history_section(moves.HistoryReport(several, labels, [], [], ""), png)
+    assert drawn is not None and drawn.scores is None and drawn.figure is not None and drawn.commits == 3
+    html = page.part("history", one)
+    assert "<table" in html and "<img" not in html and f"at commit {commits[0]}" in html
+
+
 # -- every text a user or a run wrote reaches the page escaped -------------------------------------
 
 SCRIPT = "<script>alert(1)</script>\"'&"  # a prompt, hence a method label; a task title (below)
@@ -487,7 +550,8 @@ def hostile(tmp_path_factory, senteval_root, tiny_bert) -> tuple[str, Path]:
     # must not rely on that check, so the records are given one in memory.
     records = [swap(rec, "STS-B", SCRIPT) for rec in load_results(out / "runs")]
     significance, marks = comparisons(records, 50, 1)
-    text = page.render(records, marks, significance, out, history_report(out, 50, 1, plots=False))
+    written = page.write_report(records, marks, significance, out, history_report(out, 50, 1, plots=False))
+    text = written.read_text(encoding="utf-8")
     return text, out
 
 

@@ -251,8 +251,8 @@ def test_a_cold_run_draws_in_the_worker_the_files_drawn_in_process(tiny_bert, se
     assert result["killed"]["started"] == [True] and result["killed"]["matplotlib"] is True  # drawn here
     assert result["in_process"]["started"] == [] and result["in_process"]["forwarded"] > 0
     names = sorted(p.name for p in (tmp_path / "in_process" / "plots").iterdir())
-    assert names == ["history.png", "leaderboard.png"]
-    for name in names:  # "worker"'s history.png: drawn by the worker, kept by the warm run (same points)
+    assert names == ["leaderboard.png"]  # one commit in each folder: no history.png (drawn from the second)
+    for name in names:
         expected = (tmp_path / "in_process" / "plots" / name).read_bytes()
         assert (tmp_path / "killed" / "plots" / name).read_bytes() == expected
         assert (tmp_path / "worker" / "plots" / name).read_bytes() == expected

@@ -282,13 +282,14 @@ def test_chromium_names_each_boards_score_and_shows_the_prompt_spread(labelled_p
                 assert all(f"{r['scores']['metrics']['ap']['value']:.2f}" in text for r in labelled)
             else:
                 assert "STS-B" in head and "score=" not in heading and caption.startswith("Spearman ×100")
-        # the bar chart and the history plot name the scores they draw, and both are drawn
+        # the bar chart names the scores it draws, and so does the history: one commit, so a table (issue 52)
         figures = browser.evaluate("Array.from(document.querySelectorAll('figure')).map(f => ["
                                    "f.querySelector('figcaption').textContent, f.querySelector('img').naturalWidth])")
         chart = [c for c, width in figures if c.startswith("leaderboard: ") and width > 0]
-        history = [c for c, width in figures if "by commit" in c and width > 0]
         assert chart == ["leaderboard: AP ×100 / Spearman ×100"], figures
-        assert len(history) == 1 and history[0].startswith("AP ×100 / Spearman ×100 by commit"), figures
+        assert not [c for c, _ in figures if "by commit" in c], figures
+        history = browser.evaluate("document.querySelector('#history table caption').textContent")
+        assert history.startswith("AP ×100 / Spearman ×100 at commit "), history
         assert browser.evaluate("!!document.querySelector('nav a[href=\"#prompts\"]')")
         sets = browser.evaluate("Array.from(document.querySelectorAll('#prompts table')).map(t => ["
                                 "t.caption.textContent, Array.from(t.tBodies[0].rows).map(r => "
@@ -301,3 +302,64 @@ def test_chromium_names_each_boards_score_and_shows_the_prompt_spread(labelled_p
             assert len(rows) == 1 and rows[0][1] == "2" and rows[0][2:7] == expected[task], (task, rows)
     # A prompts.csv left from records that are no longer in the folder is not shown.
     assert prompt_sets(labelled_page.parent, [r for r in records if not r["protocol"].get("prompt_set")]) == []
+
+
+# A protocol longer than any figure is wide: a file task's path of 400 characters.
+LONG_SOURCE = "file:/" + "/".join(["a-folder-with-a-long-name"] * 16)
+
+
+def ink_at_the_edges(shot: bytes) -> tuple[int, bool]:
+    """Dark pixels (any channel under 200) in the 3 outermost columns of each side of a figure's
+    screenshot, and whether its top fifth (where a title sits) has ink at all."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB")).min(axis=2)
+    dark = pixels < 200
+    return int(dark[:, :3].sum() + dark[:, -3:].sum()), bool(dark[: len(dark) // 5].any())
+
+
+def test_chromium_shows_every_title_inside_its_figure_and_one_commit_as_a_table(labelled_page, tmp_path):
+    """Issue 52, at 1400 px: the bar chart's protocol titles (the labelled-pairs protocol, the longest a
+    run writes, and one of 400 characters) are inside their figure: a screenshot of each figure has no
+    ink in its outermost columns, where a clipped title runs off. The history of one commit is a table of
+    the records' scores, not a plot."""
+    import base64
+
+    from harness.runner.page.build import history_pages
+    from harness.runner.records.schema import main_ci, main_value
+    from harness.runner.records.store import load_results
+    from harness.runner.tables import plots
+    from harness.runner.tables.frames import long_rows
+
+    need_chromium()
+    out = tmp_path / "out"
+    shutil.copytree(labelled_page.parent, out)
+    records = load_results(out / "runs")
+    long = long_rows(records)[0]
+    plots.leaderboard_png([*long, *({**row, "source": LONG_SOURCE} for row in long if row["task"] == "STS-B")],
+                          out / "plots" / "leaderboard.png")
+    history_pages(BenchConfig(output_dir=str(out), bootstrap=100))
+    with Browser(tmp_path / "profile", width=1400) as browser:
+        browser.open((out / "index.html").as_uri())
+        assert browser.errors == []
+        # No scrollbar: a capture beyond the viewport drops it, which would move the centred page under the clip.
+        browser.evaluate("document.documentElement.style.overflow = 'hidden'")
+        boxes = browser.evaluate("Array.from(document.images).map(i => { const r = i.getBoundingClientRect(); return "
+                                 "[i.alt, r.left + scrollX + 1, r.top + scrollY + 1, r.width - 2, r.height - 2]; })")
+        assert [alt for alt, *_ in boxes] == ["leaderboard: AP ×100 / Spearman ×100"]  # and no history plot
+        for alt, x, y, width, height in boxes:
+            clip = {"x": x, "y": y, "width": width, "height": height, "scale": 1}  # inside the img's border
+            shot = browser.call("Page.captureScreenshot", {"format": "png", "clip": clip,
+                                                           "captureBeyondViewport": True}, page=True)
+            (tmp_path / f"{alt.split(':')[0]}.png").write_bytes(base64.b64decode(shot["data"]))
+            edges, titled = ink_at_the_edges(base64.b64decode(shot["data"]))
+            assert titled and edges == 0, (alt, edges, tmp_path)
+        rows = browser.evaluate("Array.from(document.querySelectorAll('#history table tbody tr')).map(r => "
+                                "Array.from(r.cells).map(c => c.textContent))")
+        browser.screenshot(tmp_path / "report.png")  # for a human to look at
+    # A row per (method row, task): the records' own main scores and intervals, as the history keeps them.
+    expected = sorted([r["task"]["title"], *(f"{v:.2f}" for v in [main_value(r), *main_ci(r)])] for r in records)
+    assert len(rows) == len(records) == 4 and sorted(row[1:] for row in rows) == expected

@@ -119,9 +119,9 @@ def test_the_page_embeds_only_pngs_the_tool_wrote(bench, args, tmp_path, outside
     from harness.runner.tables.plots import _pyplot, save_figure
 
     out = tmp_path / "out"
-    assert bench(*args)[0] == 0  # plots/leaderboard.png and plots/history.png, drawn by the tool
+    assert bench(*args)[0] == 0  # plots/leaderboard.png, drawn by the tool (history.png from a second commit on)
     plots = out / "plots"
-    assert sorted(p.name for p in plots.iterdir()) == ["history.png", "leaderboard.png"]
+    assert sorted(p.name for p in plots.iterdir()) == ["leaderboard.png"]
     secret = outside / "id_rsa"
     secret.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n")
     drawn = outside / "drawn.png"  # drawn just as the tool draws, but outside the folder: the link decides
@@ -140,7 +140,7 @@ def test_the_page_embeds_only_pngs_the_tool_wrote(bench, args, tmp_path, outside
     assert code == 0, err
     page = (out / "index.html").read_text(encoding="utf-8")
     embedded = [base64.b64decode(src.split(",", 1)[1]) for src in re.findall(r"<img [^>]*src='([^']*)'", page)]
-    assert sorted(embedded) == sorted([(plots / "leaderboard.png").read_bytes(), (plots / "history.png").read_bytes()])
+    assert embedded == [(plots / "leaderboard.png").read_bytes()]
     assert base64.b64encode(secret.read_bytes()).decode() not in page and b"OPENSSH" not in b"".join(embedded)
     said = {re.search(r"plots/(\S+\.png)", w)[1]: w for w in warnings(caplog) if "left out of the page" in w}
     assert sorted(said) == ["bare.png", "cut.png", "drawn.png", "foreign.png", "notes.png", "secret.png"]
@@ -192,8 +192,8 @@ def test_file_links_where_the_tool_writes_are_replaced_not_written_through(bench
     (run,) = (out / "runs").glob("*.json")
     forged = {**json.loads(meta.read_text()), "training_datasets": ["forged"]}
     written = [run, out / "leaderboard.csv", out / "leaderboard.md", out / "scores.csv", out / "significance.csv",
-               out / "index.html", out / "history.md", out / "plots" / "leaderboard.png", out / "plots" / "history.png",
-               result, meta, out / ".sts-bench.lock"]
+               out / "index.html", out / "history.md", out / "plots" / "leaderboard.png", result, meta,
+               out / ".sts-bench.lock"]
     for i, path in enumerate(written):
         victim = outside / f"victim-{i}"
         victim.write_bytes(json.dumps(forged).encode() if path == meta else f"victim {i}\n".encode())
@@ -213,7 +213,7 @@ def test_file_links_where_the_tool_writes_are_replaced_not_written_through(bench
     assert json.loads(result.read_text())["scores"]["test"][0]["main_score"] == \
         pytest.approx(first["scores"]["spearman"] / 100, abs=1e-6)
     said = warnings(caplog)
-    assert [w for w in said if "model_meta.json" in w] == [f"mteb: {meta} is a symbolic link (to {outside}/victim-10)"
+    assert [w for w in said if "model_meta.json" in w] == [f"mteb: {meta} is a symbolic link (to {outside}/victim-9)"
                                                            "; not read (it is written again as a file)"]
     assert len([w for w in said if ".sts-bench.lock was a symbolic link" in w]) == 1
     assert not (outside / "nothing-here").exists()

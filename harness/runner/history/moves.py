@@ -11,8 +11,10 @@ when the change is larger than its noise:
 * otherwise → intervals: moved when the earlier score lies outside the later run's 95 % interval
   (the rule ``--baseline`` uses).
 
-Writes ``plots/history.png`` (one panel per task, a line per method row, whiskers = 95 % interval,
-moved points ringed in red) and ``history.md`` (the moves, and the latest score of every series).
+Writes ``plots/history.png`` from the second commit on (one panel per task, a line per method row,
+whiskers = 95 % interval, moved points ringed in red; one commit would be a dot per series on an
+empty axis: the report page shows its scores as a table) and ``history.md`` (the moves, and the
+latest score of every series).
 """
 
 from __future__ import annotations
@@ -282,6 +284,19 @@ def _draw_history(
     return save_figure(fig, path, input_key=key)
 
 
+def move_row(move: dict[str, Any]) -> dict[str, Any]:
+    """A move's columns as history.md and the page show them, before its test's own."""
+    return {
+        "commit": move["commit"],
+        "after": move["previous"],
+        "method": move["method"],
+        "task": move["task"],
+        "before": move["before"],
+        "now": move["after"],
+        "change": move["change"],
+    }
+
+
 def history_markdown(series: list[Series], commits: list[str], moves: list[dict[str, Any]]) -> str:
     from tabulate import tabulate
 
@@ -299,13 +314,7 @@ def history_markdown(series: list[Series], commits: list[str], moves: list[dict[
     ]
     rows = [
         {
-            "commit": m["commit"],
-            "after": m["previous"],
-            "method": m["method"],
-            "task": m["task"],
-            "before": m["before"],
-            "now": m["after"],
-            "change": m["change"],
+            **move_row(m),
             "change 95 % CI": fmt_ci(m["ci95"]),
             "p": "—" if m["p_value"] is None else f"{m['p_value']:.3g}",
             "test": m["test"],
@@ -360,6 +369,6 @@ def history_report(
     text = history_markdown(series, commits, moves)
     paths = [out_dir / "history.md"]
     atomic_write_text(paths[0], text)
-    if plots and series:
+    if plots and len(commits) > 1:  # one commit is one dot per series: the page shows a table
         paths.append(history_png(series, commits, moves, out_dir / "plots" / "history.png"))
     return HistoryReport(series, commits, moves, paths, text)

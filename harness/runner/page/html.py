@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -34,6 +35,7 @@ import jinja2
 from markupsafe import Markup
 
 from harness.core.hashing import atomic_write_text
+from harness.runner.history.moves import HistoryReport, commit_label, move_row, series_labels
 from harness.runner.page import assets
 from harness.runner.page.boards import Board, board_table, paired_tests
 from harness.runner.page.cells import Table, signed_class, significance_class, table
@@ -58,7 +60,6 @@ from harness.runner.tables.leaderboard import LEGEND, TIED, inputs_line, protoco
 from harness.runner.tables.prompt_spread import of_set
 
 if TYPE_CHECKING:
-    from harness.runner.history.moves import HistoryReport
     from harness.runner.records.schema import Record
 
 # The paper runner imports the first two from here (harness/runner/papers/run.py); they live in
@@ -69,22 +70,24 @@ __all__ = [
     "PAPER_COLUMNS",
     "environment",
     "part",
-    "render",
     "write_report",
 ]
 HISTORY_CAPTION = " by commit; red rings: moved by more than its noise"
+ONE_COMMIT = ", the only one so far (95 % interval); the plot by commit is drawn from the second"
 log = logging.getLogger("sts_bench.report")
 
 
 @dataclass(frozen=True)
 class History:
     """The history section: commit and series counts, the moves beyond noise (None: none moved),
-    the history plot (None: not drawn or not embeddable)."""
+    the history plot (None: not drawn or not embeddable), and with one commit its scores as a
+    table instead of the plot (None: several commits)."""
 
     commits: int
     series: int
     moves: Table | None
     figure: Figure | None
+    scores: Table | None = None
 
 
 @cache
@@ -109,23 +112,11 @@ def part(name: str, *args: Any) -> Markup:
 
 
 def history_section(history: HistoryReport | None, png: bytes | None) -> History | None:
-    """The history section's data; None when there is no history yet."""
+    """The history section's data; None when there is no history yet. With one commit, a table of
+    its scores (and no plot: a dot per series on a mostly empty axis, issue 52)."""
     if history is None or not history.series:
         return None
-    rows = [
-        {
-            "commit": m["commit"],
-            "after": m["previous"],
-            "method": m["method"],
-            "task": m["task"],
-            "before": m["before"],
-            "now": m["after"],
-            "change": m["change"],
-            "p": m["p_value"],
-            "test": m["test"],
-        }
-        for m in history.moves
-    ]
+    rows = [{**move_row(m), "p": m["p_value"], "test": m["test"]} for m in history.moves]
     # Every move beat its noise: its change is coloured by sign.
     moves = table(
         rows,
@@ -133,6 +124,15 @@ def history_section(history: HistoryReport | None, png: bytes | None) -> History
         colour=lambda row, c: signed_class(row[c]) if c == "change" else "",
     )
     drawn = " / ".join(dict.fromkeys(metric_axis(s.key["metric"]) for s in history.series))
+    if len(history.commits) == 1:
+        latest = []
+        for label, s in zip(series_labels(history.series), history.series):
+            low, high = s.points[-1]["ci95"] or (math.nan, math.nan)
+            score = {"value": s.points[-1]["score"], "ci_low": low, "ci_high": high}
+            latest.append({"series": label, "task": s.key["task"], **score})
+        caption = f"{drawn} at commit {commit_label(s.points[-1])}{ONE_COMMIT}"
+        scores = replace(table(latest, ("value", "ci_low", "ci_high")), caption=caption)
+        return History(1, len(history.series), None, None, scores)
     figure = Figure(drawn + HISTORY_CAPTION, png_uri(png)) if png is not None else None
     return History(len(history.commits), len(history.series), moves if rows else None, figure)
 
@@ -207,15 +207,16 @@ def boards(
     return found
 
 
-def render(
+def write_report(
     records: Sequence[Record],
     marks: set,
     significance: list[dict[str, Any]],
     out_dir: Path,
     history: HistoryReport | None = None,
     ranks: dict[tuple, dict[str, float]] | None = None,
-) -> str:
-    """The whole page as one HTML string; ``ranks``: each row's rank and Avg. interval."""
+) -> Path:
+    """Write the whole page to ``out_dir/index.html`` (atomically) and return its path; ``ranks``:
+    each row's rank and Avg. interval."""
     from harness.core import __version__
     from harness.runner.records.store import git_sha, now_iso
 
@@ -225,7 +226,7 @@ def render(
     # The frontier plot shows in its section; without one (no compressed setting) it is a plot
     # like any other.
     own = {"history", "frontier"} if frontier is not None else {"history"}
-    return (
+    text = (
         environment()
         .get_template("page.html.j2")
         .render(
@@ -248,23 +249,11 @@ def render(
             ],
         )
     )
+    atomic_write_text(out_dir / "index.html", text)
+    return out_dir / "index.html"
 
 
 def _drawn(stem: str, records: Sequence[Record]) -> str:
     """A plot's caption: the leaderboard chart names the scores it draws (``AP ×100``)."""
     scores = " / ".join(dict.fromkeys(metric_axis(main_score(r)) for r in records))
     return f"{stem}: {scores}" if stem == "leaderboard" else stem
-
-
-def write_report(
-    records: Sequence[Record],
-    marks: set,
-    significance: list[dict[str, Any]],
-    out_dir: Path,
-    history: HistoryReport | None = None,
-    ranks: dict[tuple, dict[str, float]] | None = None,
-) -> Path:
-    """Write ``out_dir/index.html`` (atomically) and return its path."""
-    path = out_dir / "index.html"
-    atomic_write_text(path, render(records, marks, significance, out_dir, history, ranks))
-    return path

@@ -34,10 +34,10 @@ class Figure:
     uri: str
 
 
-def png_problem(data: bytes) -> str | None:
+def png_problem(data: bytes, texts: dict[bytes, bytes] | None = None) -> str | None:
     """Why ``data`` is not a PNG the tool wrote (None: it is one): the PNG signature, an ``IHDR``
     first, every chunk whole with its CRC right, ``IEND`` last and nothing after it, and a text
-    chunk of :data:`TOOL_TEXT`.
+    chunk of :data:`TOOL_TEXT`. Its ``tEXt`` chunks go into ``texts`` (keyword: text) when given.
 
     >>> png_problem(b"-----BEGIN OPENSSH PRIVATE KEY-----")
     'not a PNG (no PNG signature)'
@@ -56,6 +56,9 @@ def png_problem(data: bytes) -> str | None:
             return "not a PNG (no IHDR chunk first)"
         first = False
         ours = ours or (kind == b"tEXt" and body.startswith(TOOL_TEXT))
+        if kind == b"tEXt" and texts is not None:
+            keyword, _, text = body.partition(b"\0")
+            texts[keyword] = text
         offset += 12 + length
         if kind == b"IEND":
             if offset != len(data):

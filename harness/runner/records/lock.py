@@ -32,6 +32,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,8 @@ except ImportError:  # not POSIX: runs sharing a folder are not serialised there
     fcntl = None  # type: ignore[assignment]
 
 LOCK_NAME = ".sts-bench.lock"
+# atomic_write_bytes's temporary file (harness.core.hashing): .tmp-<pid>-<8 hex digits>-<name>
+TEMPORARY = re.compile(r"\.tmp-\d+-[0-9a-f]{8}-.+")
 # The folders sts-bench keeps in an output folder: records, plots, MTEB result files, history blobs.
 FOLDERS = ("runs", "plots", "mteb", "history")
 # Without O_NOFOLLOW (not POSIX) a link is caught by the lstat before the open instead.
@@ -153,6 +156,21 @@ def _open_lock(path: Path) -> int:
     raise ResourceError(f"{path}: keeps being replaced by a symbolic link; remove it and run again")
 
 
+def _clear_temporaries(out_dir: Path) -> None:
+    """Remove the temporary files of writes that never finished (a run killed by SIGKILL or a power
+    cut: nothing renamed or removed them) from the folder and its tool folders (:data:`FOLDERS`):
+    only regular files named as :func:`harness.core.hashing.atomic_write_bytes` names them. Called
+    with the lock held: every writer of the folder writes under it, so such a file is stale."""
+    folders = [(str(out_dir), os.listdir(out_dir))]
+    folders += [(path, names) for n in FOLDERS for path, _, names in os.walk(out_dir / n)]
+    for folder, names in folders:
+        for name in filter(TEMPORARY.fullmatch, names):
+            with contextlib.suppress(OSError):  # one that cannot go costs nothing but its bytes
+                if stat.S_ISREG(os.lstat(Path(folder, name)).st_mode):
+                    os.unlink(Path(folder, name))
+                    log.info("output folder: removed %s, left by a write that never finished", name)
+
+
 @contextlib.contextmanager
 def output_lock(out_dir: Path) -> Iterator[None]:
     """Hold the output folder's lock for the ``with`` body (not re-entrant: never nest it). A folder
@@ -163,9 +181,10 @@ def output_lock(out_dir: Path) -> Iterator[None]:
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
-        _refuse_linked_tool_folders(
-            Path(out_dir)
-        )  # again under the lock: a run may have waited long
+        # again under the lock: a run may have waited long
+        _refuse_linked_tool_folders(Path(out_dir))
+        if fcntl is not None:  # held (never without it: another run may be writing)
+            _clear_temporaries(Path(out_dir))
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

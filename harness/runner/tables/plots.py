@@ -16,6 +16,8 @@ def _pyplot():
     return plt
 
 
+TITLE_FONT: dict[str, Any] = {"size": 9.5, "weight": "bold"}  # a bar chart block's protocol line
+DPI = 110  # of every PNG: text is measured at it (hinting makes its width vary with the dpi)
 INPUT_KEY = "sts-bench-input"  # PNG text chunk: the digest of what a figure was drawn from
 
 
@@ -34,7 +36,7 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
             fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(
-            buffer, format="png", dpi=110, metadata={INPUT_KEY: input_key} if input_key else None
+            buffer, format="png", dpi=DPI, metadata={INPUT_KEY: input_key} if input_key else None
         )
     finally:
         _pyplot().close(fig)
@@ -44,36 +46,18 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
 
 def drawn_from(path: Path) -> str | None:
     """The ``input_key`` a PNG written by :func:`save_figure` carries, read from its ``tEXt`` chunks
-    without matplotlib; None for a missing, foreign or damaged file. A figure whose inputs have the
-    same key is not drawn again (a warm re-run then needs no matplotlib)."""
-    import struct
-    import zlib
+    without matplotlib; None for a missing, foreign or damaged file (every chunk is checked, as the
+    page checks what it embeds: :func:`harness.runner.page.pngs.png_problem`). A figure whose
+    inputs have the same key is not drawn again (a warm re-run then needs no matplotlib)."""
+    from harness.runner.page.pngs import png_problem
 
+    texts: dict[bytes, bytes] = {}
     try:
-        data = path.read_bytes()
+        problem = png_problem(path.read_bytes(), texts)
     except OSError:
         return None
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return None
-    offset, key = 8, None
-    while offset + 12 <= len(
-        data
-    ):  # every chunk is checked: a truncated or altered file is drawn again
-        (length,) = struct.unpack(">I", data[offset : offset + 4])
-        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
-        crc = data[offset + 8 + length : offset + 12 + length]
-        if (
-            len(body) != length
-            or len(crc) != 4
-            or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]
-        ):
-            return None
-        if kind == b"tEXt" and body.startswith(INPUT_KEY.encode() + b"\0"):
-            key = body[len(INPUT_KEY) + 1 :].decode("latin-1")
-        if kind == b"IEND":
-            return key
-        offset += 12 + length
-    return None
+    key = texts.get(INPUT_KEY.encode("latin-1"))
+    return key.decode("latin-1") if problem is None and key is not None else None
 
 
 def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -128,7 +112,7 @@ def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
     heads its table): one panel per task of the group, one bar per (method, backbone, fit set) row,
     with the 95 % bootstrap interval as a whisker. ``long``:
     :func:`~harness.runner.tables.frames.long_rows`."""
-    from harness.runner.tables.frames import GROUP_KEYS
+    from harness.runner.tables.frames import GROUP_KEYS, protocol_line
 
     plt = _pyplot()
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -141,24 +125,34 @@ def leaderboard_png(long: list[dict[str, Any]], path: Path) -> Path:
     subfigures = fig.subfigures(len(blocks), 1, height_ratios=heights, squeeze=False)[:, 0]
     for subfigure, (key, data), block in zip(subfigures, groups.items(), blocks):
         _draw_bars(subfigure, data, *block)
-        subfigure.suptitle(
-            f"Protocol: {protocol_title(dict(zip(GROUP_KEYS, key)))}",
-            fontsize=9.5,
-            fontweight="bold",
-        )
+        title = f"Protocol: {protocol_line(dict(zip(GROUP_KEYS, key)))}"
+        subfigure.suptitle(fitted(title, width - 0.3, **TITLE_FONT), **TITLE_FONT)
     return save_figure(fig, path)
 
 
-def protocol_title(group: Mapping[str, Any]) -> str:
-    """The protocol line of a group, over two lines when it is long (a figure's width is fixed)."""
-    from harness.runner.tables.frames import protocol_line
+def fitted(text: str, inches: float, **font: Any) -> str:
+    """``text`` over as many lines as it takes for each to be at most ``inches`` wide in ``font``
+    (measured as the PNG draws it, at :data:`DPI`, not guessed from a character count): broken
+    between its " · "-joined settings, and inside one only where it alone is wider (a long path), so
+    a protocol title stays inside its figure at any length (issue 52: a fixed split was clipped)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
 
-    parts = protocol_line(group).split(" · ")
-    return (
-        " · ".join(parts)
-        if len(parts) < 4
-        else " · ".join(parts[:3]) + "\n" + " · ".join(parts[3:])
-    )
+    renderer, prop = RendererAgg(1, 1, DPI), FontProperties(**font)
+
+    def fits(line: str) -> bool:
+        return renderer.get_text_width_height_descent(line, prop, False)[0] <= inches * DPI
+
+    lines: list[str] = []
+    for part in text.split(" · "):
+        if lines and fits(f"{lines[-1]} · {part}"):
+            lines[-1] += f" · {part}"
+            continue
+        while not fits(part):  # one setting wider than the figure: cut where the most still fits
+            cut = next((n for n in range(len(part) - 1, 1, -1) if fits(part[:n])), 1)
+            lines, part = [*lines, part[:cut]], part[cut:]
+        lines.append(part)
+    return "\n".join(lines)
 
 
 def _bar_block(data: list[dict[str, Any]]) -> tuple[list[str], list[str], dict[str, float]]:
@@ -228,7 +222,7 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    from harness.runner.tables.frames import GROUP_KEYS
+    from harness.runner.tables.frames import GROUP_KEYS, protocol_line
 
     plt = _pyplot()
     panels: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -284,7 +278,8 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
         ax.set_xlabel("bytes per vector (log scale)")
         ax.set_ylabel("Spearman ×100")
-        ax.set_title(f"{task}\n{protocol_title(dict(zip(GROUP_KEYS, group)))}", fontsize=8)
+        protocol = fitted(protocol_line(dict(zip(GROUP_KEYS, group))), 6.2, size=8)
+        ax.set_title(f"{task}\n{protocol}", fontsize=8)  # a panel is 7.2 in wide, its axes ~6.2
         ax.grid(alpha=0.3)
         shown = sorted({str(r["precision"]) for r in members}, key=list(markers).index)
         handles = [
