@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import base64
 import logging
-import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.runner.records.lock import NotAFile, link_target, read_inside
-from harness.runner.tables.plots import INPUT_KEY
+from harness.runner.tables.plots import png_problem
 
 log = logging.getLogger("sts_bench.report")
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# Text chunks the tool's renderer (harness.runner.tables.plots.save_figure) writes: the digest of a
-# figure's inputs where it has one (history.png), and matplotlib's own "Software" line on every
-# figure.
-TOOL_TEXT = (INPUT_KEY.encode("latin-1") + b"\0", b"Software\0Matplotlib version")
 ONLY_OURS = "it embeds only PNGs sts-bench wrote"
 
 
@@ -32,39 +25,6 @@ class Figure:
 
     caption: str
     uri: str
-
-
-def png_problem(data: bytes, texts: dict[bytes, bytes] | None = None) -> str | None:
-    """Why ``data`` is not a PNG the tool wrote (None: it is one): the PNG signature, an ``IHDR``
-    first, every chunk whole with its CRC right, ``IEND`` last and nothing after it, and a text
-    chunk of :data:`TOOL_TEXT`. Its ``tEXt`` chunks go into ``texts`` (keyword: text) when given.
-
-    >>> png_problem(b"-----BEGIN OPENSSH PRIVATE KEY-----")
-    'not a PNG (no PNG signature)'
-    """
-    if not data.startswith(PNG_SIGNATURE):
-        return "not a PNG (no PNG signature)"
-    offset, first, ours = len(PNG_SIGNATURE), True, False
-    while offset + 12 <= len(data):
-        (length,) = struct.unpack(">I", data[offset : offset + 4])
-        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
-        crc = data[offset + 8 + length : offset + 12 + length]
-        whole = len(body) == length and len(crc) == 4
-        if not whole or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
-            return f"a damaged PNG (chunk {kind.decode('latin-1')!r} at byte {offset})"
-        if first and kind != b"IHDR":
-            return "not a PNG (no IHDR chunk first)"
-        first = False
-        ours = ours or (kind == b"tEXt" and body.startswith(TOOL_TEXT))
-        if kind == b"tEXt" and texts is not None:
-            keyword, _, text = body.partition(b"\0")
-            texts[keyword] = text
-        offset += 12 + length
-        if kind == b"IEND":
-            if offset != len(data):
-                return f"a PNG with {len(data) - offset} byte(s) after its end"
-            return None if ours else "a PNG sts-bench did not write (no text chunk of its renderer)"
-    return "a truncated PNG (no IEND chunk)"
 
 
 def tool_png(path: Path, out_dir: Path) -> bytes | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,11 @@ def _pyplot():
 TITLE_FONT: dict[str, Any] = {"size": 9.5, "weight": "bold"}  # a bar chart block's protocol line
 DPI = 110  # of every PNG: text is measured at it (hinting makes its width vary with the dpi)
 INPUT_KEY = "sts-bench-input"  # PNG text chunk: the digest of what a figure was drawn from
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Text chunks the tool's renderer (:func:`save_figure`) writes: the digest of a
+# figure's inputs where it has one (history.png), and matplotlib's own "Software" line on every
+# figure.
+TOOL_TEXT = (INPUT_KEY.encode("latin-1") + b"\0", b"Software\0Matplotlib version")
 
 
 def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
@@ -47,10 +54,8 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
 def drawn_from(path: Path) -> str | None:
     """The ``input_key`` a PNG written by :func:`save_figure` carries, read from its ``tEXt`` chunks
     without matplotlib; None for a missing, foreign or damaged file (every chunk is checked, as the
-    page checks what it embeds: :func:`harness.runner.page.pngs.png_problem`). A figure whose
+    page checks what it embeds: :func:`png_problem`). A figure whose
     inputs have the same key is not drawn again (a warm re-run then needs no matplotlib)."""
-    from harness.runner.page.pngs import png_problem
-
     texts: dict[bytes, bytes] = {}
     try:
         problem = png_problem(path.read_bytes(), texts)
@@ -58,6 +63,39 @@ def drawn_from(path: Path) -> str | None:
         return None
     key = texts.get(INPUT_KEY.encode("latin-1"))
     return key.decode("latin-1") if problem is None and key is not None else None
+
+
+def png_problem(data: bytes, texts: dict[bytes, bytes] | None = None) -> str | None:
+    """Why ``data`` is not a PNG the tool wrote (None: it is one): the PNG signature, an ``IHDR``
+    first, every chunk whole with its CRC right, ``IEND`` last and nothing after it, and a text
+    chunk of :data:`TOOL_TEXT`. Its ``tEXt`` chunks go into ``texts`` (keyword: text) when given.
+
+    >>> png_problem(b"-----BEGIN OPENSSH PRIVATE KEY-----")
+    'not a PNG (no PNG signature)'
+    """
+    if not data.startswith(PNG_SIGNATURE):
+        return "not a PNG (no PNG signature)"
+    offset, first, ours = len(PNG_SIGNATURE), True, False
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        crc = data[offset + 8 + length : offset + 12 + length]
+        whole = len(body) == length and len(crc) == 4
+        if not whole or zlib.crc32(kind + body) != struct.unpack(">I", crc)[0]:
+            return f"a damaged PNG (chunk {kind.decode('latin-1')!r} at byte {offset})"
+        if first and kind != b"IHDR":
+            return "not a PNG (no IHDR chunk first)"
+        first = False
+        ours = ours or (kind == b"tEXt" and body.startswith(TOOL_TEXT))
+        if kind == b"tEXt" and texts is not None:
+            keyword, _, text = body.partition(b"\0")
+            texts[keyword] = text
+        offset += 12 + length
+        if kind == b"IEND":
+            if offset != len(data):
+                return f"a PNG with {len(data) - offset} byte(s) after its end"
+            return None if ours else "a PNG sts-bench did not write (no text chunk of its renderer)"
+    return "a truncated PNG (no IEND chunk)"
 
 
 def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
