@@ -23,7 +23,6 @@ Each family is checked against transformers' own model on every hidden state in 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from harness.core.encoding.kernels import (
     fused_linear_available,
     packed_attention,
 )
+from harness.core.encoding.model_files import model_config
 from harness.core.encoding.tokenizer import BackboneTokenizer as NativeTokenizer
 
 __all__ = ["NativeEncoder", "NativeLayer", "NativeTokenizer", "layer_state", "read_weights"]
@@ -163,7 +163,7 @@ def norm(x: torch.Tensor, layer_norm: nn.LayerNorm) -> torch.Tensor:
 
 
 def read_config(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return model_config(folder)
 
 
 def read_weights(folder: Path, prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
