@@ -423,3 +423,13 @@ def test_malformed_instances_of_each_schema_meet_only_the_intakes_error(name, tm
 
     check()
 
+
+
+def test_a_400_digit_integer_for_a_float_setting_is_one_line(tmp_path):
+    """``tolerance = 1000…0`` (400 digits) in ``--config``: the checker's ``math.isfinite`` raised
+    OverflowError, exit 4 with a traceback; now "expected a number", exit 2."""
+    (tmp_path / "bench.toml").write_text("tolerance = 1" + "0" * 400 + "\n", encoding="utf-8")
+    argv = [sys.executable, str(ROOT / "run_bench.py"), "--config", str(tmp_path / "bench.toml"), "--methods", "avg",
+            "--tasks", "stsb", "--dry-run", "--no-progress", "--output-dir", str(tmp_path / "out")]
+    code, err, _ = measured(argv, tmp_path)
+    assert code == 2 and one_error_line(err).endswith("0: expected a number"), err
