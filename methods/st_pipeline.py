@@ -124,9 +124,7 @@ class Pipeline:
         return x
 
 
-class StModule(TypedDict):
-    """An entry of ``modules.json``: a module's class, its folder, its place in the pipeline."""
-
+class StModule(TypedDict):  # an entry of modules.json: a module's class, folder and place
     type: str
     path: str
     idx: NotRequired[int]

@@ -433,3 +433,21 @@ def test_a_400_digit_integer_for_a_float_setting_is_one_line(tmp_path):
             "--tasks", "stsb", "--dry-run", "--no-progress", "--output-dir", str(tmp_path / "out")]
     code, err, _ = measured(argv, tmp_path)
     assert code == 2 and one_error_line(err).endswith("0: expected a number"), err
+
+
+@pytest.mark.parametrize(("header", "says"), [
+    (b'{"a": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "has a header that is not valid JSON"),  # was RecursionError
+    (b'{"a": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', r"a\.shape\[0\] is not an integer"),
+    (b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [true, 4]}}', r"a\.data_offsets\[0\] is not an integer"),
+    (b'{"a": {"dtype": 5, "shape": [1], "data_offsets": [0, 4]}}', r"a\.dtype is not a string"),
+])
+def test_a_safetensors_header_is_held_to_its_schema(header, says, tmp_path):
+    """A safetensors file's JSON header is read from outside too: its entries are held to
+    ``TensorEntry``; a 10,000-deep header was a RecursionError traceback (exit 4)."""
+    from harness.core.encoding.backbone import check_safetensors
+    from harness.core.errors import UserError
+
+    (tmp_path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
+    with pytest.raises(UserError, match=says) as caught:
+        check_safetensors(tmp_path, "m")
+    assert "\n" not in str(caught.value) and str(tmp_path / "model.safetensors") in str(caught.value)

@@ -249,10 +249,8 @@ def _tagged_body(meta: Mapping[str, Any]) -> bytes:
     )
 
 
+# A committed folder's meta.json (ArtifactDir.commit); tag: its HMAC, with the cache secret
 class ArtifactMeta(TypedDict):
-    """A committed folder's ``meta.json`` (:meth:`ArtifactDir.commit`): its key, what was
-    computed (``info``), each file's sha256, its own checksum, and with a secret its HMAC tag."""
-
     key: dict[str, Any]
     info: dict[str, Any]
     files: dict[str, str]

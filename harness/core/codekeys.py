@@ -358,9 +358,7 @@ def _dump(node: ast.AST, out: list[str]) -> None:
     out.append(")")
 
 
-class ParseMemo(TypedDict):
-    """The parse memo: each source's digest and imports by the sha256 of its bytes, and a check."""
-
+class ParseMemo(TypedDict):  # each source's digest and imports, by the sha256 of its bytes
     schema: int
     files: dict[str, ModuleEntry]
     check: str

@@ -221,9 +221,7 @@ def _file_stamp(path: Path) -> list[int]:
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 
-class FingerprintMemo(TypedDict):
-    """A model folder's entry in the fingerprint memo: each file's stat, and the digest."""
-
+class FingerprintMemo(TypedDict):  # a model folder's entry: each file's stat, and the digest
     stamp: list[list[str | int]]
     sha256: str
 

@@ -71,9 +71,7 @@ def read_meta(folder: Path, key: Mapping[str, Any]) -> int | None:
     return int(meta["dim"])
 
 
-class StoreMeta(TypedDict):
-    """A store folder's ``meta.json``: the key its vectors were computed for, and their width."""
-
+class StoreMeta(TypedDict):  # a store folder's meta.json: the key of its vectors, their width
     key: dict[str, Any]
     dim: int
 

@@ -44,10 +44,8 @@ class WrongAnswer(ValueError):
     server's answer, which asking again would not change."""
 
 
+# The fields read of an answer: usage where it holds counts, never model (a server echoes anything)
 class EmbeddingsAnswer(TypedDict):
-    """The fields of an answer read here (held to at the read: :func:`held_to`); ``usage`` is read
-    where it holds counts, and ``model`` never (a server may echo anything there)."""
-
     data: list[AnswerItem]
     usage: NotRequired[Any]
 

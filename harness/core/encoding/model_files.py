@@ -12,20 +12,13 @@ from harness.core.hashing import JSON_BYTES, TOKENIZER_BYTES, read_json
 FIX = "download or copy the model again so that the file is whole, or correct the field"
 
 
+# config.json: the sizes the native engines build with (resolve_backbone checks a layer count and
+# a width under their other names), positions and family; a multimodal one nests its decoder's
 class ModelConfig(TypedDict, total=False):
-    """``config.json``: a layer count and a width (under one of their names), the sizes the native
-    engines build with, positions and family; a multimodal one nests its decoder's."""
-
     model_type: str
     architectures: list[str] | None
     num_hidden_layers: int
-    n_layer: int
-    n_layers: int
-    num_layers: int
     hidden_size: int
-    n_embd: int
-    dim: int
-    d_model: int
     num_attention_heads: int
     num_key_value_heads: int | None
     head_dim: int | None
@@ -40,9 +33,7 @@ class ModelConfig(TypedDict, total=False):
     text_config: ModelConfig
 
 
-class TokenizerConfig(TypedDict, total=False):
-    """``tokenizer_config.json`` (HF writes ``model_max_length`` 10**30 for none: a float)."""
-
+class TokenizerConfig(TypedDict, total=False):  # model_max_length: 10**30 for none, a float
     add_bos_token: bool | None
     add_eos_token: bool | None
     bos_token: str | dict[str, Any] | None
@@ -51,16 +42,12 @@ class TokenizerConfig(TypedDict, total=False):
     model_max_length: float
 
 
-class TokenizerFile(TypedDict, total=False):
-    """``tokenizer.json``: its post-processor (the tokenizers library reads the rest)."""
-
+class TokenizerFile(TypedDict, total=False):  # the tokenizers library reads the rest
     post_processor: PostProcessor | None
 
 
+# A template (pieces {"SpecialToken": {"id": ...}}), a Sequence of processors, or cls/sep pairs
 class PostProcessor(TypedDict, total=False):
-    """A template (pieces ``{"SpecialToken": {"id": ...}}``), a ``Sequence`` of processors, or
-    BERT's and RoBERTa's ``cls``/``sep`` pairs."""
-
     type: str
     single: list[dict[str, TemplatePiece]]
     processors: list[PostProcessor]
@@ -72,15 +59,17 @@ class TemplatePiece(TypedDict):
     id: str
 
 
-class WeightIndex(TypedDict):
-    """``model.safetensors.index.json``: the shard holding each tensor."""
-
+class WeightIndex(TypedDict):  # model.safetensors.index.json: the shard holding each tensor
     weight_map: dict[str, str]
 
 
-class AdapterConfig(TypedDict):
-    """A LoRA's ``adapter_config.json`` (peft's fields checked before merging)."""
+class TensorEntry(TypedDict):  # a tensor's entry in a safetensors file's header
+    dtype: str
+    shape: list[int]
+    data_offsets: list[int]
 
+
+class AdapterConfig(TypedDict):  # peft's fields checked before a LoRA is merged
     peft_type: str
     r: int
     lora_alpha: float

@@ -29,12 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.encoding.model_files import (
-    PostProcessor,
-    TokenizerConfig,
-    TokenizerFile,
-    read_model_json,
-)
+from harness.core.encoding import model_files as files
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -61,7 +56,7 @@ def tokenizer_reason(folder: Path) -> str:
         return "no tokenizer.json"
     if not (folder / "tokenizer_config.json").exists():
         return ""  # transformers reads tokenizer.json as it is too
-    settings = read_model_json(folder / "tokenizer_config.json", TokenizerConfig)
+    settings = files.read_model_json(folder / "tokenizer_config.json", files.TokenizerConfig)
     added = set(template_specials(folder) or [])
     for flag_name, token_name in (("add_bos_token", "bos_token"), ("add_eos_token", "eos_token")):
         wanted, token = settings.get(flag_name), settings.get(token_name)
@@ -75,14 +70,13 @@ def tokenizer_reason(folder: Path) -> str:
 def template_specials(folder: Path) -> list[str] | None:
     """The special tokens the post-processor of ``folder``'s ``tokenizer.json`` adds to one text
     (read without loading a tokenizer); None when it has no such file or no post-processor."""
-    path = folder / "tokenizer.json"
-    processor = (
-        read_model_json(path, TokenizerFile).get("post_processor") if path.exists() else None
-    )
+    if not (path := folder / "tokenizer.json").exists():
+        return None
+    processor = files.read_model_json(path, files.TokenizerFile).get("post_processor")
     return None if processor is None else _specials(processor)
 
 
-def _specials(processor: PostProcessor) -> list[str]:
+def _specials(processor: files.PostProcessor) -> list[str]:
     """A template's special tokens, each of a Sequence's processors' in turn, or BERT's and
     RoBERTa's ``cls`` and ``sep`` (``[token, id]`` pairs); none for the others (ByteLevel)."""
     kind = processor.get("type")
@@ -145,7 +139,7 @@ class BackboneTokenizer:
         self.pad_id = self._tok.padding["pad_id"] if self._tok.padding else 0
         config = folder / "tokenizer_config.json"
         if config.exists():
-            pad_token = read_model_json(config, TokenizerConfig).get("pad_token")
+            pad_token = files.read_model_json(config, files.TokenizerConfig).get("pad_token")
             if isinstance(pad_token, str) and self._tok.token_to_id(pad_token) is not None:
                 self.pad_id = self._tok.token_to_id(pad_token)
 
