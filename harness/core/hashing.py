@@ -1,5 +1,5 @@
-"""Content hashes used for cache keys and fingerprints, and the one intake of the files a user
-names (:func:`read_input`) (stdlib only)."""
+"""Content hashes used for cache keys and fingerprints, and the one intake of what is read from
+outside (:func:`read_input`; JSON held to its format's schema: :func:`read_json`) (stdlib only)."""
 
 from __future__ import annotations
 

@@ -207,7 +207,7 @@ def safetensors_header(path: Path) -> dict:
 
 def weight_files(folder: Path) -> list[Path] | None:
     """The safetensors files of the checkpoint in ``folder``: the shards its index names (an index
-    that breaks its schema, ``files.WeightIndex``: one error line), else ``model.safetensors``; None for
+    that breaks its schema, ``WeightIndex``: one error line), else ``model.safetensors``; None for
     ``pytorch_model.bin``."""
     if (folder / INDEX).exists():
         shards = files.read_model_json(folder / INDEX, files.WeightIndex)["weight_map"].values()
