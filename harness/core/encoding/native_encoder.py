@@ -40,7 +40,6 @@ from harness.core.encoding.kernels import (
     fused_linear_available,
     packed_attention,
 )
-from harness.core.encoding.model_files import model_config
 from harness.core.encoding.tokenizer import BackboneTokenizer as NativeTokenizer
 
 __all__ = ["NativeEncoder", "NativeLayer", "NativeTokenizer", "layer_state", "read_weights"]
@@ -160,10 +159,6 @@ def norm(x: torch.Tensor, layer_norm: nn.LayerNorm) -> torch.Tensor:
     return F.layer_norm(
         x.float(), layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias, layer_norm.eps
     ).to(x.dtype)
-
-
-def read_config(folder: Path) -> dict[str, Any]:
-    return model_config(folder)
 
 
 def read_weights(folder: Path, prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
