@@ -17,7 +17,6 @@ keyed on the checkpoint's fingerprint.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
 from harness.core.encoding import BackboneRef
+from harness.core.encoding.model_files import model_config
 from harness.core.errors import UserError
 from harness.core.kinds import kind_of
 from methods.trained import TrainedMethod
@@ -62,7 +62,7 @@ def check_classes(task: TaskSpec, classes: Sequence[str]) -> None:
 
 def published_activation(folder: Path) -> str:
     """sentence-transformers' cross-encoders apply a sigmoid to their single logit by default."""
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = model_config(folder)
     name = str(config.get("sbert_ce_default_activation_function", "Sigmoid"))
     return "identity" if "Identity" in name else "sigmoid"
 

@@ -447,10 +447,9 @@ class DSE(TrainedMethod, EmbeddingMethod):
     def cost_subjects(self) -> CostSubjects:
         """``--cost``: the teacher over all Q·C pairs against this student encoding Q + C
         sentences."""
-        import json
-
         from harness.core.cost_model import CostSubjects, ModelShape
         from harness.core.encoding import ForwardPass
+        from harness.core.encoding.model_files import model_config
         from methods.training.pair_training import PairScorer
 
         if self._trained is None:
@@ -482,9 +481,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             return np.concatenate([arrays[v] for v in views], axis=1)
 
         def shape(folder: Path) -> ModelShape:
-            return ModelShape.from_config(
-                json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            )
+            return ModelShape.from_config(model_config(folder))
 
         return CostSubjects(
             title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}, both sides "

@@ -13,17 +13,17 @@ every other method's.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
 from harness.core.encoding import Prompt
+from harness.core.encoding.model_files import read_model_json
 from harness.core.errors import UserError
 from methods.pooling import SAME, ViewMethod
 from methods.st_pipeline import Pipeline, read_pipeline
@@ -46,8 +46,8 @@ def st_max_seq_length(folder: Path) -> int | None:
         ("tokenizer_config.json", "model_max_length"),
     ):
         path = folder / name
-        if path.is_file():
-            value = json.loads(path.read_text(encoding="utf-8")).get(key)
+        if path.exists():
+            value = read_model_json(path, dict[str, Any]).get(key)
             if isinstance(value, int) and value < 1_000_000:  # HF writes 1e30 for "no limit"
                 return value
     return None

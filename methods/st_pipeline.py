@@ -17,14 +17,14 @@ applied to the pooled vector. A module the harness does not implement makes
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
+from harness.core.encoding.model_files import read_model_json
 from harness.core.errors import UserError
 
 # sentence-transformers' pooling mode → the pooling table's name (harness.core.encoding.pooling)
@@ -124,11 +124,14 @@ class Pipeline:
         return x
 
 
+class StModule(TypedDict):  # an entry of modules.json: a module's class, folder and place
+    type: str
+    path: str
+    idx: NotRequired[int]
+
+
 def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    value = json.loads(path.read_text(encoding="utf-8"))
-    return value if isinstance(value, dict) else {}
+    return read_model_json(path, dict[str, Any]) if path.exists() else {}
 
 
 def _transformer(folder: Path, entry: Mapping[str, Any]) -> bool:
@@ -210,9 +213,9 @@ def read_pipeline(folder: Path) -> Pipeline:
 
 
 def _read(folder: Path) -> Pipeline:
-    entries = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    entries = sorted(entries, key=lambda entry: int(entry.get("idx", 0)))
-    kinds = [str(entry.get("type", "")) for entry in entries]
+    entries = read_model_json(folder / "modules.json", list[StModule])
+    entries.sort(key=lambda entry: entry.get("idx", 0))
+    kinds = [entry["type"] for entry in entries]
     for kind in kinds:
         if not kind.startswith("sentence_transformers."):
             raise Unsupported(f"module {kind} is not sentence-transformers' own")

@@ -213,7 +213,7 @@ def test_broken_adapters_are_refused_in_one_line(tiny_decoders, tmp_path):
         broken("noconfig", lambda t: (t / "adapter_config.json").unlink()): "has no adapter_config.json",
         broken("noweights", lambda t: (t / "adapter_model.safetensors").unlink()): "has no adapter_model.safetensors",
         broken("truncated", truncate): "adapter_model.safetensors .*truncated",
-        broken("badjson", lambda t: (t / "adapter_config.json").write_text("{")): "is not valid JSON",
+        broken("badjson", lambda t: (t / "adapter_config.json").write_text("{")): "adapter_config.json: not valid JSON",
         broken("ia3", retype): "is a IA3 adapter, not a LoRA",
     }
     for path, message in cases.items():

@@ -20,11 +20,12 @@ import logging
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from harness.core import authenticity
 from harness.core.authenticity import secret_from_env
 from harness.core.codekeys import CodeDigests
+from harness.core.errors import UserError
 from harness.core.hashing import (
     NotAFile,
     atomic_write_bytes,
@@ -32,8 +33,8 @@ from harness.core.hashing import (
     canonical_json,
     file_sha256,
     key_hash,
+    read_json,
     read_regular,
-    read_regular_text,
     strict_json,
 )
 from harness.core.vector_store import CACHE_SCHEMA, VectorStore
@@ -142,12 +143,10 @@ class ArtifactDir:
         if not meta_path.is_file():
             return False, None if not meta_path.exists() else f"{meta_path} is not a file"
         try:
-            meta = json.loads(read_regular_text(meta_path))
-        except (OSError, ValueError) as err:
-            return False, f"{meta_path} is unreadable ({err.__class__.__name__})"
-        if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
-            return False, f"{meta_path} has no checksums (written by an older sts-bench or damaged)"
-        if meta.get("checksum") != _meta_checksum(meta):
+            meta = read_json(meta_path, ArtifactMeta, "written by an older sts-bench or damaged")
+        except UserError as err:
+            return False, str(err)
+        if meta["checksum"] != _meta_checksum(meta):
             return False, f"{meta_path} does not match its own checksum"
         if self.secret and not authenticity.valid(self.secret, _tagged_body(meta), meta.get("tag")):
             return False, (
@@ -183,7 +182,8 @@ class ArtifactDir:
         return self.dir / name
 
     def meta(self) -> dict[str, Any]:
-        return json.loads(read_regular_text(self.dir / "meta.json"))
+        fix = f"delete {self.dir}: the next run computes it again"
+        return read_json(self.dir / "meta.json", ArtifactMeta, fix)
 
     def read(self, name: str) -> bytes:
         """The bytes of committed file ``name``, checked against meta.json as they are read."""
@@ -247,6 +247,15 @@ def _tagged_body(meta: Mapping[str, Any]) -> bytes:
     return canonical_json({k: v for k, v in meta.items() if k not in ("checksum", "tag")}).encode(
         "utf-8"
     )
+
+
+# A committed folder's meta.json (ArtifactDir.commit); tag: its HMAC, with the cache secret
+class ArtifactMeta(TypedDict):
+    key: dict[str, Any]
+    info: dict[str, Any]
+    files: dict[str, str]
+    checksum: str
+    tag: NotRequired[str]
 
 
 def _meta_checksum(meta: Mapping[str, Any]) -> str:

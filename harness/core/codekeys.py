@@ -39,8 +39,10 @@ import importlib.util
 import json
 import logging
 from pathlib import Path
+from typing import TypedDict
 
-from harness.core.hashing import atomic_write_text, canonical_json, read_regular_text
+from harness.core.errors import UserError
+from harness.core.hashing import atomic_write_text, canonical_json, read_json
 
 FIRST_PARTY = ("harness", "methods")
 MEMO_SCHEMA = 2  # bump when _parsed changes: the memo holds its results
@@ -83,9 +85,7 @@ class CodeDigests:
 
     def __init__(self, memo: Path | None = None) -> None:
         self.memo = Path(memo) if memo is not None else None
-        self.entries: dict[
-            str, dict
-        ] = {}  # sha256 of a file's bytes → {"digest": ..., "imports": [...]}
+        self.entries: dict[str, ModuleEntry] = {}  # by the sha256 of a file's bytes
         self._loaded = self.memo is None
         self._dirty = False
         self._used: set[str] = set()  # entries of the sources this object digested
@@ -358,27 +358,25 @@ def _dump(node: ast.AST, out: list[str]) -> None:
     out.append(")")
 
 
-def _read_memo(path: Path) -> dict[str, dict]:
-    try:
-        data = json.loads(read_regular_text(path))
-    except (OSError, ValueError):  # missing, damaged, or a FIFO or device: never read
+class ParseMemo(TypedDict):  # each source's digest and imports, by the sha256 of its bytes
+    schema: int
+    files: dict[str, ModuleEntry]
+    check: str
+
+
+class ModuleEntry(TypedDict):
+    digest: str
+    imports: list[str]
+
+
+def _read_memo(path: Path) -> dict[str, ModuleEntry]:
+    try:  # missing, damaged, another schema, or a FIFO or device (never read): parsed again
+        data = read_json(path, ParseMemo, "the sources are parsed again")
+    except UserError:
         return {}
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != MEMO_SCHEMA
-        or not isinstance(data.get("files"), dict)
-    ):
+    if data["schema"] != MEMO_SCHEMA:
         return {}
-    if (
-        data.get("check")
-        != hashlib.sha256(canonical_json(data["files"]).encode("utf-8")).hexdigest()
-    ):
+    if data["check"] != hashlib.sha256(canonical_json(data["files"]).encode("utf-8")).hexdigest():
         log.warning("code digests: %s does not match its checksum; parsing the sources again", path)
         return {}
-    return {
-        k: v
-        for k, v in data["files"].items()
-        if isinstance(v, dict)
-        and isinstance(v.get("digest"), str)
-        and isinstance(v.get("imports"), list)
-    }
+    return data["files"]

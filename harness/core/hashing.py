@@ -1,5 +1,5 @@
-"""Content hashes used for cache keys and fingerprints, and the one intake of the files a user
-names (:func:`read_input`) (stdlib only)."""
+"""Content hashes used for cache keys and fingerprints, and the one intake of what is read from
+outside (:func:`read_input`; JSON held to its format's schema: :func:`read_json`) (stdlib only)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from harness.core.errors import UserError
 
@@ -131,25 +131,24 @@ def read_regular(path: Path, *, follow: bool = True) -> bytes:
         os.close(fd)
 
 
-def read_regular_text(path: Path, *, follow: bool = True) -> str:
-    return read_regular(path, follow=follow).decode("utf-8")
-
-
 TEXT_BYTES, PAIRS_BYTES = 1 << 20, 1 << 30  # a file a person writes (config, prompts); of pairs
+# A model's or a cache's JSON file (a config.json is a few KB); a tokenizer.json holds its whole
+# vocabulary (a multilingual one some tens of MB).
+JSON_BYTES, TOKENIZER_BYTES = 1 << 24, 1 << 26
 
 
-def read_input(path: Path, said: str = "", limit: int = TEXT_BYTES) -> str:
+def read_input(path: Path, said: str = "", limit: int = TEXT_BYTES, fix: str = "") -> str:
     """The one intake of a file the user names: a regular file (a FIFO blocks, /dev/zero never
     ends) of at most ``limit`` bytes, known before a byte is read (a 10 MB prompt took 20 GB),
     UTF-8 decoded once (a BOM dropped); anything else is one UserError line naming ``said``."""
-    said = f"{said}: " if said else ""
+    said, fix = f"{said}: " if said else "", f"; {fix}" if fix else ""
     try:
         fd, size = open_regular(path)
     except (FileNotFoundError, NotAFile):
-        raise UserError(f"{said}{path}: {not_a_file(path)}") from None
+        raise UserError(f"{said}{path}: {not_a_file(path)}{fix}") from None
     try:
         if size > limit:
-            raise UserError(f"{said}{path} is {size:,} bytes, over the {limit:,} read here")
+            raise UserError(f"{said}{path} is {size:,} bytes, over the {limit:,} read here{fix}")
         data = b"".join(_read_fd(fd, size))
     finally:
         os.close(fd)
@@ -162,9 +161,12 @@ def read_input(path: Path, said: str = "", limit: int = TEXT_BYTES) -> str:
         ) from None
 
 
-def read_table(path: Path, said: str = "", *, json_ok: bool = True, text: str = "") -> Any:
+def read_table(
+    path: Path, said: str = "", *, json_ok: bool = True, text: str = "", fix: str = ""
+) -> Any:
     """The TOML (``.json``: JSON, if ``json_ok``) table of ``text`` or of :func:`read_input`'s
-    read, or one UserError line; too deep a nesting (5,000 ``[``: RecursionError) included."""
+    read, or one UserError line ending in ``fix``; too deep a nesting (5,000 ``[``: RecursionError)
+    included."""
     import tomllib
 
     as_json = json_ok and path.suffix.lower() == ".json"
@@ -173,7 +175,19 @@ def read_table(path: Path, said: str = "", *, json_ok: bool = True, text: str = 
     except (ValueError, RecursionError) as err:  # TOMLDecodeError is a ValueError
         why = "nested too deep" if isinstance(err, RecursionError) else err
         what = f"{said}: {path}" if said else str(path)
-        raise UserError(f"{what}: not valid {'JSON' if as_json else 'TOML'} ({why})") from None
+        fix = f"; {fix}" if fix else ""
+        raise UserError(f"{what}: not valid {'JSON' if as_json else 'TOML'} ({why}){fix}") from None
+
+
+def read_json(path: Path, schema: Any, fix: str, limit: int = JSON_BYTES) -> Any:
+    """The one intake of a JSON file from outside (a model's or an adapter's folder, a cache's
+    metadata): :func:`read_input`'s bounds, then the value held to ``schema``, the format's one
+    declaration (a TypedDict: :func:`held_to`). Anything else is one UserError line naming the
+    file, the field and ``fix``; a cache reader discards what raises it."""
+    from harness.core.typecheck import held_to
+
+    text = read_input(path, limit=limit, fix=fix)
+    return held_to(read_table(path, text=text, fix=fix), schema, path, fix)
 
 
 def file_sha256(path: Path, block: int = 1 << 20) -> str:
@@ -207,6 +221,11 @@ def _file_stamp(path: Path) -> list[int]:
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 
+class FingerprintMemo(TypedDict):  # a model folder's entry: each file's stat, and the digest
+    stamp: list[Any]  # compared whole with the stat: an inode past 64 bits still matches
+    sha256: str
+
+
 def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
     """sha256 over every file of a model folder (path, size, content).
 
@@ -222,12 +241,12 @@ def fingerprint_dir(folder: Path, memo_file: Path | None = None) -> str:
     memo: dict[str, Any] = {}
     if memo_file is not None and memo_file.is_file():
         try:
-            memo = json.loads(read_regular_text(memo_file))
-        except (OSError, ValueError):
+            memo = read_json(memo_file, dict[str, FingerprintMemo], "it is computed again")
+        except UserError:
             memo = {}  # a damaged memo only costs a re-hash
         entry = memo.get(str(folder))
-        if isinstance(entry, dict) and entry.get("stamp") == stamp:
-            return str(entry["sha256"])
+        if entry is not None and entry["stamp"] == stamp:
+            return entry["sha256"]
     digest = hashlib.sha256()
     for path, (rel, size, *_) in zip(files, stamp):
         digest.update(f"{rel}\0{size}\0{file_sha256(path)}\n".encode())

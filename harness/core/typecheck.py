@@ -13,8 +13,8 @@ Why our own and not pydantic's ``TypeAdapter`` (pydantic 2 is installed, through
 * words: an error is one line in our words, ``bench.toml: seed = 1.5: expected an integer`` or
   ``record.task.n_pairs is not an integer``; pydantic's multi-line reports would need translating;
 * strictness as users mean it: ``true`` is not an integer (Python says ``True`` is an ``int``),
-  ``"8"`` is not an integer either (pydantic's default mode would convert it), and NaN or ±inf is
-  not a number (records are strict JSON); a TOML array stands for a tuple;
+  ``"8"`` is not an integer either (pydantic's default mode would convert it), nor is one beyond 64
+  bits, and NaN or ±inf is not a number (records are strict JSON); a TOML array stands for a tuple;
 * speed where it matters: a record's per-pair lists (thousands of floats, thousands of records) are
   checked by type set and one finite sum in C before falling back to item by item.
 
@@ -36,9 +36,12 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import types
 import typing
 from typing import Any, NotRequired
+
+from harness.core.errors import UserError
 
 _NAMES = {
     bool: "true or false",
@@ -47,6 +50,7 @@ _NAMES = {
     str: "a string",
     type(None): "null",
 }
+_INT64 = 1 << 63  # an integer from outside fits the widest integer dtype (numpy's, torch's)
 _PLURALS = {"an integer": "integers", "a string": "strings", "a number": "numbers"}
 
 
@@ -92,16 +96,31 @@ def problem(value: Any, hint: Any, path: str) -> str | None:
     return None if _scalar_fits(value, hint) else f"{path} is not {describe(hint)}"
 
 
+def held_to(
+    value: Any, schema: Any, where: object, fix: str, error: type[Exception] = UserError
+) -> Any:
+    """``value`` when it fits ``schema``, a format's one declaration (:func:`problem`: an integer
+    within 64 bits, a finite float, ``true`` neither); otherwise ``error`` with one line naming the
+    field: ``"WHERE: data[2].embedding is not a list of numbers; FIX"``."""
+    try:
+        found = problem(value, schema, "")
+    except RecursionError:  # a recursive schema (a post-processor's processors) nested too deep
+        found = "nested too deep"
+    if found is not None:
+        raise error(f"{where}: {found.strip(' .')}; {fix}")
+    return value
+
+
 def _scalar_fits(value: Any, hint: Any) -> bool:
     if hint is type(None):
         return value is None
     if hint is bool:
         return isinstance(value, bool)
-    if hint is int:  # True is an int to Python, not to a user writing `seed = true`
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
+    if hint is int:  # True is an int to Python, not to a user writing `seed = true`; 64 bits
+        return isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64
+    if hint is float:  # finite and within a float64: never NaN, ±inf, nor an integer of 400 digits
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        return number and math.isfinite(value)
+        return number and abs(value) <= sys.float_info.max
     return isinstance(value, hint)
 
 
@@ -142,8 +161,10 @@ def _fields(hint: Any) -> tuple[dict[str, Any], frozenset[str]]:
     """A TypedDict's field annotations (``NotRequired`` unwrapped) and its required keys, read once
     per class: resolving the hints each time cost more than checking the record."""
     hints = typing.get_type_hints(hint, include_extras=True)
-    # NotRequired read from the hints: with postponed annotations __required_keys__ cannot see it
+    # NotRequired read from the hints: with postponed annotations __required_keys__ cannot see it;
+    # a class declared total=False requires none
     required = frozenset(k for k, v in hints.items() if typing.get_origin(v) is not NotRequired)
+    required = required if hint.__total__ else frozenset()
     return {k: _unwrap(v) for k, v in hints.items()}, required
 
 

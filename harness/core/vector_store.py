@@ -32,18 +32,19 @@ import shutil
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from harness.core import authenticity
+from harness.core.errors import UserError
 from harness.core.hashing import (
     atomic_write_bytes,
     atomic_write_text,
     key_hash,
     npy_bytes,
+    read_json,
     read_regular,
-    read_regular_text,
     text_digest,
 )
 
@@ -60,16 +61,19 @@ def read_meta(folder: Path, key: Mapping[str, Any]) -> int | None:
     if not meta_path.is_file():
         return None
     try:
-        meta = json.loads(read_regular_text(meta_path))
-        dim = meta.get("dim")
-        ok = meta.get("key") == json.loads(json.dumps(key)) and type(dim) is int
-        ok = ok and 0 < dim <= MAX_DIM
-    except (OSError, ValueError):
+        meta = read_json(meta_path, StoreMeta, "discarded")
+        ok = meta["key"] == json.loads(json.dumps(key)) and 0 < meta["dim"] <= MAX_DIM
+    except UserError:
         ok = False
     if not ok:
         discard(folder, f"{meta_path} does not match its key (damaged or foreign)")
         return None
     return int(meta["dim"])
+
+
+class StoreMeta(TypedDict):  # a store folder's meta.json: the key of its vectors, their width
+    key: dict[str, Any]
+    dim: int
 
 
 def discard(folder: Path, why: str) -> None:

@@ -28,9 +28,11 @@ import binascii
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
+
+from harness.core.typecheck import held_to
 
 
 class Malformed(ValueError):
@@ -40,6 +42,20 @@ class Malformed(ValueError):
 class WrongAnswer(ValueError):
     """JSON that is not the embeddings the request asked for (a count, a width, a value): the
     server's answer, which asking again would not change."""
+
+
+# The fields read of an answer: usage where it holds counts, never model (a server echoes anything)
+class EmbeddingsAnswer(TypedDict):
+    data: list[AnswerItem]
+    usage: NotRequired[Any]
+
+
+class AnswerItem(TypedDict):
+    embedding: list[float] | str  # finite numbers, or base64 of little-endian float32
+    index: NotRequired[int | None]
+
+
+FORMAT = "an embeddings endpoint answers OpenAI's format, data[*].embedding finite numbers"
 
 
 @dataclass(frozen=True)
@@ -80,13 +96,11 @@ def read_answer(payload: bytes, n: int, dimensions: int | None) -> Answer:
         raise Malformed(f"the answer is not JSON ({str(err)[:80]})") from None
     except RecursionError:
         raise WrongAnswer("the answer is nested too deep to be embeddings") from None
-    data = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        raise WrongAnswer('the answer has no "data" list of embeddings')
+    data = held_to(answer, EmbeddingsAnswer, "the answer", FORMAT, WrongAnswer)["data"]
     if len(data) != n:
         raise WrongAnswer(f"the answer holds {len(data)} embeddings for {n} inputs")
     order = _order(data)
-    rows = [_vector(data[i].get("embedding"), i) for i in order]
+    rows = [_vector(data[i]["embedding"], i) for i in order]
     widths = {len(row) for row in rows}
     if len(widths) != 1 or 0 in widths:
         raise WrongAnswer(f"the answer's embeddings have widths {sorted(widths)[:4]}, not one")
@@ -107,14 +121,14 @@ def _order(data: list[dict[str, Any]]) -> list[int]:
     given = [item.get("index") for item in data]
     if all(index is None for index in given):
         return list(range(len(data)))
-    indices = [i if isinstance(i, int) and not isinstance(i, bool) else -1 for i in given]
+    indices = [-1 if i is None else i for i in given]
     if sorted(indices) != list(range(len(data))):
         raise WrongAnswer(f"the answer's indices {given[:6]} are not 0..{len(data) - 1} once each")
     return sorted(range(len(data)), key=lambda position: indices[position])
 
 
-def _vector(value: Any, at: int) -> list[float] | np.ndarray:
-    """One embedding: a list of numbers, or base64 of little-endian float32
+def _vector(value: list[float] | str, at: int) -> list[float] | np.ndarray:
+    """One embedding: a list of finite numbers, or base64 of little-endian float32
     (``encoding_format=base64``, which some proxies answer with)."""
     if isinstance(value, str):
         try:
@@ -124,10 +138,6 @@ def _vector(value: Any, at: int) -> list[float] | np.ndarray:
         if len(raw) % 4:
             raise WrongAnswer(f"embedding {at} is base64 of {len(raw)} bytes, not float32s")
         return np.frombuffer(raw, dtype="<f4")
-    if not isinstance(value, list) or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) for x in value
-    ):
-        raise WrongAnswer(f"embedding {at} is not a list of numbers")
     return value
 
 

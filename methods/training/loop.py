@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
 
-from harness.core.hashing import atomic_write_bytes, atomic_write_text
+from harness.core.errors import UserError
+from harness.core.hashing import atomic_write_bytes, atomic_write_text, read_json
 
 log = logging.getLogger("sts_bench.training")
 
@@ -73,6 +74,15 @@ def adamw_linear(
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class StateMeta(TypedDict):  # state.json, written last by TrainState.save
+    identity: Any
+    step: int
+    scheduler_last_epoch: int
+    param_groups: list[dict[str, Any]]
+    extra: dict[str, Any]
+    sha256: str
 
 
 class TrainState:
@@ -129,12 +139,12 @@ class TrainState:
         if not self.meta.exists():
             return 0, {}
         try:
-            info = json.loads(self.meta.read_text(encoding="utf-8"))
+            info = read_json(self.meta, StateMeta, "discarded")
             blob = self.blob.read_bytes()
-            if not isinstance(info, dict) or info.get("sha256") != hashlib.sha256(blob).hexdigest():
+            if info["sha256"] != hashlib.sha256(blob).hexdigest():
                 raise ValueError("state.safetensors does not match the checksum in state.json")
             tensors = load(blob)
-        except (OSError, ValueError, SafetensorError) as err:
+        except (OSError, ValueError, SafetensorError, UserError) as err:
             log.warning(
                 "training state under %s is unusable (%s); training starts over",
                 self.meta.parent,
@@ -161,7 +171,7 @@ class TrainState:
         ]  # LambdaLR keeps the lr here
         torch.set_rng_state(tensors["rng"])
         self.kept = {k[5:]: v for k, v in tensors.items() if k.startswith("keep.")}
-        return int(info["step"]), dict(info.get("extra", {}))
+        return info["step"], info["extra"]
 
     def discard(self) -> None:
         self.blob.unlink(missing_ok=True)

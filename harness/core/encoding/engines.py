@@ -40,18 +40,13 @@ def resolve_impl(ref: BackboneRef, requested: str) -> str:
 
 def not_native_because(ref: BackboneRef) -> str:
     """Why ``ref`` runs through transformers, in a few words ('' when it runs natively)."""
-    import json
-
     from harness.core.encoding.backbone import native_reason
+    from harness.core.encoding.model_files import model_config
 
     if ref.adapter is not None and not ref.native_ok:  # the native decoder merges plain LoRAs only
         return ref.adapter.native_reason or "an adapter on a backbone other than a native decoder"
 
-    try:
-        config = json.loads((Path(ref.path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "config.json unreadable"
-    return native_reason(Path(ref.path), config)
+    return native_reason(Path(ref.path), model_config(ref.path))
 
 
 def quiet_transformers() -> None:

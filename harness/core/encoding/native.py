@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from harness.core.encoding.backbone import incomplete_weights
 from harness.core.encoding.families import family_of
-from harness.core.encoding.native_encoder import NativeEncoder, NativeTokenizer, read_config
+from harness.core.encoding.model_files import model_config
+from harness.core.encoding.native_encoder import NativeEncoder, NativeTokenizer
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def load_native(folder: Path, dtype: torch.dtype | None = None) -> NativeEncoder
     another shape, is a user error (:func:`~harness.core.encoding.backbone.incomplete_weights`).
     An encoder's weights are fp32 (``set_compute_dtype`` sets its precision); a decoder's are in
     ``dtype`` (fp32 when None)."""
-    config = read_config(folder)
+    config = model_config(folder)
     family = family_of(config)
     if family.load is None:
         raise UserError(

@@ -23,11 +23,11 @@ from torch import nn
 
 from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import ACTIVATIONS, Packing
+from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
     NativeTokenizer,
     layer_state,
-    read_config,
     read_weights,
 )
 
@@ -74,7 +74,7 @@ def load_native_bert(folder: Path, position_offset: int = 0) -> NativeBert:
     tensor. ``position_offset``: the position id of a sentence's first token (0 for BERT; a
     RoBERTa's ``pad_token_id + 1``, as its family says:
     :mod:`harness.core.encoding.families.roberta`)."""
-    config = read_config(folder)
+    config = model_config(folder)
     hf = read_weights(
         folder, ("bert.", "roberta.")
     )  # checkpoints saved from BertFor* / RobertaFor* heads

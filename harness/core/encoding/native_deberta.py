@@ -34,10 +34,10 @@ from torch import nn
 
 from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import Packing, ScoreBias
+from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
     layer_state,
-    read_config,
     read_weights,
 )
 
@@ -245,7 +245,7 @@ def _position_terms(
 def load_native_deberta(folder: Path) -> NativeDeberta:
     """Build the module and copy the HF weights in (QKV fused, position terms precomputed); fails
     loudly on any missing tensor."""
-    config = read_config(folder)
+    config = model_config(folder)
     hf = read_weights(folder, ("deberta.",))  # checkpoints saved from DebertaV2For* heads
     model = NativeDeberta(config)
     mapping = {

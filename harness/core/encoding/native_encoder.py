@@ -23,7 +23,6 @@ Each family is checked against transformers' own model on every hidden state in 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -160,10 +159,6 @@ def norm(x: torch.Tensor, layer_norm: nn.LayerNorm) -> torch.Tensor:
     return F.layer_norm(
         x.float(), layer_norm.normalized_shape, layer_norm.weight, layer_norm.bias, layer_norm.eps
     ).to(x.dtype)
-
-
-def read_config(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
 
 
 def read_weights(folder: Path, prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:

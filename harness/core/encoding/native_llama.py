@@ -53,7 +53,8 @@ from harness.core.encoding.kernels import (
     bucket_rows,
     fused_linear_available,
 )
-from harness.core.encoding.native_encoder import read_config, read_weights
+from harness.core.encoding.model_files import model_config
+from harness.core.encoding.native_encoder import read_weights
 from harness.core.encoding.tokenizer import BackboneTokenizer
 
 __all__ = ["DecoderPacking", "DecoderShape", "DecoderTokenizer", "NativeDecoder", "load_decoder"]
@@ -578,7 +579,7 @@ def load_decoder(
     """The checkpoint's decoder with every weight in ``dtype`` (no fp32 copy of a bf16 checkpoint
     is made on the way), in eval mode; a missing tensor raises KeyError. ``variant``: the parts
     :meth:`DecoderShape.from_config` takes (the family's, for the checkpoint's model type)."""
-    shape = DecoderShape.from_config(read_config(folder), **variant)
+    shape = DecoderShape.from_config(model_config(folder), **variant)
     hf = read_weights(folder, ("model.",))  # a *ForCausalLM checkpoint; its lm_head is dropped
     state: dict[str, torch.Tensor] = {"embed.weight": hf["embed_tokens.weight"]}
     state["norm"] = hf["norm.weight"]

@@ -27,10 +27,10 @@ from torch import nn
 
 from harness.core.encoding import uninitialised
 from harness.core.encoding.kernels import Packing, ScoreBias
+from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
     layer_state,
-    read_config,
     read_weights,
 )
 
@@ -108,7 +108,7 @@ class NativeMPNet(NativeEncoder):
 def load_native_mpnet(folder: Path) -> NativeMPNet:
     """Build the module and copy the HF weights in (QKV fused); fails loudly on any missing
     tensor."""
-    config = read_config(folder)
+    config = model_config(folder)
     hf = read_weights(folder, ("mpnet.",))  # checkpoints saved from MPNetFor* heads
     model = NativeMPNet(config, with_pooler="pooler.dense.weight" in hf)
     mapping = {

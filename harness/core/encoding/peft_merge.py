@@ -14,21 +14,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.encoding.adapters import CONFIG, PEFT_PREFIX, WEIGHTS, AdapterRef
+from harness.core.encoding.adapters import CONFIG, FIX, PEFT_PREFIX, WEIGHTS, AdapterRef
+from harness.core.encoding.model_files import AdapterConfig
 from harness.core.errors import UserError
+from harness.core.hashing import read_json
 
 
 def merge_adapter(model: Any, adapter: AdapterRef, backbone: str) -> Any:
     """``model`` (a transformers base model) with ``adapter``'s LoRA merged into its weights
     (``merge_and_unload``): the model a plain forward then runs."""
-    import json
     from pathlib import Path
 
     from peft import LoraConfig, PeftModel, set_peft_model_state_dict
     from safetensors.torch import load_file
 
     folder = Path(adapter.path)
-    fields = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    fields = read_json(folder / CONFIG, AdapterConfig, FIX)
     known = set(LoraConfig.__dataclass_fields__)  # a newer peft's fields an older one lacks
     config = LoraConfig(**{k: v for k, v in fields.items() if k in known})
     config.inference_mode = True

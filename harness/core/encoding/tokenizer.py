@@ -25,11 +25,11 @@ This module imports neither torch nor transformers at import time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.encoding import model_files as files
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -54,32 +54,37 @@ def tokenizer_reason(folder: Path) -> str:
     a BOS/EOS token the file's post-processor does not add (or not to add one it does)."""
     if not (folder / "tokenizer.json").is_file():
         return "no tokenizer.json"
-    try:
-        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""  # no tokenizer_config.json: transformers reads tokenizer.json as it is too
-    added = _template_tokens(tokenizer.get("post_processor"))
+    if not (folder / "tokenizer_config.json").exists():
+        return ""  # transformers reads tokenizer.json as it is too
+    settings = files.read_model_json(folder / "tokenizer_config.json", files.TokenizerConfig)
+    added = set(template_specials(folder) or [])
     for flag_name, token_name in (("add_bos_token", "bos_token"), ("add_eos_token", "eos_token")):
         wanted, token = settings.get(flag_name), settings.get(token_name)
         if isinstance(token, dict):
             token = token.get("content")
-        if isinstance(wanted, bool) and isinstance(token, str) and wanted != (token in added):
+        if wanted is not None and isinstance(token, str) and wanted != (token in added):
             return f"tokenizer_config.json's {flag_name} disagrees with tokenizer.json"
     return ""
 
 
-def _template_tokens(processor: object) -> set[str]:
-    """The special tokens a post-processor's single-text template adds."""
-    if not isinstance(processor, dict):
-        return set()
-    if processor.get("type") == "Sequence":
-        return set().union(*[_template_tokens(p) for p in processor.get("processors", [])])
-    return {
-        piece["SpecialToken"]["id"]
-        for piece in processor.get("single", []) or []
-        if isinstance(piece, dict) and isinstance(piece.get("SpecialToken"), dict)
-    }
+def template_specials(folder: Path) -> list[str] | None:
+    """The special tokens the post-processor of ``folder``'s ``tokenizer.json`` adds to one text
+    (read without loading a tokenizer); None when it has no such file or no post-processor."""
+    if not (path := folder / "tokenizer.json").exists():
+        return None
+    processor = files.read_model_json(path, files.TokenizerFile).get("post_processor")
+    return None if processor is None else _specials(processor)
+
+
+def _specials(processor: files.PostProcessor) -> list[str]:
+    """A template's special tokens, each of a Sequence's processors' in turn, or BERT's and
+    RoBERTa's ``cls`` and ``sep`` (``[token, id]`` pairs); none for the others (ByteLevel)."""
+    kind = processor.get("type")
+    if kind == "Sequence":
+        return [token for inner in processor.get("processors", []) for token in _specials(inner)]
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        return [str(pair[0]) for pair in (processor.get("cls"), processor.get("sep")) if pair]
+    return [p["SpecialToken"]["id"] for p in processor.get("single", []) if "SpecialToken" in p]
 
 
 def read_tokenizer(folder: Path, max_length: int | None = None) -> Tokenizer:
@@ -133,8 +138,8 @@ class BackboneTokenizer:
         self._tok = read_tokenizer(folder, max_length)
         self.pad_id = self._tok.padding["pad_id"] if self._tok.padding else 0
         config = folder / "tokenizer_config.json"
-        if config.is_file():
-            pad_token = json.loads(config.read_text(encoding="utf-8")).get("pad_token")
+        if config.exists():
+            pad_token = files.read_model_json(config, files.TokenizerConfig).get("pad_token")
             if isinstance(pad_token, str) and self._tok.token_to_id(pad_token) is not None:
                 self.pad_id = self._tok.token_to_id(pad_token)
 

@@ -16,7 +16,6 @@ with :func:`register_family`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +94,9 @@ def is_causal(config: dict[str, Any]) -> bool:
 
 
 def family_of_folder(folder: str | Path) -> Family:
-    """:func:`family_of` the checkpoint in ``folder`` (its ``config.json``; the fallback when it
-    cannot be read)."""
-    try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return FAMILIES[FALLBACK]
-    return family_of(config if isinstance(config, dict) else {})
+    """:func:`family_of` the checkpoint in ``folder`` (its ``config.json``, held to its schema; the
+    fallback when it has none)."""
+    from harness.core.encoding.model_files import model_config
+
+    missing = not (Path(folder) / "config.json").exists()
+    return FAMILIES[FALLBACK] if missing else family_of(model_config(folder))
