@@ -77,8 +77,11 @@ CASES = [
     ("--max-length below the special tokens", {}, ["--max-length", "1"], 2, "leaves no room for a word"),
     ("--max-length 2 with whitening", {}, ["--max-length", "2", "--methods", "whitening"], 2,
      "--max-length 2: "),
-    ("a seed beyond 31 bits", {}, ["--seed", "99999999999999999999", "--methods", "flow"], 2, "must be at most"),
-    ("a seed beyond 31 bits, dry run", {}, ["--seed", "99999999999999999999", "--dry-run"], 2, "must be at most"),
+    ("a seed beyond 31 bits", {}, ["--seed", "99999999999999999999", "--methods", "flow"], 2,
+     "seed = 99999999999999999999: expected an integer within 64 bits"),
+    ("a seed beyond 31 bits, dry run", {}, ["--seed", "99999999999999999999", "--dry-run"], 2,
+     "seed = 99999999999999999999: expected an integer within 64 bits"),
+    ("a seed beyond 31 bits, within 64", {}, ["--seed", str(2**40), "--dry-run"], 2, "must be at most"),
     # A baseline that cannot give a verdict: before encoding (tests/test_faults_verdicts.py for the rest).
     ("baseline matches no row", {BASELINE: b"method,backbone,STS-B\nother,m,80\n"}, ["--baseline", "{tmp}/" + BASELINE],
      2, "1 of 1 scored cell(s) have no single baseline score: avg on STS-B"),

@@ -11,7 +11,7 @@ from outside") lists what each format does:
 * an endpoint's answer: a wrong answer, exit 6 (its size is bounded by the transfer: test_endpoint).
 
 Each format runs in a child process that reports what every case raised and its own peak memory
-(``ru_maxrss``): a case that read 100 MB or /dev/zero, or hung on the FIFO, fails here. Another
+(``VmHWM``): a case that read 100 MB or /dev/zero, or hung on the FIFO, fails here. Another
 test drives the real command line for the formats a run reads first, and a hypothesis test feeds
 each schema malformed instances and finds only the intake's own error, never another exception.
 """
@@ -89,7 +89,7 @@ FORMATS: dict[str, dict] = {
 
 # The child: plants each hostile case for one format, calls the format's real reader, reports.
 CHILD = r'''
-import json, os, resource, sys
+import json, os, sys
 from pathlib import Path
 
 fmt, folder, cases = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
@@ -171,7 +171,10 @@ for n, (kind, name, text) in enumerate(cases):
     except BaseException as err:
         code, line = classify(err)
         report.append({"kind": kind, "raised": type(err).__name__, "code": code, "line": line, "path": str(path)})
-report.append({"maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
+# VmHWM: this process's own peak since its exec (ru_maxrss keeps the parent's peak across the exec
+# of a forked child: a pytest worker that has imported torch would be measured instead)
+hwm = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
+report.append({"maxrss": int(hwm.split()[1]) * 1024})
 print(json.dumps(report))
 '''
 
@@ -273,18 +276,34 @@ def test_an_endpoint_answer_meets_its_hostile_set_as_a_wrong_answer():
 
 # -- through the command line: the formats a run reads first -----------------------------------------
 
+# Runs its arguments as a command in a forked child and ends with its exit code, after writing the
+# child's own peak memory (wait4's ru_maxrss, bytes) as stderr's last line.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\n@peak {usage.ru_maxrss * 1024}\\n")
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+
+
 def measured(argv: list[str], cwd: Path) -> tuple[int, str, int]:
     """(exit code, stderr, peak memory in bytes) of a child: ``os.wait4`` gives this child's own
     usage (``RUSAGE_CHILDREN`` would be the largest of every child this worker ever waited for)."""
     with open(cwd / "stderr", "w+") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
-        timer = threading.Timer(120, proc.kill)  # a hang (the FIFO) ends as a failure, not a hung suite
+        # Through a small launcher that forks and execs the command: a child's ru_maxrss starts from
+        # the peak of the process it was forked from (kept across exec), here a small one, not this
+        # pytest worker (hundreds of MiB once a test imported torch).
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, *argv], cwd=cwd, stdout=subprocess.DEVNULL,
+                                stderr=err, start_new_session=True)
+        timer = threading.Timer(120, os.killpg, (proc.pid, 9))  # a hang (the FIFO) ends as a failure, not a hung suite
         timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
         timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
-        return proc.returncode, err.read(), usage.ru_maxrss * 1024
+        text, marked, peak = err.read().rpartition("\n@peak ")
+        return proc.returncode, text if marked else peak, int(peak) if marked else -1
 
 
 ROADS = {  # how a run is pointed at a file of each format
