@@ -280,15 +280,16 @@ def train_student(
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
     precision = resolve_precision(config.precision, device)
 
-    def batch_loss(indices: list[int]) -> torch.Tensor:
-        texts = [s1[i] for i in indices] + [s2[i] for i in indices]
+    def embed(texts: list[str]) -> torch.Tensor:
+        """The student's pooled vectors of ``texts``: in training and for the dev selection."""
         inputs = tokenizer(
             texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
         ).to(device)
         states = model(**inputs, output_hidden_states=True).hidden_states
-        pooled = student_pool(
-            states, inputs["attention_mask"], config.pooling, config.top_k
-        ).float()
+        return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
+
+    def batch_loss(indices: list[int]) -> torch.Tensor:
+        pooled = embed([s1[i] for i in indices] + [s2[i] for i in indices]).float()
         u, v = pooled[: len(indices)], pooled[len(indices) :]
         similarity = student_similarity(u, v, head)
         target = teacher_t[indices].to(device)
@@ -305,13 +306,6 @@ def train_student(
     if config.select_every and dev is not None and not config.classes:
         from methods.training.loop import DevSelection
         from methods.training.select import dev_spearman
-
-        def embed(texts: list[str]) -> torch.Tensor:
-            inputs = tokenizer(
-                texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
-            ).to(device)
-            states = model(**inputs, output_hidden_states=True).hidden_states
-            return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
 
         selection = DevSelection(
             config.select_every,

@@ -98,19 +98,22 @@ class SimCSETrainer:
             self.device
         )
 
+        def cls_vectors(texts: list[str], max_length: int) -> torch.Tensor:
+            """[CLS] through the pooling table: what cls_before_pooler reads at evaluation."""
+            inputs = tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=checkpoint.usable_length(max_length),
+                return_tensors="pt",
+            ).to(self.device)
+            return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
+
         def batch_loss(indices: list[int]) -> torch.Tensor:
             doubled = [
                 sentences[i] for i in indices for _ in (0, 1)
             ]  # each twice: two dropout masks
-            inputs = tokenizer(
-                doubled,
-                padding=True,
-                truncation=True,
-                max_length=checkpoint.usable_length(config.max_length),
-                return_tensors="pt",
-            ).to(self.device)
-            # [CLS] through the pooling table: what cls_before_pooler reads at evaluation
-            z = mlp(cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])).float()
+            z = mlp(cls_vectors(doubled, config.max_length)).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 
         selection = None
@@ -118,14 +121,7 @@ class SimCSETrainer:
             from methods.training.select import dev_spearman
 
             def embed(texts: list[str]) -> torch.Tensor:
-                inputs = tokenizer(
-                    texts,
-                    padding=True,
-                    truncation=True,
-                    max_length=checkpoint.usable_length(config.eval_max_length),
-                    return_tensors="pt",
-                ).to(self.device)
-                return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
+                return cls_vectors(texts, config.eval_max_length)
 
             selection = DevSelection(
                 config.select_every, lambda: dev_spearman(embed, *dev), dev_name
