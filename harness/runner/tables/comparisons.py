@@ -105,24 +105,7 @@ def compare(
                 tests.append(williams(results[id(a)], results[id(b)], pairs["gold"]))
             if "metrics" in kind.comparison_tests():  # every other metric, the same paired draws
                 tests += other_metrics(kind, (a, b), (sides[id(a)], sides[id(b)]))
-            for test in tests:
-                rows.append(
-                    {
-                        "task": task,
-                        "method_a": ka["method"],
-                        "method_b": kb["method"],
-                        "delta": test.delta,
-                        "ci_low": test.ci_low,
-                        "ci_high": test.ci_high,
-                        "p_value": test.p_value,
-                        "test": test.test,
-                        "backbone_a": ka["backbone"],
-                        "backbone_b": kb["backbone"],
-                        "fit_set_a": ka["fit_set"],
-                        "fit_set_b": kb["fit_set"],
-                        **dict(zip(GROUP_KEYS, group)),
-                    }
-                )
+            rows += [comparison_row(task, ka, kb, test, test.test, group) for test in tests]
         for rec in ranked:
             keys = record_keys(rec)
             tied = (
@@ -141,6 +124,28 @@ def compare(
         summary.update({(group, key): v for key, v in averages(complete, sorted(tasks)).items()})
         rows += average_tests(group, complete, sorted(tasks), marks)
     return rows, marks, summary
+
+
+def comparison_row(
+    task: str, ka: dict[str, Any], kb: dict[str, Any], test: Any, name: str, group: tuple
+) -> dict[str, Any]:
+    """A row of :data:`COLUMNS`: ``test`` (a paired test's result, called ``name``) of the row
+    keyed ``ka`` against the row keyed ``kb`` in protocol group ``group``."""
+    return {
+        "task": task,
+        "method_a": ka["method"],
+        "method_b": kb["method"],
+        "delta": test.delta,
+        "ci_low": test.ci_low,
+        "ci_high": test.ci_high,
+        "p_value": test.p_value,
+        "test": name,
+        "backbone_a": ka["backbone"],
+        "backbone_b": kb["backbone"],
+        "fit_set_a": ka["fit_set"],
+        "fit_set_b": kb["fit_set"],
+        **dict(zip(GROUP_KEYS, group)),
+    }
 
 
 def average_of(scores: dict[str, Any], tasks: list[str]) -> Any:
@@ -214,23 +219,8 @@ def average_tests(
     for a, b in combinations(ranked, 2):
         test = paired_bootstrap(mean[a], mean[b])
         ka, kb = dict(zip(ROW_KEYS, a)), dict(zip(ROW_KEYS, b))
-        out.append(
-            {
-                "task": AVG,
-                "method_a": ka["method"],
-                "method_b": kb["method"],
-                "delta": test.delta,
-                "ci_low": test.ci_low,
-                "ci_high": test.ci_high,
-                "p_value": test.p_value,
-                "test": f"{test.test} of the average over {len(tasks)} task(s)",
-                "backbone_a": ka["backbone"],
-                "backbone_b": kb["backbone"],
-                "fit_set_a": ka["fit_set"],
-                "fit_set_b": kb["fit_set"],
-                **dict(zip(GROUP_KEYS, group)),
-            }
-        )
+        name = f"{test.test} of the average over {len(tasks)} task(s)"
+        out.append(comparison_row(AVG, ka, kb, test, name, group))
     best = ranked[0]
     for key in ranked:
         if key == best or paired_bootstrap(mean[best], mean[key]).p_value >= ALPHA:
