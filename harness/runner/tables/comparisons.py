@@ -46,28 +46,17 @@ COLUMNS = (
 Mark = tuple[tuple[str, ...], tuple[str, ...], str]  # (protocol group, row, task title)
 
 
-def comparisons(
-    records: Iterable[Record],
-    rounds: int = 1000,
-    seed: int = 1234,
-    memo: ResampleMemo | None = None,
-) -> tuple[list[dict[str, Any]], set[Mark]]:
-    """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
-    significantly below the best, the Avg. column's included (:func:`compare`)."""
-    rows, marks, _ = compare(records, rounds, seed, memo)
-    return rows, marks
-
-
 def compare(
     records: Iterable[Record],
     rounds: int = 1000,
     seed: int = 1234,
     memo: ResampleMemo | None = None,
 ) -> tuple[list[dict[str, Any]], set[Mark], dict[tuple, dict[str, float]]]:
-    """:func:`comparisons`, and each row's average over its group's tasks as an estimate
-    (:func:`averages`: its interval and its rank interval, by (group, row key)). ``memo``: the
-    run's resampled scores (its records' intervals were resampled into it, so a run resamples each
-    method once); None keeps nothing."""
+    """Every pairwise comparison (rows of :data:`COLUMNS`), the (group, row, task) cells not
+    significantly below the best, the Avg. column's included, and each row's average over its
+    group's tasks as an estimate (:func:`averages`: its interval and its rank interval, by (group,
+    row key)). ``memo``: the run's resampled scores (its records' intervals were resampled into it,
+    so a run resamples each method once); None keeps nothing."""
     from harness.core.significance import Scored, paired_bootstrap, williams
 
     per_row: dict[tuple, dict[str, Any]] = {}  # (group, row key) → task → its Scored
