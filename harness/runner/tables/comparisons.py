@@ -9,7 +9,6 @@ marks, per task, the best row and every row not significantly below it (paired b
 from __future__ import annotations
 
 import csv
-import io
 import math
 from collections.abc import Iterable
 from itertools import combinations
@@ -241,22 +240,10 @@ def other_metrics(kind: TaskKind, pair: tuple[Record, Record], sides: tuple) -> 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
     """significance.csv: numbers with 6 significant digits, a missing one (Williams' t has no
     interval) as an empty cell."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow(
-            [
-                ""
-                if isinstance(v := row[c], float) and math.isnan(v)
-                else f"{v:.6g}"
-                if isinstance(v, float)
-                else v
-                for c in COLUMNS
-            ]
-        )
+    from harness.runner.tables.leaderboard import csv_text
+
     path = out_dir / "significance.csv"
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_text(path, csv_text(rows, COLUMNS, ".6g"))
     return path
 
 

@@ -219,8 +219,9 @@ def markdown(
     return "\n".join(parts)
 
 
-def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """A table as CSV: floats with 4 decimals, a missing number as an empty cell.
+def csv_text(rows: list[dict[str, Any]], columns: Sequence[str], number: str = ".4f") -> str:
+    """A table as CSV: floats in the format ``number`` (4 decimals unless said), a missing number
+    as an empty cell.
 
     >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}],
     ...          ["m", "x", "n"])
@@ -233,11 +234,9 @@ def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
+        cells = [row.get(c) for c in columns]
         writer.writerow(
-            [
-                "" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
-                for c in columns
-            ]
+            ["" if _missing(v) else format(v, number) if isinstance(v, float) else v for v in cells]
         )
     return buffer.getvalue()
 
