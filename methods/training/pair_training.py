@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint, EncodeSettings
-from methods.training.loop import LoopResult, resolve_precision, run_loop
+from methods.training.loop import LoopResult, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
 
@@ -74,7 +74,6 @@ def train_cross_encoder(
         dtype=torch.long if classify else torch.float32,
     )
     length = checkpoint.usable_length(config.max_length)
-    precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
         inputs = tokenizer(
@@ -96,18 +95,12 @@ def train_cross_encoder(
         identity,
         {"model": model},
         len(s1),
-        config.batch_size,
-        config.epochs,
-        config.lr,
-        config.warmup,
+        config,
         seed,
-        precision,
         device,
         progress,
         "train cross-encoder",
-        config.save_every,
         batch_loss,
-        weight_decay=config.weight_decay,
     )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
@@ -278,7 +271,6 @@ def train_student(
         )
     length = checkpoint.usable_length(config.max_length)
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
-    precision = resolve_precision(config.precision, device)
 
     def embed(texts: list[str]) -> torch.Tensor:
         """The student's pooled vectors of ``texts``: in training and for the dev selection."""
@@ -319,19 +311,13 @@ def train_student(
         identity,
         modules,
         len(s1),
-        config.batch_size,
-        config.epochs,
-        config.lr,
-        config.warmup,
+        config,
         seed,
-        precision,
         device,
         progress,
         "distil student",
-        config.save_every,
         batch_loss,
         selection=selection,
-        weight_decay=config.weight_decay,
     )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)

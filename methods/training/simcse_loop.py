@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint
-from methods.training.loop import DevSelection, LoopResult, resolve_precision, run_loop
+from methods.training.loop import DevSelection, LoopResult, run_loop
 
 
 def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -49,6 +50,10 @@ class SimCSEConfig:
     eval_max_length: int = (
         128  # truncation when scoring dev: the evaluation's, not training's max_length
     )
+    # SimCSE's HF Trainer run: no warm-up, no weight decay (class constants, so they stay out of
+    # the training identity, asdict())
+    warmup: ClassVar[float] = 0.0
+    weight_decay: ClassVar[float] = 0.0
 
 
 class _Mlp(nn.Module):
@@ -132,16 +137,11 @@ class SimCSETrainer:
             identity,
             {"model": model, "mlp": mlp},
             len(sentences),
-            config.batch_size,
-            config.epochs,
-            config.lr,
-            0.0,
+            config,
             self.seed,
-            resolve_precision(config.precision, self.device),
             self.device,
             self.progress,
             "simcse-train",
-            config.save_every,
             batch_loss,
             self.on_step,
             selection,
