@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint, EncodeSettings
+from harness.core.encoding.settings import inference_autocast
 from methods.training.loop import LoopResult, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
@@ -141,7 +142,6 @@ class PairScorer:
             )["input_ids"]
         ]
         out = np.empty((len(s1), labels), dtype=np.float32)
-        device_type = self.device.split(":")[0]
         for ids, rows in Checkpoint.batches(lengths, batch_size):
             inputs = self.tokenizer(
                 [s1[i] for i in rows],
@@ -151,14 +151,7 @@ class PairScorer:
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
-            with (
-                torch.inference_mode(),
-                torch.autocast(
-                    device_type,
-                    dtype=self.autocast_dtype or torch.float32,
-                    enabled=self.autocast_dtype is not None,
-                ),
-            ):
+            with inference_autocast(self.device, self.autocast_dtype):
                 logits = self.model(**inputs).logits[: len(ids)].float()
             out[ids] = logits.cpu().numpy()
         return out
