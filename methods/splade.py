@@ -162,7 +162,6 @@ class Splade(SparseEmbeddingMethod):
         if not todo:
             return
         from harness.core.encoding import Checkpoint
-        from harness.core.encoding.settings import inference_autocast
         from harness.core.progress import progress_bar
 
         try:
@@ -197,7 +196,7 @@ class Splade(SparseEmbeddingMethod):
                         max_length=length,
                         return_tensors="pt",
                     ).to(device)
-                    with inference_autocast(device, autocast):
+                    with Checkpoint.inference(device, autocast):
                         logits = model(**inputs).logits[: len(ids)]
                         pooled = splade_pool(
                             logits, inputs["attention_mask"][: len(ids)], activation, pooling

@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint, EncodeSettings
-from harness.core.encoding.settings import inference_autocast
 from methods.training.loop import LoopResult, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
@@ -151,7 +150,7 @@ class PairScorer:
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
-            with inference_autocast(self.device, self.autocast_dtype):
+            with Checkpoint.inference(self.device, self.autocast_dtype):
                 logits = self.model(**inputs).logits[: len(ids)].float()
             out[ids] = logits.cpu().numpy()
         return out

@@ -20,7 +20,7 @@ import numpy as np
 from harness.core.hashing import atomic_write_text
 from harness.core.kinds import TaskKind, kind_of
 from harness.runner.records.schema import data_fingerprints, main_score, main_value
-from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
+from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, csv_text, newest, record_keys
 
 if TYPE_CHECKING:
     from harness.core.bootstrap import ResampleMemo
@@ -240,8 +240,6 @@ def other_metrics(kind: TaskKind, pair: tuple[Record, Record], sides: tuple) -> 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
     """significance.csv: numbers with 6 significant digits, a missing one (Williams' t has no
     interval) as an empty cell."""
-    from harness.runner.tables.leaderboard import csv_text
-
     path = out_dir / "significance.csv"
     atomic_write_text(path, csv_text(rows, COLUMNS, ".6g"))
     return path

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.tables.frames import GROUP_KEYS, protocol_line
+from harness.runner.tables.frames import GROUP_KEYS, csv_text, protocol_line
 
 ALPHA = 0.05  # as the ★ marks: a p-value below it is a significant difference
 PARETO_MARK = "●"  # a row on its task's Pareto set, in frontier.md and on the report page
@@ -274,8 +274,6 @@ def frontier_markdown(rows: list[dict[str, Any]]) -> str:
 def write_frontier(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """frontier.csv (6 significant digits, NaN as an empty cell) and frontier.md under
     ``out_dir``."""
-    from harness.runner.tables.leaderboard import csv_text
-
     paths = [out_dir / "frontier.csv", out_dir / "frontier.md"]
     atomic_write_text(paths[0], csv_text(rows, COLUMNS, ".6g"))
     atomic_write_text(paths[1], frontier_markdown(rows))
