@@ -29,7 +29,7 @@ from harness.core.encoding import BackboneRef
 from harness.core.encoding.model_files import model_config
 from harness.core.errors import UserError
 from harness.core.kinds import kind_of
-from methods.trained import TrainedMethod
+from methods.trained import TRAINING_PRECISION, TrainedMethod
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
@@ -88,12 +88,7 @@ class CrossEncoder(TrainedMethod, PairScoringMethod):
         Option("batch_size", 16, "pairs per batch (16)", type=int),
         Option("warmup", 0.1, "linear warm-up, fraction of the steps (0.1)", type=float),
         Option("max_length", 128, "tokens per pair (128)", type=int),
-        Option(
-            "precision",
-            "auto",
-            "training precision: auto, fp32, bf16",
-            choices=("auto", "fp32", "bf16"),
-        ),
+        TRAINING_PRECISION,
         Option(
             "base",
             "",

@@ -43,7 +43,7 @@ from harness.core.api import (
     SpecRequest,
 )
 from harness.core.errors import UserError
-from methods.trained import TrainedMethod
+from methods.trained import TRAINING_PRECISION, TrainedMethod
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
@@ -148,12 +148,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             "('off': keep the last step)",
             type=_selection,
         ),
-        Option(
-            "precision",
-            "auto",
-            "training precision: auto, fp32, bf16",
-            choices=("auto", "fp32", "bf16"),
-        ),
+        TRAINING_PRECISION,
     )
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:

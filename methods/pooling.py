@@ -295,14 +295,12 @@ class Cls(ViewMethod):
     name = "cls"
     summary = "last-layer [CLS] vector, no pooler (SBERT paper's 'BERT CLS'); refused on a decoder"
     pooling = "cls"
-    layers = (-1,)
 
 
 class Avg(ViewMethod):
     name = "avg"
     summary = "masked mean of the last layer's token vectors"
     pooling = "mean"
-    layers = (-1,)
 
 
 class FirstLast(ViewMethod):
@@ -321,7 +319,6 @@ class Last(ViewMethod):
         "embedding"
     )
     pooling = "last"
-    layers = (-1,)
 
 
 class MeanSentence(ViewMethod):
@@ -331,7 +328,6 @@ class MeanSentence(ViewMethod):
         "tokens left out (sentence-transformers' include_prompt=False)"
     )
     pooling = "mean_sentence"
-    layers = (-1,)
 
 
 class WeightedMean(ViewMethod):
@@ -341,4 +337,3 @@ class WeightedMean(ViewMethod):
         "(Muennighoff 2022; sentence-transformers' weightedmean)"
     )
     pooling = "weightedmean"
-    layers = (-1,)

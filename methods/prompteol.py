@@ -42,7 +42,6 @@ class PromptEOL(ViewMethod):
         "(Jiang et al. 2023)"
     )
     pooling = "last"
-    layers = (-1,)
     options = (
         Option(
             "demo",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import EmbeddingMethod, MethodContext, MethodSpec, Option, SpecRequest
-from methods.trained import TrainedMethod
+from methods.trained import TRAINING_PRECISION, TrainedMethod
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
@@ -57,12 +57,7 @@ class SimCSETrain(TrainedMethod, EmbeddingMethod):
             "the last step)",
             type=int,
         ),
-        Option(
-            "precision",
-            "auto",
-            "auto (bf16 autocast where the hardware has it), fp32, bf16",
-            choices=("auto", "fp32", "bf16"),
-        ),
+        TRAINING_PRECISION,
     )
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:

@@ -161,8 +161,6 @@ class Splade(SparseEmbeddingMethod):
         the chunk's texts are given with them)."""
         if not todo:
             return
-        import torch
-
         from harness.core.encoding import Checkpoint
         from harness.core.progress import progress_bar
 
@@ -198,14 +196,7 @@ class Splade(SparseEmbeddingMethod):
                         max_length=length,
                         return_tensors="pt",
                     ).to(device)
-                    with (
-                        torch.inference_mode(),
-                        torch.autocast(
-                            torch.device(device).type,
-                            dtype=autocast or torch.float32,
-                            enabled=autocast is not None,
-                        ),
-                    ):
+                    with Checkpoint.inference(device, autocast):
                         logits = model(**inputs).logits[: len(ids)]
                         pooled = splade_pool(
                             logits, inputs["attention_mask"][: len(ids)], activation, pooling

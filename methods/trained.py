@@ -15,12 +15,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.core.api import Method, MethodContext, MethodSpec
+from harness.core.api import Method, MethodContext, MethodSpec, Option
 from harness.core.artifacts import ArtifactCorrupt
 
 if TYPE_CHECKING:
     from harness.core.artifacts import ArtifactDir
     from harness.core.data.fitsets import FitSet
+
+# The option of every method that fine-tunes a transformer here (the training loops'
+# methods.training.loop.resolve_precision reads it).
+TRAINING_PRECISION = Option(
+    "precision",
+    "auto",
+    "training precision: auto (bf16 autocast where the hardware has it), fp32, bf16",
+    choices=("auto", "fp32", "bf16"),
+)
 
 
 class TrainedMethod(Method):

@@ -187,10 +187,12 @@ def test_a_diverging_fit_is_refused_with_the_fix(bench, senteval_root, tiny_bert
     assert not list((tmp_path / "cache").glob("flows/*/meta.json"))  # nothing diverged is cached
 
 
-def test_the_fit_runs_on_one_thread_with_the_weights_of_a_multi_threaded_fit():
+def test_the_fit_runs_on_one_thread_with_the_weights_of_a_multi_threaded_fit(monkeypatch):
     """train_flow fits on one thread (its tiny operations only wait for a second one) and puts
     torch's thread count back; the weights are those of the same fit on two threads, bit for bit."""
-    from methods.training.flow_fit import _train
+    import contextlib
+
+    from methods.training import flow_fit
 
     x, _ = synthetic(n=640)
     before = torch.get_num_threads()
@@ -198,7 +200,9 @@ def test_the_fit_runs_on_one_thread_with_the_weights_of_a_multi_threaded_fit():
     try:
         one, _ = train_flow(lambda e: x, 16, 640, FlowConfig(), seed=7, progress=False)
         assert torch.get_num_threads() == 2
-        two, _ = _train(lambda e: x, 16, 640, FlowConfig(), 7, "cpu", False, None)  # 2 threads
+        with monkeypatch.context() as patch:  # the same fit left on 2 threads
+            patch.setattr(flow_fit, "one_thread", contextlib.nullcontext)
+            two, _ = train_flow(lambda e: x, 16, 640, FlowConfig(), seed=7, progress=False)
     finally:
         torch.set_num_threads(before)
     for (name, a), (_, b) in zip(one.state_dict().items(), two.state_dict().items(), strict=True):

@@ -121,11 +121,13 @@ def test_torch_still_has_the_fused_bf16_ops_where_the_cpu_has_bf16(fresh_probe, 
     """Fails loudly when a torch upgrade renames or changes the private oneDNN ops kernels.py uses:
     the harness would still compute the same vectors (the public path), only slower, so nothing
     else would notice."""
+    from harness.core.machine import half_native_on_cpu
+
     version = torch.__version__
     if not torch.backends.mkldnn.is_available():
         pytest.skip(f"torch {version} is built without oneDNN")
     hardware = _cpu_flags() & {"avx512_bf16", "amx_bf16", "avx_ne_convert"}
-    torch_says = fresh_probe.bf16_native_on_cpu()
+    torch_says = half_native_on_cpu("bf16")
     if not torch_says and not hardware:
         pytest.skip(
             "this CPU has no bf16 instructions (AVX512-BF16, AMX or AVX-NE-CONVERT): no fused bf16 "

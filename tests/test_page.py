@@ -524,7 +524,7 @@ def hostile(tmp_path_factory, senteval_root, tiny_bert) -> tuple[str, Path]:
     from harness.runner.history.moves import history_report
     from harness.runner.records.store import load_results
     from harness.runner.settings.config import BenchConfig
-    from harness.runner.tables.comparisons import comparisons
+    from harness.runner.tables.comparisons import compare
 
     root = tmp_path_factory.mktemp("hostile")
     backbone = shutil.copytree(tiny_bert, root / IMG)
@@ -549,7 +549,7 @@ def hostile(tmp_path_factory, senteval_root, tiny_bert) -> tuple[str, Path]:
     # A task title cannot hold markup (--tasks names are checked), but a plugin's text can: the page
     # must not rely on that check, so the records are given one in memory.
     records = [swap(rec, "STS-B", SCRIPT) for rec in load_results(out / "runs")]
-    significance, marks = comparisons(records, 50, 1)
+    significance, marks, _ = compare(records, 50, 1)
     written = page.write_report(records, marks, significance, out, history_report(out, 50, 1, plots=False))
     text = written.read_text(encoding="utf-8")
     return text, out

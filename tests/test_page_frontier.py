@@ -172,7 +172,7 @@ def test_the_section_shows_each_tasks_frontier_as_the_records_and_significance_c
         raise AssertionError("the page resampled: it must read significance.csv")
 
     # The page step rebuilds index.html from the files alone: no paired test is recomputed.
-    for module, name in ((comparisons, "comparisons"), (significance, "paired_bootstrap"), (significance, "scored")):
+    for module, name in ((comparisons, "compare"), (significance, "paired_bootstrap"), (significance, "scored")):
         monkeypatch.setattr(module, name, no_resampling)
     cfg = BenchConfig(output_dir=str(folder), bootstrap=200, progress=False)
     Page().write(ReportInputs(cfg, folder, [], load_results(folder / "runs")))

@@ -353,10 +353,6 @@ class ResampleMemo:
     def on_disk(self) -> bool:
         return self.folder is not None and bool(self.secret)
 
-    def _tag(self, key: str, data: bytes) -> str:
-        assert self.secret
-        return tag(self.secret, key.encode("ascii") + b"\x00" + data)
-
     def load(self, key: str, rounds: int) -> np.ndarray | None:
         """The memoised scores of ``key``, or None. A file whose tag does not verify (planted, torn,
         edited, written under another secret) is left alone and never parsed; one whose tag verifies
@@ -385,9 +381,10 @@ class ResampleMemo:
 
     def store(self, key: str, values: np.ndarray) -> None:
         if self.on_disk:
-            assert self.folder is not None
+            assert self.folder is not None and self.secret
             data = npy_bytes(values)
-            atomic_write_bytes(self.folder / f"{key}-{self._tag(key, data)}.npy", data)
+            signed = tag(self.secret, key.encode("ascii") + b"\x00" + data)
+            atomic_write_bytes(self.folder / f"{key}-{signed}.npy", data)
 
     def recall(
         self, keys: Sequence[str], rounds: int, compute: Callable[[], Sequence[np.ndarray]]

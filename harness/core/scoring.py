@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -229,18 +229,18 @@ def score_split(
             "undefined": reason,
         }
     sizes = {name: len(idx) for name, idx in groups.items()}
-    undefined = split_undefined(cos, gold_arr, subsets, aggregation)
-    if undefined:
-        return TaskScores(
-            spearman=None,
-            pearson=None,
-            aggregation=aggregation,
-            n_pairs=len(cos),
-            n_zero_vectors=n_zero,
-            subsets=per_subset if subsets is not None else {},
-            ci95=None,
-            undefined=undefined,
-        )
+    scores = TaskScores(
+        spearman=None,
+        pearson=None,
+        aggregation=aggregation,
+        n_pairs=len(cos),
+        n_zero_vectors=n_zero,
+        subsets=per_subset if subsets is not None else {},
+        ci95=None,
+        undefined=split_undefined(cos, gold_arr, subsets, aggregation),
+    )
+    if scores.undefined:
+        return scores
     if aggregation == "all" or len(groups) == 1:
         rho, r = 100 * spearman(cos, gold_arr), 100 * pearson(cos, gold_arr)
     else:
@@ -259,12 +259,4 @@ def score_split(
             # wmean: by 2 points); an interval that excludes the score it qualifies says nothing
             # true, and a record whose score lies outside its interval is refused on read.
             ci = (min(ci[0], rho), max(ci[1], rho))
-    return TaskScores(
-        spearman=rho,
-        pearson=_finite(r),
-        aggregation=aggregation,
-        n_pairs=len(cos),
-        n_zero_vectors=n_zero,
-        subsets=per_subset if subsets is not None else {},
-        ci95=ci,
-    )
+    return replace(scores, spearman=rho, pearson=_finite(r), ci95=ci)

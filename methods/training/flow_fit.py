@@ -148,86 +148,77 @@ def train_flow(
 
     On the CPU the fit runs on one thread (:func:`one_thread`).
     """
-    with one_thread() if device == "cpu" else contextlib.nullcontext():
-        return _train(batches_of_epoch, dim, n, config, seed, device, progress, pairs)
-
-
-def _train(
-    batches_of_epoch,
-    dim: int,
-    n: int,
-    config: FlowConfig,
-    seed: int,
-    device: str,
-    progress: bool,
-    pairs: tuple[np.ndarray, np.ndarray] | None,
-) -> tuple[Glow, FitStats]:
     from harness.core.progress import progress_bar
 
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    flow = config.build(dim, seed).to(device)
-    optimizer = AdamWeightDecay(flow.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    items = n if pairs is None else len(pairs[0])
-    if pairs is None:
-        total = max(1, math.ceil(config.epochs * n / config.batch_size))
-        last_start = n  # keep the partial last batch
-    else:
-        total = max(1, int(config.epochs * items / config.batch_size))
-        last_start = items - config.batch_size + 1  # drop remainder
-        side_a, side_b = (
-            torch.from_numpy(np.asarray(pairs[0])),
-            torch.from_numpy(np.asarray(pairs[1])),
+    with one_thread() if device == "cpu" else contextlib.nullcontext():
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        flow = config.build(dim, seed).to(device)
+        optimizer = AdamWeightDecay(
+            flow.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
-    started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
-    bar = progress_bar(total, "fit flow", "step", progress)
-    try:
-        # Every epoch runs at least one batch, so this ends after ``total`` steps. (A bound computed
-        # from ``total · batch_size / items`` undercounts pair epochs, whose remainder is dropped:
-        # 7 pairs in batches of 4 give 1 step per epoch, not 7 / 4.)
-        epoch = -1
-        while step < total:
-            epoch += 1
-            data = torch.from_numpy(np.ascontiguousarray(batches_of_epoch(epoch), dtype=np.float32))
-            order = torch.randperm(items, generator=generator)
-            for start in range(0, max(last_start, 1), config.batch_size):
-                if step == total:
-                    break
-                chosen = order[start : start + config.batch_size]
-                if pairs is None:
-                    loss = flow.bits_per_dim(data[chosen].to(device))
-                else:
-                    loss = flow.bits_per_dim(data[side_a[chosen]].to(device)) + flow.bits_per_dim(
-                        data[side_b[chosen]].to(device)
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(flow.parameters(), config.clip)
-                optimizer.step()
-                value = loss.item()
-                first = value if step == 0 else first
-                running = value if step == 0 else 0.98 * running + 0.02 * value
-                step += 1
-                bar.update(1)
-                bar.set_postfix(bits_per_dim=f"{running:.3f}")
-    finally:
-        bar.close()
-    flow.eval()
-    recipe = {
-        "optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)",
-        "lr": config.lr,
-        "betas": list(optimizer.defaults["betas"]),
-        "eps": optimizer.defaults["eps"],
-        "weight_decay": config.weight_decay,
-        "schedule": "constant",
-        "warmup_fraction": 0.0,
-        "clip_grad_norm": config.clip,
-        "device": device,
-        "batches": "sentences"
-        if pairs is None
-        else "pairs (loss: side a + side b; remainder dropped)",
-    }
-    return flow, FitStats(step, first, running, time.perf_counter() - started, recipe)
+        items = n if pairs is None else len(pairs[0])
+        if pairs is None:
+            total = max(1, math.ceil(config.epochs * n / config.batch_size))
+            last_start = n  # keep the partial last batch
+        else:
+            total = max(1, int(config.epochs * items / config.batch_size))
+            last_start = items - config.batch_size + 1  # drop remainder
+            side_a, side_b = (
+                torch.from_numpy(np.asarray(pairs[0])),
+                torch.from_numpy(np.asarray(pairs[1])),
+            )
+        started, step, first, running = time.perf_counter(), 0, math.nan, math.nan
+        bar = progress_bar(total, "fit flow", "step", progress)
+        try:
+            # Every epoch runs at least one batch, so this ends after ``total`` steps. (A bound
+            # computed from ``total · batch_size / items`` undercounts pair epochs, whose remainder
+            # is dropped: 7 pairs in batches of 4 give 1 step per epoch, not 7 / 4.)
+            epoch = -1
+            while step < total:
+                epoch += 1
+                data = torch.from_numpy(
+                    np.ascontiguousarray(batches_of_epoch(epoch), dtype=np.float32)
+                )
+                order = torch.randperm(items, generator=generator)
+                for start in range(0, max(last_start, 1), config.batch_size):
+                    if step == total:
+                        break
+                    chosen = order[start : start + config.batch_size]
+                    if pairs is None:
+                        loss = flow.bits_per_dim(data[chosen].to(device))
+                    else:
+                        loss = flow.bits_per_dim(
+                            data[side_a[chosen]].to(device)
+                        ) + flow.bits_per_dim(data[side_b[chosen]].to(device))
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(flow.parameters(), config.clip)
+                    optimizer.step()
+                    value = loss.item()
+                    first = value if step == 0 else first
+                    running = value if step == 0 else 0.98 * running + 0.02 * value
+                    step += 1
+                    bar.update(1)
+                    bar.set_postfix(bits_per_dim=f"{running:.3f}")
+        finally:
+            bar.close()
+        flow.eval()
+        recipe = {
+            "optimizer": "AdamWeightDecay (BERT's: Adam without bias correction)",
+            "lr": config.lr,
+            "betas": list(optimizer.defaults["betas"]),
+            "eps": optimizer.defaults["eps"],
+            "weight_decay": config.weight_decay,
+            "schedule": "constant",
+            "warmup_fraction": 0.0,
+            "clip_grad_norm": config.clip,
+            "device": device,
+            "batches": "sentences"
+            if pairs is None
+            else "pairs (loss: side a + side b; remainder dropped)",
+        }
+        return flow, FitStats(step, first, running, time.perf_counter() - started, recipe)
 
 
 def latents(flow: Glow, x: np.ndarray, device: str = "cpu", batch: int = 4096) -> np.ndarray:

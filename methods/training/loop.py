@@ -255,31 +255,31 @@ def run_loop(
     identity: dict,
     modules: dict[str, nn.Module],
     n: int,
-    batch_size: int,
-    epochs: float,
-    lr: float,
-    warmup: float,
+    config: Any,
     seed: int,
-    precision: str,
     device: str,
     progress: bool,
     desc: str,
-    save_every: int,
     batch_loss,
     on_step=None,
     selection: DevSelection | None = None,
-    weight_decay: float = 0.0,
 ) -> LoopResult:
     """The shared training loop: seeded order per epoch, AdamW + linear schedule, gradient clipping
     at norm 1.0 (HF Trainer's default), autocast, a running loss on the bar, resumable state.
+    ``config``: the caller's training settings, read for ``batch_size``, ``epochs``, ``lr``,
+    ``warmup``, ``weight_decay``, ``precision`` (:func:`resolve_precision`) and ``save_every``.
     ``batch_loss(indices)`` returns the loss of those items; ``on_step(steps_done_this_run)`` is
     called after every step (progress hooks; tests use it to interrupt)."""
     from harness.core.progress import progress_bar
 
-    total = total_steps(n, batch_size, epochs)
+    batch_size, save_every = config.batch_size, config.save_every
+    precision = resolve_precision(config.precision, device)
+    total = total_steps(n, batch_size, config.epochs)
     per_epoch = math.ceil(n / batch_size)
     params = [p for module in modules.values() for p in module.parameters()]
-    optimizer, scheduler = adamw_linear(params, lr, total, warmup, weight_decay)
+    optimizer, scheduler = adamw_linear(
+        params, config.lr, total, config.warmup, config.weight_decay
+    )
     state = TrainState(workdir, identity)
     start, extra = state.load(modules, optimizer, scheduler)
     first, running = extra.get("first_loss", math.nan), extra.get("running_loss", math.nan)
@@ -349,6 +349,6 @@ def run_loop(
         seen / seconds if seconds else math.nan,
         start,
         precision,
-        loop_recipe(lr, warmup, weight_decay, device, precision),
+        loop_recipe(config.lr, config.warmup, config.weight_decay, device, precision),
         chosen,
     )

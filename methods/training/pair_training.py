@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint, EncodeSettings
-from methods.training.loop import LoopResult, resolve_precision, run_loop
+from methods.training.loop import LoopResult, run_loop
 
 # -- the teacher ------------------------------------------------------------------------------
 
@@ -74,7 +74,6 @@ def train_cross_encoder(
         dtype=torch.long if classify else torch.float32,
     )
     length = checkpoint.usable_length(config.max_length)
-    precision = resolve_precision(config.precision, device)
 
     def batch_loss(indices: list[int]) -> torch.Tensor:
         inputs = tokenizer(
@@ -96,18 +95,12 @@ def train_cross_encoder(
         identity,
         {"model": model},
         len(s1),
-        config.batch_size,
-        config.epochs,
-        config.lr,
-        config.warmup,
+        config,
         seed,
-        precision,
         device,
         progress,
         "train cross-encoder",
-        config.save_every,
         batch_loss,
-        weight_decay=config.weight_decay,
     )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)
@@ -148,7 +141,6 @@ class PairScorer:
             )["input_ids"]
         ]
         out = np.empty((len(s1), labels), dtype=np.float32)
-        device_type = self.device.split(":")[0]
         for ids, rows in Checkpoint.batches(lengths, batch_size):
             inputs = self.tokenizer(
                 [s1[i] for i in rows],
@@ -158,14 +150,7 @@ class PairScorer:
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
-            with (
-                torch.inference_mode(),
-                torch.autocast(
-                    device_type,
-                    dtype=self.autocast_dtype or torch.float32,
-                    enabled=self.autocast_dtype is not None,
-                ),
-            ):
+            with Checkpoint.inference(self.device, self.autocast_dtype):
                 logits = self.model(**inputs).logits[: len(ids)].float()
             out[ids] = logits.cpu().numpy()
         return out
@@ -278,17 +263,17 @@ def train_student(
         )
     length = checkpoint.usable_length(config.max_length)
     gold_t = torch.tensor([math.nan if g is None else g for g in gold01], dtype=torch.float32)
-    precision = resolve_precision(config.precision, device)
 
-    def batch_loss(indices: list[int]) -> torch.Tensor:
-        texts = [s1[i] for i in indices] + [s2[i] for i in indices]
+    def embed(texts: list[str]) -> torch.Tensor:
+        """The student's pooled vectors of ``texts``: in training and for the dev selection."""
         inputs = tokenizer(
             texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
         ).to(device)
         states = model(**inputs, output_hidden_states=True).hidden_states
-        pooled = student_pool(
-            states, inputs["attention_mask"], config.pooling, config.top_k
-        ).float()
+        return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
+
+    def batch_loss(indices: list[int]) -> torch.Tensor:
+        pooled = embed([s1[i] for i in indices] + [s2[i] for i in indices]).float()
         u, v = pooled[: len(indices)], pooled[len(indices) :]
         similarity = student_similarity(u, v, head)
         target = teacher_t[indices].to(device)
@@ -306,13 +291,6 @@ def train_student(
         from methods.training.loop import DevSelection
         from methods.training.select import dev_spearman
 
-        def embed(texts: list[str]) -> torch.Tensor:
-            inputs = tokenizer(
-                texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
-            ).to(device)
-            states = model(**inputs, output_hidden_states=True).hidden_states
-            return student_pool(states, inputs["attention_mask"], config.pooling, config.top_k)
-
         selection = DevSelection(
             config.select_every,
             lambda: dev_spearman(embed, *dev, lambda u, v: student_similarity(u, v, head)),
@@ -325,19 +303,13 @@ def train_student(
         identity,
         modules,
         len(s1),
-        config.batch_size,
-        config.epochs,
-        config.lr,
-        config.warmup,
+        config,
         seed,
-        precision,
         device,
         progress,
         "distil student",
-        config.save_every,
         batch_loss,
         selection=selection,
-        weight_decay=config.weight_decay,
     )
     model.eval()
     model.save_pretrained(workdir / "model", safe_serialization=True)

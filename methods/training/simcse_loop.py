@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from harness.core.encoding import Checkpoint
-from methods.training.loop import DevSelection, LoopResult, resolve_precision, run_loop
+from methods.training.loop import DevSelection, LoopResult, run_loop
 
 
 def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -49,6 +50,10 @@ class SimCSEConfig:
     eval_max_length: int = (
         128  # truncation when scoring dev: the evaluation's, not training's max_length
     )
+    # SimCSE's HF Trainer run: no warm-up, no weight decay (class constants, so they stay out of
+    # the training identity, asdict())
+    warmup: ClassVar[float] = 0.0
+    weight_decay: ClassVar[float] = 0.0
 
 
 class _Mlp(nn.Module):
@@ -98,19 +103,22 @@ class SimCSETrainer:
             self.device
         )
 
+        def cls_vectors(texts: list[str], max_length: int) -> torch.Tensor:
+            """[CLS] through the pooling table: what cls_before_pooler reads at evaluation."""
+            inputs = tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=checkpoint.usable_length(max_length),
+                return_tensors="pt",
+            ).to(self.device)
+            return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
+
         def batch_loss(indices: list[int]) -> torch.Tensor:
             doubled = [
                 sentences[i] for i in indices for _ in (0, 1)
             ]  # each twice: two dropout masks
-            inputs = tokenizer(
-                doubled,
-                padding=True,
-                truncation=True,
-                max_length=checkpoint.usable_length(config.max_length),
-                return_tensors="pt",
-            ).to(self.device)
-            # [CLS] through the pooling table: what cls_before_pooler reads at evaluation
-            z = mlp(cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])).float()
+            z = mlp(cls_vectors(doubled, config.max_length)).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 
         selection = None
@@ -118,14 +126,7 @@ class SimCSETrainer:
             from methods.training.select import dev_spearman
 
             def embed(texts: list[str]) -> torch.Tensor:
-                inputs = tokenizer(
-                    texts,
-                    padding=True,
-                    truncation=True,
-                    max_length=checkpoint.usable_length(config.eval_max_length),
-                    return_tensors="pt",
-                ).to(self.device)
-                return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
+                return cls_vectors(texts, config.eval_max_length)
 
             selection = DevSelection(
                 config.select_every, lambda: dev_spearman(embed, *dev), dev_name
@@ -136,16 +137,11 @@ class SimCSETrainer:
             identity,
             {"model": model, "mlp": mlp},
             len(sentences),
-            config.batch_size,
-            config.epochs,
-            config.lr,
-            0.0,
+            config,
             self.seed,
-            resolve_precision(config.precision, self.device),
             self.device,
             self.progress,
             "simcse-train",
-            config.save_every,
             batch_loss,
             self.on_step,
             selection,

@@ -186,20 +186,18 @@ def _spec(kind: str, location: str, options: dict[str, str], entry: str, where: 
         revision=options.get("revision", ""),
         entry=entry,
     )
-    sides = _sides(options.get("sides", ""), entry, where)
-    if labelled:
-        spec = _labelled_spec(name, kind, location, eval_split, own, options, entry, where)
-        return replace(spec, sides=sides)
-    return TaskSpec(
+    spec = TaskSpec(
         name=name,
         title=name,
         description=f"{kind}: {location}",
         splits=SPLITS,
         eval_split=eval_split,
-        gold_range=_range(options.get("range", "0,5"), entry, where),
-        sides=sides,
+        sides=_sides(options.get("sides", ""), entry, where),
         own=own,
     )
+    if labelled:
+        return _labelled_spec(spec, options, entry, where)
+    return replace(spec, gold_range=_range(options.get("range", "0,5"), entry, where))
 
 
 def _sides(text: str, entry: str, where: str) -> tuple[str, ...]:
@@ -220,19 +218,11 @@ def _sides(text: str, entry: str, where: str) -> tuple[str, ...]:
     return sides
 
 
-def _labelled_spec(
-    name: str,
-    kind: str,
-    location: str,
-    eval_split: str,
-    own: OwnSource,
-    options: dict[str, str],
-    entry: str,
-    where: str,
-) -> TaskSpec:
-    """A labelled-pairs task: ``classes`` (default ``0,1``) in label-index order, a label written
-    as a class name or its index; ``positive`` (named classes must say it); ``metric`` (default
-    ap); thresholds chosen on the file's train pairs when it has a split column with some."""
+def _labelled_spec(spec: TaskSpec, options: dict[str, str], entry: str, where: str) -> TaskSpec:
+    """``spec`` as a labelled-pairs task: ``classes`` (default ``0,1``) in label-index order, a
+    label written as a class name or its index; ``positive`` (named classes must say it);
+    ``metric`` (default ap); thresholds chosen on the file's train pairs when it has a split
+    column with some."""
     classes = tuple(c.strip() for c in options.get("classes", "0,1").split(","))
     if len(classes) < 2 or len(set(classes)) != len(classes) or not all(classes):
         raise UserError(
@@ -259,19 +249,15 @@ def _labelled_spec(
         )
     if "range" in options:
         raise UserError(f"{where} {entry}: range= is for graded scores; labels name classes")
-    return TaskSpec(
-        name=name,
-        title=name,
-        description=f"{kind}: {location} (labelled pairs: {', '.join(classes)})",
-        splits=SPLITS,
-        eval_split=eval_split,
+    return replace(
+        spec,
+        description=f"{spec.description} (labelled pairs: {', '.join(classes)})",
         kind=LABELLED.name,
         main_score=metric,
         classes=classes,
         positive=positive,
-        threshold_split="train" if eval_split != "train" else "",
+        threshold_split="train" if spec.eval_split != "train" else "",
         gold_range=(0.0, float(len(classes) - 1)),
-        own=own,
     )
 
 

@@ -18,7 +18,7 @@ from harness.core.encoding.backbone import max_positions
 from harness.core.encoding.batching import equal_length_batches, topped_up
 from harness.core.encoding.engines import check_loaded, quiet_transformers
 from harness.core.encoding.pooling import pool_layers
-from harness.core.encoding.settings import usable_length
+from harness.core.encoding.settings import inference_autocast, usable_length
 from harness.core.encoding.tokenizer import load_hf_tokenizer
 from harness.core.errors import UserError
 
@@ -91,6 +91,9 @@ class Checkpoint:
         """transformers' loading bars and reports off, for code that loads a model itself
         (sentence-transformers' ``SentenceTransformer``)."""
         quiet_transformers()
+
+    # A forward as the engine runs one: inference mode under the autocast of a dtype (None: fp32).
+    inference = staticmethod(inference_autocast)
 
     @staticmethod
     def batches(lengths: Sequence[int], batch_size: int) -> Iterator[tuple[list[int], list[int]]]:

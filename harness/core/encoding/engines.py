@@ -235,15 +235,13 @@ class NativeEngine:
         return self.model(**batch)
 
 
-class NativeDecoderEngine:
-    """:mod:`harness.core.encoding.native_llama` (Llama, Mistral, Qwen2, Qwen3): packed causal
-    attention, and a prompt's fixed prefix computed once. :meth:`tokenize` marks how many leading
-    tokens each text shares with the prefix's own tokens
-    (:func:`harness.core.encoding.shared_prefix.shared_length`); ``prefix_counts``
-    counts, per prefix, the texts that reused all of it, part of it (a BPE merge across its end),
-    and none (encoded whole)."""
-
-    packs_rows = True
+class NativeDecoderEngine(NativeEngine):
+    """:mod:`harness.core.encoding.native_llama` (Llama, Mistral, Qwen2, Qwen3): the native
+    engine's packed rows with causal attention, and a prompt's fixed prefix computed once.
+    :meth:`tokenize` marks how many leading tokens each text shares with the prefix's own tokens
+    (:func:`harness.core.encoding.shared_prefix.shared_length`); ``prefix_counts`` counts, per
+    prefix, the texts that reused all of it, part of it (a BPE merge across its end), and none
+    (encoded whole)."""
 
     def __init__(self, ref: BackboneRef, settings: EncodeSettings, device: str) -> None:
         import torch
@@ -287,13 +285,6 @@ class NativeDecoderEngine:
             batch["prefix_ids"] = torch.tensor(shared, dtype=torch.long)
             batch["prefix_skip"] = torch.tensor([item[3] for item in items], dtype=torch.long)
         return batch
-
-    def sentence_masks(self, texts: list[str], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
-        return tokenizer_sentence_masks(self.tokenizer.offsets(texts), spans)
-
-    @staticmethod
-    def length(item: tuple) -> int:
-        return len(item[0])
 
     @staticmethod
     def computed_length(item: tuple) -> int:

@@ -35,7 +35,7 @@ from harness.core.encoding.pooling import (
     pool_view,
 )
 from harness.core.encoding.prompts import Prompt
-from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings, torch_dtype
+from harness.core.encoding.settings import AUTO_TOKENS, EncodeSettings, inference_autocast
 from harness.core.errors import ResourceError, UserError
 from harness.core.machine import available_cpus, half_native_on_cpu, resolve_device
 
@@ -396,9 +396,7 @@ class ForwardPass:
         top_up: bool = True,
     ) -> dict[View, np.ndarray]:
         """The views of the items ``ids``, run as one batch in this order (topped up when tiny)."""
-        import torch
-
-        autocast_dtype = None if engine.handles_dtype else torch_dtype(self.settings.dtype)
+        autocast_dtype = None if engine.handles_dtype else self.settings.autocast_dtype()
         rows = topped_up(ids, lengths) if top_up else list(ids)  # tiny batches: see batching.py
         batch = {k: v.to(self.device) for k, v in engine.batch([items[i] for i in rows]).items()}
         masks = {ATTENTION_MASK: batch["attention_mask"]}
@@ -407,14 +405,7 @@ class ForwardPass:
                 [sentence_masks[i] for i in rows], batch["attention_mask"]
             )
         # self.device: str | None is set by _ensure_loaded, which made the engine
-        with (
-            torch.inference_mode(),
-            torch.autocast(
-                self.device.split(":")[0],  # type: ignore[union-attr]
-                dtype=autocast_dtype or torch.float32,
-                enabled=autocast_dtype is not None,
-            ),
-        ):
+        with inference_autocast(self.device, autocast_dtype):  # type: ignore[arg-type]
             # one pass serves views of one attention (ensure/encode_batches group them so)
             states, pooled = engine.forward(batch, bidirectional=views[0].bidirectional)
             return {view: self._pool(states, pooled, masks, view)[: len(ids)] for view in views}

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.core.machine import half_native_on_cpu, mkldnn_supports
+from harness.core.machine import mkldnn_supports
 
 log = logging.getLogger("sts_bench.kernels")
 
@@ -71,11 +71,6 @@ def fused_linear_available(device: torch.device, dtype: torch.dtype) -> bool:
     AVX-NE-CONVERT). On an AVX2-only CPU oneDNN refuses bf16 weights, and the plain ``F.linear``
     path runs instead."""
     return device.type == "cpu" and dtype == torch.bfloat16 and fused_linear_ops() is not None
-
-
-def bf16_native_on_cpu() -> bool:
-    """Whether this CPU computes bf16 products in hardware (oneDNN's own test)."""
-    return half_native_on_cpu("bf16")
 
 
 @dataclass(frozen=True)

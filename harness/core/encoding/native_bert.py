@@ -27,7 +27,7 @@ from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
     NativeTokenizer,
-    layer_state,
+    load_state,
     read_weights,
 )
 
@@ -79,16 +79,12 @@ def load_native_bert(folder: Path, position_offset: int = 0) -> NativeBert:
         folder, ("bert.", "roberta.")
     )  # checkpoints saved from BertFor* / RobertaFor* heads
     model = NativeBert(config, "pooler.dense.weight" in hf, position_offset)
-    mapping = {
+    embeddings = {
         "word.weight": "embeddings.word_embeddings.weight",
         "position.weight": "embeddings.position_embeddings.weight",
         "token_type.weight": "embeddings.token_type_embeddings.weight",
         "norm.weight": "embeddings.LayerNorm.weight",
         "norm.bias": "embeddings.LayerNorm.bias",
     }
-    if model.pooler is not None:
-        mapping |= {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
-    state = {ours: hf[theirs] for ours, theirs in mapping.items()}
-    state |= layer_state(hf, config["num_hidden_layers"], BERT_LAYER)
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    load_state(model, hf, embeddings, BERT_LAYER)
     return model.eval()

@@ -37,7 +37,7 @@ from harness.core.encoding.kernels import Packing, ScoreBias
 from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
-    layer_state,
+    load_state,
     read_weights,
 )
 
@@ -259,9 +259,7 @@ def load_native_deberta(folder: Path) -> NativeDeberta:
         mapping["token_type.weight"] = "embeddings.token_type_embeddings.weight"
     if model.project is not None:
         mapping["project.weight"] = "embeddings.embed_proj.weight"
-    state = {ours: hf[theirs] for ours, theirs in mapping.items()}
-    state |= layer_state(hf, config["num_hidden_layers"], DEBERTA_LAYER)
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    load_state(model, hf, mapping, DEBERTA_LAYER)
     if model.relative:
         _position_terms(hf, config, model)
     return model.eval()

@@ -42,7 +42,7 @@ from harness.core.encoding.kernels import (
 )
 from harness.core.encoding.tokenizer import BackboneTokenizer as NativeTokenizer
 
-__all__ = ["NativeEncoder", "NativeLayer", "NativeTokenizer", "layer_state", "read_weights"]
+__all__ = ["NativeEncoder", "NativeLayer", "NativeTokenizer", "load_state", "read_weights"]
 
 # One layer's tensors in a transformers checkpoint, per family: ours → theirs (under
 # ``encoder.layer.{i}.``); "qkv" lists the three projections fused, in that order.
@@ -182,16 +182,20 @@ def read_weights(folder: Path, prefixes: tuple[str, ...]) -> dict[str, torch.Ten
     }
 
 
-def layer_state(
-    hf: dict[str, torch.Tensor], layers: int, names: LayerNames
-) -> dict[str, torch.Tensor]:
-    """Our layer tensors from a checkpoint's, the query/key/value projections concatenated.
-
-    ``names`` maps ``qkv`` to the three projection names and ``out``, ``norm1``, ``up``, ``down``,
-    ``norm2`` to theirs, relative to ``encoder.layer.{i}.`` (a missing tensor raises KeyError).
+def load_state(
+    model: NativeEncoder, hf: dict[str, torch.Tensor], embeddings: dict[str, str], names: LayerNames
+) -> None:
+    """Copy a checkpoint's tensors into ``model`` as fp32, strictly (a missing tensor raises
+    KeyError, one of another shape RuntimeError): ``embeddings`` maps our embedding tensors to
+    theirs; the pooler's are ``pooler.dense.*`` when the model has one; each layer's, under
+    ``encoder.layer.{i}.``, are named by ``names``: ``qkv`` the three projections, concatenated,
+    and ``out``, ``norm1``, ``up``, ``down``, ``norm2`` one each.
     """
-    state: dict[str, torch.Tensor] = {}
-    for i in range(layers):
+    mapping = dict(embeddings)
+    if model.pooler is not None:
+        mapping |= {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
+    state = {ours: hf[theirs] for ours, theirs in mapping.items()}
+    for i in range(len(model.layers)):
         p = f"encoder.layer.{i}."
         for kind in ("weight", "bias"):
             state[f"layers.{i}.qkv.{kind}"] = torch.cat(
@@ -199,4 +203,4 @@ def layer_state(
             )
             for ours in ("out", "norm1", "up", "down", "norm2"):
                 state[f"layers.{i}.{ours}.{kind}"] = hf[f"{p}{names[ours]}.{kind}"]
-    return state
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)

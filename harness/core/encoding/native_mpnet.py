@@ -30,7 +30,7 @@ from harness.core.encoding.kernels import Packing, ScoreBias
 from harness.core.encoding.model_files import model_config
 from harness.core.encoding.native_encoder import (
     NativeEncoder,
-    layer_state,
+    load_state,
     read_weights,
 )
 
@@ -111,16 +111,12 @@ def load_native_mpnet(folder: Path) -> NativeMPNet:
     config = model_config(folder)
     hf = read_weights(folder, ("mpnet.",))  # checkpoints saved from MPNetFor* heads
     model = NativeMPNet(config, with_pooler="pooler.dense.weight" in hf)
-    mapping = {
+    embeddings = {
         "word.weight": "embeddings.word_embeddings.weight",
         "position.weight": "embeddings.position_embeddings.weight",
         "norm.weight": "embeddings.LayerNorm.weight",
         "norm.bias": "embeddings.LayerNorm.bias",
         "relative_bias.weight": "encoder.relative_attention_bias.weight",
     }
-    if model.pooler is not None:
-        mapping |= {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
-    state = {ours: hf[theirs] for ours, theirs in mapping.items()}
-    state |= layer_state(hf, config["num_hidden_layers"], MPNET_LAYER)
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    load_state(model, hf, embeddings, MPNET_LAYER)
     return model.eval()

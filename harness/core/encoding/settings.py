@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -72,3 +74,17 @@ def torch_dtype(name: str) -> torch.dtype | None:
     if name not in DTYPES:
         raise UserError(f"--dtype {name}: expected one of {', '.join(DTYPES)}")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+@contextlib.contextmanager
+def inference_autocast(device: str, dtype: torch.dtype | None) -> Iterator[None]:
+    """``torch.inference_mode()`` under autocast to ``dtype`` on ``device``'s type (``cuda:1``:
+    cuda); ``dtype`` None: autocast off, plain fp32. How every inference forward here runs."""
+    import torch
+
+    enabled = dtype is not None
+    with (
+        torch.inference_mode(),
+        torch.autocast(device.split(":")[0], dtype=dtype or torch.float32, enabled=enabled),
+    ):
+        yield

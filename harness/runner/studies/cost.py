@@ -197,20 +197,11 @@ def cost_png(rows: list[CostRow], path: Path, title: str) -> Path:
             alpha=0.6,
             label="(a) extrapolated",
         )
-    ax.loglog(
-        sizes,
-        [r.student_seconds for r in rows],
-        "s-",
-        color="#4C72B0",
-        label="(b) student, Q + C encodes",
-    )
-    ax.loglog(
-        sizes,
-        [r.cached_seconds for r in rows],
-        "^-",
-        color="#55A868",
-        label="(c) student, candidates cached",
-    )
+    for seconds, style, color, label in (
+        ("student_seconds", "s-", "#4C72B0", "(b) student, Q + C encodes"),
+        ("cached_seconds", "^-", "#55A868", "(c) student, candidates cached"),
+    ):
+        ax.loglog(sizes, [getattr(r, seconds) for r in rows], style, color=color, label=label)
     ax.set(xlabel=f"candidates C (Q = {rows[0].queries})", ylabel="seconds", title=title)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)

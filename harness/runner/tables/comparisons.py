@@ -9,7 +9,6 @@ marks, per task, the best row and every row not significantly below it (paired b
 from __future__ import annotations
 
 import csv
-import io
 import math
 from collections.abc import Iterable
 from itertools import combinations
@@ -21,7 +20,7 @@ import numpy as np
 from harness.core.hashing import atomic_write_text
 from harness.core.kinds import TaskKind, kind_of
 from harness.runner.records.schema import data_fingerprints, main_score, main_value
-from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, newest, record_keys
+from harness.runner.tables.frames import GROUP_KEYS, ROW_KEYS, csv_text, newest, record_keys
 
 if TYPE_CHECKING:
     from harness.core.bootstrap import ResampleMemo
@@ -46,28 +45,17 @@ COLUMNS = (
 Mark = tuple[tuple[str, ...], tuple[str, ...], str]  # (protocol group, row, task title)
 
 
-def comparisons(
-    records: Iterable[Record],
-    rounds: int = 1000,
-    seed: int = 1234,
-    memo: ResampleMemo | None = None,
-) -> tuple[list[dict[str, Any]], set[Mark]]:
-    """Every pairwise comparison (rows of :data:`COLUMNS`), and the (group, row, task) cells not
-    significantly below the best, the Avg. column's included (:func:`compare`)."""
-    rows, marks, _ = compare(records, rounds, seed, memo)
-    return rows, marks
-
-
 def compare(
     records: Iterable[Record],
     rounds: int = 1000,
     seed: int = 1234,
     memo: ResampleMemo | None = None,
 ) -> tuple[list[dict[str, Any]], set[Mark], dict[tuple, dict[str, float]]]:
-    """:func:`comparisons`, and each row's average over its group's tasks as an estimate
-    (:func:`averages`: its interval and its rank interval, by (group, row key)). ``memo``: the
-    run's resampled scores (its records' intervals were resampled into it, so a run resamples each
-    method once); None keeps nothing."""
+    """Every pairwise comparison (rows of :data:`COLUMNS`), the (group, row, task) cells not
+    significantly below the best, the Avg. column's included, and each row's average over its
+    group's tasks as an estimate (:func:`averages`: its interval and its rank interval, by (group,
+    row key)). ``memo``: the run's resampled scores (its records' intervals were resampled into it,
+    so a run resamples each method once); None keeps nothing."""
     from harness.core.significance import Scored, paired_bootstrap, williams
 
     per_row: dict[tuple, dict[str, Any]] = {}  # (group, row key) → task → its Scored
@@ -105,24 +93,7 @@ def compare(
                 tests.append(williams(results[id(a)], results[id(b)], pairs["gold"]))
             if "metrics" in kind.comparison_tests():  # every other metric, the same paired draws
                 tests += other_metrics(kind, (a, b), (sides[id(a)], sides[id(b)]))
-            for test in tests:
-                rows.append(
-                    {
-                        "task": task,
-                        "method_a": ka["method"],
-                        "method_b": kb["method"],
-                        "delta": test.delta,
-                        "ci_low": test.ci_low,
-                        "ci_high": test.ci_high,
-                        "p_value": test.p_value,
-                        "test": test.test,
-                        "backbone_a": ka["backbone"],
-                        "backbone_b": kb["backbone"],
-                        "fit_set_a": ka["fit_set"],
-                        "fit_set_b": kb["fit_set"],
-                        **dict(zip(GROUP_KEYS, group)),
-                    }
-                )
+            rows += [comparison_row(task, ka, kb, test, test.test, group) for test in tests]
         for rec in ranked:
             keys = record_keys(rec)
             tied = (
@@ -141,6 +112,28 @@ def compare(
         summary.update({(group, key): v for key, v in averages(complete, sorted(tasks)).items()})
         rows += average_tests(group, complete, sorted(tasks), marks)
     return rows, marks, summary
+
+
+def comparison_row(
+    task: str, ka: dict[str, Any], kb: dict[str, Any], test: Any, name: str, group: tuple
+) -> dict[str, Any]:
+    """A row of :data:`COLUMNS`: ``test`` (a paired test's result, called ``name``) of the row
+    keyed ``ka`` against the row keyed ``kb`` in protocol group ``group``."""
+    return {
+        "task": task,
+        "method_a": ka["method"],
+        "method_b": kb["method"],
+        "delta": test.delta,
+        "ci_low": test.ci_low,
+        "ci_high": test.ci_high,
+        "p_value": test.p_value,
+        "test": name,
+        "backbone_a": ka["backbone"],
+        "backbone_b": kb["backbone"],
+        "fit_set_a": ka["fit_set"],
+        "fit_set_b": kb["fit_set"],
+        **dict(zip(GROUP_KEYS, group)),
+    }
 
 
 def average_of(scores: dict[str, Any], tasks: list[str]) -> Any:
@@ -214,23 +207,8 @@ def average_tests(
     for a, b in combinations(ranked, 2):
         test = paired_bootstrap(mean[a], mean[b])
         ka, kb = dict(zip(ROW_KEYS, a)), dict(zip(ROW_KEYS, b))
-        out.append(
-            {
-                "task": AVG,
-                "method_a": ka["method"],
-                "method_b": kb["method"],
-                "delta": test.delta,
-                "ci_low": test.ci_low,
-                "ci_high": test.ci_high,
-                "p_value": test.p_value,
-                "test": f"{test.test} of the average over {len(tasks)} task(s)",
-                "backbone_a": ka["backbone"],
-                "backbone_b": kb["backbone"],
-                "fit_set_a": ka["fit_set"],
-                "fit_set_b": kb["fit_set"],
-                **dict(zip(GROUP_KEYS, group)),
-            }
-        )
+        name = f"{test.test} of the average over {len(tasks)} task(s)"
+        out.append(comparison_row(AVG, ka, kb, test, name, group))
     best = ranked[0]
     for key in ranked:
         if key == best or paired_bootstrap(mean[best], mean[key]).p_value >= ALPHA:
@@ -262,22 +240,8 @@ def other_metrics(kind: TaskKind, pair: tuple[Record, Record], sides: tuple) -> 
 def write_significance(rows: list[dict[str, Any]], out_dir: Path) -> Path:
     """significance.csv: numbers with 6 significant digits, a missing one (Williams' t has no
     interval) as an empty cell."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow(
-            [
-                ""
-                if isinstance(v := row[c], float) and math.isnan(v)
-                else f"{v:.6g}"
-                if isinstance(v, float)
-                else v
-                for c in COLUMNS
-            ]
-        )
     path = out_dir / "significance.csv"
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_text(path, csv_text(rows, COLUMNS, ".6g"))
     return path
 
 

@@ -20,15 +20,13 @@ pandas): the report page builds from the same rows.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import atomic_write_text
-from harness.runner.tables.frames import GROUP_KEYS, protocol_line
+from harness.runner.tables.frames import GROUP_KEYS, csv_text, protocol_line
 
 ALPHA = 0.05  # as the ★ marks: a p-value below it is a significant difference
 PARETO_MARK = "●"  # a row on its task's Pareto set, in frontier.md and on the report page
@@ -276,21 +274,10 @@ def frontier_markdown(rows: list[dict[str, Any]]) -> str:
 def write_frontier(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """frontier.csv (6 significant digits, NaN as an empty cell) and frontier.md under
     ``out_dir``."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow([_csv_value(row[c]) for c in COLUMNS])
     paths = [out_dir / "frontier.csv", out_dir / "frontier.md"]
-    atomic_write_text(paths[0], buffer.getvalue())
+    atomic_write_text(paths[0], csv_text(rows, COLUMNS, ".6g"))
     atomic_write_text(paths[1], frontier_markdown(rows))
     return paths
-
-
-def _csv_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
-    return value
 
 
 def _number(value: Any, spec: str) -> str:

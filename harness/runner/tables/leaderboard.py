@@ -21,6 +21,7 @@ from harness.runner.tables.frames import (
     RANK_NUMBERS,
     ROW_KEYS,
     UNDEFINED,
+    csv_text,
     long_rows,
     protocol_line,
     record_keys,
@@ -217,29 +218,6 @@ def markdown(
             "",
         ]
     return "\n".join(parts)
-
-
-def csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """A table as CSV: floats with 4 decimals, a missing number as an empty cell.
-
-    >>> csv_text([{"m": "avg", "x": 82.03254, "n": 3}, {"m": "cls", "x": float("nan"), "n": 4}],
-    ...          ["m", "x", "n"])
-    'm,x,n\\navg,82.0325,3\\ncls,,4\\n'
-    """
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(
-            [
-                "" if _missing(v := row.get(c)) else f"{v:.4f}" if isinstance(v, float) else v
-                for c in columns
-            ]
-        )
-    return buffer.getvalue()
 
 
 def wide_columns(tasks: list[str], extra: list[str]) -> list[str]:

@@ -225,14 +225,12 @@ def _draw_bars(
     axes = subfigure.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
     for ax, task in zip(axes, tasks):
         cells = {bar_label(row): row for row in data if row["task"] == task}
-        values = np.array([cells[r]["score"] if r in cells else np.nan for r in rows], dtype=float)
-        low = values - np.array(
-            [cells[r]["ci_low"] if r in cells else np.nan for r in rows], dtype=float
-        )
-        high = (
-            np.array([cells[r]["ci_high"] if r in cells else np.nan for r in rows], dtype=float)
-            - values
-        )
+        column = {
+            name: np.array([cells[r][name] if r in cells else np.nan for r in rows], dtype=float)
+            for name in ("score", "ci_low", "ci_high")
+        }
+        values = column["score"]
+        low, high = values - column["ci_low"], column["ci_high"] - values
         err = np.nan_to_num(np.vstack([low, high]), nan=0.0)
         ax.barh(
             range(len(rows)),
@@ -293,9 +291,9 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
                 alpha=0.9,
             )
         front = sorted((r for r in members if r["pareto"]), key=lambda r: r["bytes_per_vector"])
+        front_xy = [r["bytes_per_vector"] for r in front], [r["spearman"] for r in front]
         ax.step(
-            [r["bytes_per_vector"] for r in front],
-            [r["spearman"] for r in front],
+            *front_xy,
             where="post",
             color="black",
             lw=0.8,
@@ -303,8 +301,7 @@ def frontier_png(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
             alpha=0.6,
         )
         ax.scatter(
-            [r["bytes_per_vector"] for r in front],
-            [r["spearman"] for r in front],
+            *front_xy,
             s=130,
             facecolors="none",
             edgecolors="black",

@@ -310,7 +310,7 @@ class PromptSpread:
         }
 
     def write(self, inputs: ReportInputs) -> StepOutput:
-        from harness.runner.tables.leaderboard import csv_text
+        from harness.runner.tables.frames import csv_text
 
         every = [rec for rec in inputs.every_run if of_set(rec) is not None]
         if not every:
