@@ -2,7 +2,7 @@
 under the run's protocol, and assemble the result record (its schema:
 :mod:`harness.runner.records.schema`).
 
-A plugin method's calls run as a guest's (:func:`methods.guests.guest`) and what it returns is
+A plugin method's calls run in its worker (:mod:`methods.wall`) and what it returns is
 checked before it is used, with the checks ``harness.evaluate`` applies to an encoder object
 (:mod:`.encoders`): float32 (n, d) finite vectors, one finite score per pair, a JSON ``fit_info``
 and ``annotate`` result. A wrong one is one ``PluginError`` line. Built-in methods are trusted as
@@ -34,7 +34,7 @@ from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
 from harness.runner.settings.console import say
-from methods.guests import guest, is_guest, who
+from methods.guests import is_guest, who
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -241,7 +241,6 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
         "encode_sides",
         u1,
         u2,
-        said=call,
         check=lambda out: checked_sides(out, (len(u1), len(u2)), kind, call),
     )
     return PairSides(tuple(u1), tuple(u2), left, right, rows1, rows2)
@@ -519,14 +518,12 @@ def vector_record(
 # -- what a plugin method returns, checked before the run uses it ---------------------------------
 
 
-def called(method: Method, name: str, *args: Any, said: str = "", check: Any = None) -> Any:
+def called(method: Method, name: str, *args: Any, check: Any = None) -> Any:
     """``method.<name>(*args)``: the one place a call into a method is told a guest's (a plugin's,
-    run under :func:`methods.guests.guest`; its answer passed through ``check`` before the run
-    uses it) from a built-in's (trusted as it is). ``said``: the call an error line names."""
-    cls = type(method)
-    with guest(cls, said or f"{name}()"):
-        out = getattr(method, name)(*args)
-    return check(out) if check is not None and is_guest(cls) else out
+    made in its worker, :mod:`methods.wall`; its answer passed through ``check`` before the run
+    uses it) from a built-in's (trusted as it is)."""
+    out = getattr(method, name)(*args)
+    return check(out) if check is not None and is_guest(type(method)) else out
 
 
 def encode_call(kind: type) -> str:
