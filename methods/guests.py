@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from harness.core.errors import PluginError, ResourceError, UserError
+from harness.core.errors import PluginError, ResourceError, UserError, is_out_of_memory
 
 # OSErrors that are the machine failing (disk full, a read-only or forbidden folder), whoever made
 # the call: they stay exit 3, like the same failure in the harness's own code (the cache a plugin
@@ -37,7 +37,6 @@ _MACHINE_ERRNOS = {
     errno.EMFILE,
     errno.ENFILE,
 }
-_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 def is_guest(cls: type) -> bool:
@@ -283,14 +282,6 @@ def _back_to(folder: str | None) -> None:
     if folder is not None and _cwd() != folder:
         with contextlib.suppress(OSError):
             os.chdir(folder)
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """MemoryError (numpy's too), torch's CUDA OOM, or the RuntimeError torch's CPU allocator
-    raises."""
-    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
-        return True
-    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
 
 
 _OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "harness")

@@ -62,8 +62,7 @@ _live: list[Worker] = []  # this process's workers: one forked later closes thei
 def _types() -> dict[str, Callable[..., Any]]:
     """The harness types a hook may return, by name (imported when first needed)."""
     from harness.core.api import MethodSpec
-    from harness.core.encoding import View
-    from harness.core.encoding.prompts import Prompt
+    from harness.core.encoding import Prompt, View
     from harness.core.sparse import SparseVectors
 
     return {
@@ -207,7 +206,7 @@ class _Hook:
     def __call__(self, *args: Any) -> Any:
         if self.worker.ended and not args and self.last:
             return self.last["value"]
-        said = _call_named(type(self.method), self.name)
+        said = call_named(type(self.method), self.name)
         answer = self.last = self.worker.call(said, self.name, *args)
         if self.name == "fit":
             self.method.fit_info = answer["fit_info"]
@@ -294,7 +293,7 @@ def _serve(
             return _linger(send)
         counts = _counts(getattr(method, "ctx", None))
         try:
-            with guest(cls, BUILD if method is None else _call_named(type(method), name)):
+            with guest(cls, BUILD if method is None else call_named(type(method), name)):
                 if method is None:
                     method = _checked(cls, build())
                     counts, value = _counts(method.ctx), method.spec
@@ -311,11 +310,12 @@ def _serve(
                 send({"error": kind, "message": str(err) or kind})
 
 
-def _call_named(kind: type, name: str) -> str:
+def call_named(kind: type, name: str) -> str:
     """The call an error line names: the one the plugin wrote (``encode()`` when the harness's own
-    ``encode_sides`` calls it)."""
+    ``encode_sides`` calls it, as for a built-in: then the run encodes each side's distinct
+    sentences)."""
     definer = next((k for k in kind.__mro__ if name in vars(k)), kind)
-    own = not definer.__module__.startswith("harness.")
+    own = is_guest(definer) and not definer.__module__.startswith("harness.")
     return "encode()" if name == "encode_sides" and not own else f"{name}()"
 
 

@@ -18,9 +18,18 @@ import sys
 
 import numpy as np
 import pytest
-from test_trust_plugins import HEAD, PLUGIN_EXIT, ROOT, cli, embedding, error_lines, one_plugin_error, records
-from test_trust_plugins import run as run  # noqa: F401 (the fixture, used by name)
-from test_trust_plugins import write_pairs
+from test_trust_plugins import (
+    HEAD,
+    PLUGIN_EXIT,
+    ROOT,
+    cli,
+    embedding,
+    error_lines,
+    one_plugin_error,
+    records,
+    write_pairs,
+)
+from test_trust_plugins import run as run
 
 pytestmark = pytest.mark.usefixtures("forget_plugins")
 
@@ -32,17 +41,21 @@ def kept(tmp_path, out: str = "o") -> None:
     assert (tmp_path / out / "index.html").exists()
 
 
-@pytest.mark.parametrize(("body", "ended"), [
-    ("import posix; posix._exit(0)", "exit status 0"),
-    ("import ctypes; ctypes.CDLL(None)._exit(0)", "exit status 0"),
-    ("_exit(0)", "exit status 0"),  # `from os import _exit`, bound at import: no name to replace
-    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"),
-    ("import os; os.abort()", "killed by SIGABRT"),
-])
+@pytest.mark.parametrize(
+    ("body", "ended"),
+    [
+        ("import posix; posix._exit(0)", "exit status 0"),
+        ("import ctypes; ctypes.CDLL(None)._exit(0)", "exit status 0"),
+        ("_exit(0)", "exit status 0"),  # `from os import _exit`, bound at import: no name to replace
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"),
+        ("import os; os.abort()", "killed by SIGABRT"),
+    ],
+)
 def test_an_exit_by_any_name_ends_the_plugins_worker_not_the_run(tmp_path, body, ended):
     done = cli(tmp_path, embedding(body).replace("import sys\n", "import sys\nfrom os import _exit\n", 1))
-    one_plugin_error(done.returncode, done.stderr, PLUGIN_EXIT,
-                     f"encode() ended the worker process it runs in ({ended}")
+    one_plugin_error(
+        done.returncode, done.stderr, PLUGIN_EXIT, f"encode() ended the worker process it runs in ({ended}"
+    )
     assert "not recorded: bad on pairs" in error_lines(done.stderr)[0]
     kept(tmp_path)
 
@@ -52,7 +65,9 @@ def test_sigterm_ends_the_run_even_when_the_plugin_installed_a_handler(tmp_path)
     replaced the run's, and the run ended with exit 0, no leaderboards; now 143, as documented."""
     started = tmp_path / "started"
     write_pairs(tmp_path / "pairs.tsv")
-    (tmp_path / "bad.py").write_text(HEAD + f'''
+    (tmp_path / "bad.py").write_text(
+        HEAD
+        + f"""
 import posix, signal, time
 from pathlib import Path
 
@@ -65,12 +80,33 @@ class Bad(EmbeddingMethod):
         Path({str(started)!r}).write_text("in encode")
         while True:
             time.sleep(1)
-''', encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "run_bench.py"), "--methods", "random", "bad.py:Bad", "--tasks",
-         "file:pairs.tsv", "--bootstrap", "0", "--no-progress", "--no-plots", "--cache-dir", "c", "--output-dir",
-         "o"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            str(ROOT / "run_bench.py"),
+            "--methods",
+            "random",
+            "bad.py:Bad",
+            "--tasks",
+            "file:pairs.tsv",
+            "--bootstrap",
+            "0",
+            "--no-progress",
+            "--no-plots",
+            "--cache-dir",
+            "c",
+            "--output-dir",
+            "o",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         while not started.exists() and process.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -88,8 +124,8 @@ class Bad(EmbeddingMethod):
 
 
 def test_a_plugins_own_user_error_stays_exit_2_through_the_wall(run, tmp_path):
-    source = embedding("raise UserError('bad.model: no such file; pass --set bad.model=PATH')",
-                       ).replace("import numpy as np\n", "import numpy as np\nfrom harness.core.errors import UserError\n")
+    source = embedding("raise UserError('bad.model: no such file; pass --set bad.model=PATH')")
+    source = source.replace("import numpy as np\n", "import numpy as np\nfrom harness.core.errors import UserError\n")
     code, _, err = run(source)
     assert code == 2, err
     (line,) = error_lines(err)
@@ -103,8 +139,10 @@ def test_a_plugins_torch_runs_in_its_worker_after_the_run_used_openmp(run, tmp_p
     torch.set_num_threads(2)
     big = torch.randn(512, 4096)
     assert float((big * 2 + 1).exp().sum()) > 0  # the run's own OpenMP pool has run
-    body = ("import torch\n        big = torch.randn(512, 4096)\n        (big * 2 + 1).exp().sum()\n"
-            "        return vectors(sentences)")
+    body = (
+        "import torch\n        big = torch.randn(512, 4096)\n        (big * 2 + 1).exp().sum()\n"
+        "        return vectors(sentences)"
+    )
     code, _, err = run(embedding(body))
     assert code == 0, err
     assert sorted(records(tmp_path / "out")) == ["bad on pairs", "random on pairs"]
@@ -128,9 +166,16 @@ def test_what_a_plugin_returns_crosses_the_wall_as_it_was(tmp_path):
 
     harness.register_method(Mine)
     write_pairs(tmp_path / "pairs.tsv")
-    cfg = BenchConfig(methods=("mine",), tasks=(f"file:{tmp_path / 'pairs.tsv'}",), cache_dir=str(tmp_path / "c"),
-                      output_dir=str(tmp_path / "o"), progress=False, plots=False, bootstrap=0,
-                      export_embeddings=str(tmp_path / "emb"))
+    cfg = BenchConfig(
+        methods=("mine",),
+        tasks=(f"file:{tmp_path / 'pairs.tsv'}",),
+        cache_dir=str(tmp_path / "c"),
+        output_dir=str(tmp_path / "o"),
+        progress=False,
+        plots=False,
+        bootstrap=0,
+        export_embeddings=str(tmp_path / "emb"),
+    )
     got = harness.run(cfg).embeddings("mine", "pairs")
     expected = np.asarray(namespace["vectors"](got.sentences), dtype=np.float64).astype(np.float32)
     np.testing.assert_array_equal(got.vectors, expected)

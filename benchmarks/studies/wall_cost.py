@@ -68,10 +68,11 @@ def main() -> None:
         "",
         machine_line(["fp32"]),
         "",
-        f"worker start (fork, build, first answer): median {statistics.median(starts) * 1e3:.2f} ms "
-        "of 10",
+        f"worker start (fork, build, first answer): median "
+        f"{statistics.median(starts) * 1e3:.2f} ms of 10",
         "",
-        "| sentences per encode | in process (median) | through the wall (median) | ratio | added |",
+        "| sentences per encode | in process (median) | through the wall (median) | ratio "
+        "| added |",
         "|---:|---:|---:|---:|---:|",
     ]
     for n in (1, 64, 4096):

@@ -36,7 +36,13 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from harness.core.errors import EndpointError, PluginError, ResourceError, UserError
+from harness.core.errors import (
+    EndpointError,
+    PluginError,
+    ResourceError,
+    UserError,
+    is_out_of_memory,
+)
 from harness.runner.settings.console import describe_os_error
 
 OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, ENDPOINT, INTERRUPTED, TERMINATED = (
@@ -81,22 +87,11 @@ def terminate_like_interrupt() -> Iterator[None]:
 
 DEBUG_ENV = "STS_BENCH_DEBUG"
 
-_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
 
 def debug_requested(argv: Sequence[str] | None) -> bool:
     """``--debug`` on the command line or ``STS_BENCH_DEBUG`` set to anything but 0/empty."""
     args = sys.argv[1:] if argv is None else argv
     return "--debug" in args or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """MemoryError, torch's CUDA OOM, or the RuntimeError torch's CPU allocator raises."""
-    if isinstance(err, MemoryError):
-        return True
-    return type(err).__name__ == "OutOfMemoryError" or (
-        isinstance(err, RuntimeError) and any(word in str(err).lower() for word in _OOM_WORDS)
-    )
 
 
 def classify(err: BaseException) -> tuple[int, str | None]:

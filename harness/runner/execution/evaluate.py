@@ -35,6 +35,7 @@ from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
 from harness.runner.settings.console import say
 from methods.guests import is_guest, who
+from methods.wall import call_named
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -230,7 +231,7 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
     are checked (:func:`checked_sides`) before they are used.
     """
     kind = type(method)
-    call = encode_call(kind)
+    call = call_named(kind, "encode_sides")  # encode() unless the plugin reads the pairs itself
     if call == "encode()":
         (u1, rows1), (u2, rows2) = distinct_rows(s1), distinct_rows(s2)
     else:
@@ -524,16 +525,6 @@ def called(method: Method, name: str, *args: Any, check: Any = None) -> Any:
     uses it) from a built-in's (trusted as it is)."""
     out = getattr(method, name)(*args)
     return check(out) if check is not None and is_guest(type(method)) else out
-
-
-def encode_call(kind: type) -> str:
-    """``encode_sides()`` when the plugin's own code reads the two sides (it overrides it), else
-    ``encode()``: the call an error line names is the one the plugin wrote."""
-    definer = next(k for k in kind.__mro__ if "encode_sides" in vars(k))
-    own = is_guest(definer) and not definer.__module__.startswith(
-        "harness."
-    )  # not EmbeddingMethod's
-    return "encode_sides()" if own else "encode()"
 
 
 def checked_sides(
