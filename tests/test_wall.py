@@ -49,6 +49,7 @@ def kept(tmp_path, out: str = "o") -> None:
         ("_exit(0)", "exit status 0"),  # `from os import _exit`, bound at import: no name to replace
         ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"),
         ("import os; os.abort()", "killed by SIGABRT"),
+        ("import ctypes; ctypes.string_at(0)", "killed by SIGSEGV"),  # a crash in native code
     ],
 )
 def test_an_exit_by_any_name_ends_the_plugins_worker_not_the_run(tmp_path, body, ended):
