@@ -211,7 +211,8 @@ class _Hook:
         if self.name == "fit":
             self.method.fit_info = answer["fit_info"]
         with contextlib.suppress(AttributeError):  # a caller's own context may count nothing
-            self.method.ctx.count_forwarded(answer["forwarded"], "plugin worker")
+            for i, device in enumerate(answer["on"] if answer["forwarded"] else ()):
+                self.method.ctx.count_forwarded(0 if i else answer["forwarded"], device)
             self.method.ctx.count_pairs_scored(answer["pairs"])
             for _ in range(answer["trained"]):
                 self.method.ctx.count_trained()
@@ -301,7 +302,7 @@ def _serve(
                     value = _readable(getattr(method, name)(*args))
             after = _counts(method.ctx)
             counted = {key: after[key] - counts[key] for key in after}
-            send({"value": value, "fit_info": method.fit_info, **counted})
+            send({"value": value, "fit_info": method.fit_info, **counted, "on": _devices(method)})
         except BaseException as err:  # whatever guest() let through, raised again in the run
             if isinstance(err, OSError) and err.errno is not None:
                 send({"errno": err.errno, "message": err.strerror or str(err)})
@@ -363,6 +364,13 @@ def _plain(value: Any, arrays: list[memoryview]) -> Any:
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         return {"__type__": name, "fields": _plain(fields, arrays)}
     return {"__type__": name, "fields": _plain({"repr": repr(value)[:200]}, arrays)}
+
+
+def _devices(method: Any) -> list[str]:
+    """The devices the worker's context encoded on (its own model's and its backbone passes')."""
+    ctx = method.ctx
+    passes = {d for p in getattr(ctx, "providers", list)() for d in p.stats.devices}
+    return sorted(passes | set(getattr(ctx, "devices", ())))
 
 
 def _counts(ctx: Any) -> dict[str, int]:

@@ -180,3 +180,47 @@ def test_what_a_plugin_returns_crosses_the_wall_as_it_was(tmp_path):
     got = harness.run(cfg).embeddings("mine", "pairs")
     expected = np.asarray(namespace["vectors"](got.sentences), dtype=np.float64).astype(np.float32)
     np.testing.assert_array_equal(got.vectors, expected)
+
+
+def test_what_a_plugins_worker_counts_is_the_runs(tmp_path):
+    """The worker's context is a copy of the run's: what a plugin counts there (a model trained,
+    sentences its own model encoded) comes back with each answer into the run's outcome."""
+    from dataclasses import replace
+
+    import harness
+    from harness.method_api import EmbeddingMethod
+    from harness.runner.settings.config import BenchConfig
+
+    said = tmp_path / "prepared.txt"
+
+    class Counts(EmbeddingMethod):
+        name, summary, uses_fit_set = "counts", "trains once, encodes with a model of its own", True
+
+        @classmethod
+        def make_spec(cls, request, ctx):
+            return replace(super().make_spec(request, ctx), backbone="none", pooling="none", layers=())
+
+        def fit(self, fit_set):
+            self.ctx.count_trained()
+
+        def prepare(self, sentences):
+            said.write_text(str(len(set(sentences))))
+            self.ctx.count_forwarded(len(set(sentences)), "cpu")
+
+        def encode(self, sentences):
+            return np.array([[len(s), s.count(" ") + 1.0] for s in sentences])
+
+    harness.register_method(Counts)
+    write_pairs(tmp_path / "pairs.tsv")
+    cfg = BenchConfig(
+        methods=("counts",),
+        tasks=(f"file:{tmp_path / 'pairs.tsv'}",),
+        cache_dir=str(tmp_path / "c"),
+        output_dir=str(tmp_path / "o"),
+        progress=False,
+        plots=False,
+        bootstrap=0,
+    )
+    outcome = harness.run(cfg)
+    assert outcome.models_trained == 1
+    assert outcome.sentences_forwarded == int(said.read_text()) > 0
