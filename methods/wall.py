@@ -96,7 +96,7 @@ class Worker:
     def __init__(self, cls: type[Method], build: Callable[[], Method]) -> None:
         import multiprocessing
 
-        self.cls, self.ended, self.status = cls, "", 0
+        self.cls, self.ended, self.status, self.busy = cls, "", 0, False
         threaded, parent = _threads() > 1, os.getpid()
         ours, theirs = multiprocessing.Pipe()
         sys.stdout.flush(), sys.stderr.flush()
@@ -117,10 +117,12 @@ class Worker:
         if self.ended:
             raise PluginError(f"{who(self.cls)}: {said} not called: its worker {self.ended}")
         try:
+            self.busy = True  # until answered: a call Ctrl-C or SIGTERM interrupts stays so
             self.conn.send((name, args))
             while "print" in (answer := self._receive()):
                 sys.stderr.write(f"{answer['print']}\n")
                 sys.stderr.flush()
+            self.busy = False
         except (EOFError, OSError):
             self.ended = self._end()
             raise PluginError(
@@ -175,11 +177,9 @@ class Worker:
     def stop(self) -> None:
         """End the worker; its threads get :data:`LINGER_S`, then a warning names those left."""
         _live.remove(self) if self in _live else None
-        if not self.ended:
-            self.ended = "was stopped with the run"
-            with contextlib.suppress(OSError, EOFError, ValueError):
-                self.conn.send(("", ()))
-                left = self.conn.poll(LINGER_S + 2) and json.loads(self.conn.recv_bytes())["left"]
+        if not (self.ended or self.busy):  # an interrupted call is not waited for
+            with contextlib.suppress(PluginError, KeyError):
+                left = self.call("stopping", "")["left"]
                 if left:
                     print(
                         f"warning: {who(self.cls)} left thread {', '.join(left)} running after "
@@ -187,7 +187,8 @@ class Worker:
                         "joins its threads or makes them daemon threads)",
                         file=sys.stderr,
                     )
-            self.conn.close()
+        self.ended = self.ended or "was stopped with the run"
+        self.conn.close()
         if self.pid > 0:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)

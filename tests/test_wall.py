@@ -224,3 +224,17 @@ def test_what_a_plugins_worker_counts_is_the_runs(tmp_path):
     outcome = harness.run(cfg)
     assert outcome.models_trained == 1
     assert outcome.sentences_forwarded == int(said.read_text()) > 0
+
+
+def test_a_plugins_thread_that_prints_after_its_call_is_heard_and_waited_for(tmp_path):
+    """A thread ending within the worker's grace: its late print comes back as the plugin's line while
+    the worker stops, no warning, exit 0."""
+    body = (
+        "import threading, time\n"
+        "        threading.Thread(target=lambda: (time.sleep(0.3), print('late', flush=True))).start()\n"
+        "        return vectors(sentences)"
+    )
+    done = cli(tmp_path, embedding(body), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "plugin bad: late" in done.stderr.splitlines()
+    assert not [line for line in done.stderr.splitlines() if line.startswith(("warning:", "error:"))]
