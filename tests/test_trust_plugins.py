@@ -222,8 +222,8 @@ def test_a_plugin_that_fails_while_it_is_built_is_one_line_before_anything_runs(
 
 
 def test_a_call_no_guard_wraps_is_blamed_on_the_plugin_by_its_traceback(run, tmp_path):
-    """``--dry-run`` asks a fitting method what its fit costs (``describe_fit``): not guarded call by
-    call, still the plugin's line, not a bug in sts-bench."""
+    """``--dry-run`` asks a fitting method what its fit costs (``describe_fit``): a call into its
+    worker like every other (methods/wall.py), the plugin's line, not a bug in sts-bench."""
     hook = "    def describe_fit(self, fit_set):\n        raise ZeroDivisionError('cost')\n\n"
     source = fitting("self.fit_info = None").replace("    def encode(self, sentences):",
                                                      hook + "    def encode(self, sentences):")
