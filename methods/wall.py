@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.errors import EndpointError, PluginError, ResourceError, UserError
-from methods.guests import Lines, guest, is_guest, who
+from methods.guests import Lines, guest, is_guest, misbehaved, who
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -294,8 +294,9 @@ def _serve(
         if not name:
             return _linger(send)
         counts = _counts(getattr(method, "ctx", None))
+        said = BUILD if method is None else call_named(type(method), name)
         try:
-            with guest(cls, BUILD if method is None else call_named(type(method), name)):
+            with guest(cls, said):
                 if method is None:
                     method = _checked(cls, build())
                     counts, value = _counts(method.ctx), method.spec
@@ -305,6 +306,8 @@ def _serve(
             counted = {key: after[key] - counts[key] for key in after}
             send({"value": value, "fit_info": method.fit_info, **counted, "on": _devices(method)})
         except BaseException as err:  # whatever guest() let through, raised again in the run
+            if not isinstance(err, (*ERRORS, OSError)):  # its answer could not be sent
+                err = PluginError(misbehaved(cls, said, err))
             if isinstance(err, OSError) and err.errno is not None:
                 send({"errno": err.errno, "message": err.strerror or str(err)})
             else:

@@ -238,3 +238,10 @@ def test_a_plugins_thread_that_prints_after_its_call_is_heard_and_waited_for(tmp
     assert done.returncode == 0, done.stderr
     assert "plugin bad: late" in done.stderr.splitlines()
     assert not [line for line in done.stderr.splitlines() if line.startswith(("warning:", "error:"))]
+
+
+def test_an_answer_that_cannot_cross_the_wall_is_the_plugins_line(run, tmp_path):
+    """A list holding itself cannot be sent as plain data: one line naming the plugin and the call."""
+    code, _, err = run(embedding("loop = []\n        loop.append(loop)\n        return loop"))
+    one_plugin_error(code, err, PLUGIN_EXIT, "encode() raised RecursionError")
+    assert list(records(tmp_path / "out")) == ["random on pairs"]
