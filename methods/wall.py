@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,9 @@ class Worker:
         threaded, parent = _threads() > 1, os.getpid()
         ours, theirs = multiprocessing.Pipe()
         sys.stdout.flush(), sys.stderr.flush()
-        self.pid = os.fork()
+        with warnings.catch_warnings():  # Python 3.12+ warns of fork with threads: see above
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.pid = os.fork()
         if self.pid == 0:  # the worker: it never returns into the run's stack
             try:
                 ours.close()
