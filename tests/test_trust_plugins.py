@@ -539,6 +539,7 @@ def test_a_plugins_huge_allocation_is_its_own_fault_exit_5(run, tmp_path):
     one_plugin_error(code, err, PLUGIN_EXIT, "encode() ran out of memory (MemoryError: Unable to allocate 1.00 TiB")
     assert "at bad.py:" in error_lines(err)[0]
     assert list(records(tmp_path / "out")) == ["random on pairs"]
+    assert "random" in (tmp_path / "out" / "leaderboard.csv").read_text() and (tmp_path / "out" / "index.html").exists()
 
 
 class Tensors:
