@@ -12,6 +12,7 @@ own (helpers from ``test_trust_plugins.py``).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -106,7 +107,7 @@ class Bad(EmbeddingMethod):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
         while not started.exists() and process.poll() is None:
@@ -133,20 +134,47 @@ def test_a_plugins_own_user_error_stays_exit_2_through_the_wall(run, tmp_path):
     assert "bad.model: no such file; pass --set bad.model=PATH" in line and "Traceback" not in err
 
 
-def test_a_plugins_torch_runs_in_its_worker_after_the_run_used_openmp(run, tmp_path):
+def test_a_plugins_torch_runs_in_its_worker_after_the_run_used_openmp(tmp_path):
     """GNU OpenMP's pool does not survive a fork: a worker forked after the run's own torch ops would
-    hang in its first parallel op, unless it runs torch on one thread (methods/wall.py)."""
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(2)
-    big = torch.randn(512, 4096)
-    assert float((big * 2 + 1).exp().sum()) > 0  # the run's own OpenMP pool has run
-    body = (
-        "import torch\n        big = torch.randn(512, 4096)\n        (big * 2 + 1).exp().sum()\n"
-        "        return vectors(sentences)"
+    hang in its first parallel op, unless it runs torch on one thread (methods/wall.py). In a process
+    of its own, so that a hang is a timeout, not a stuck test run."""
+    pytest.importorskip("torch")
+    write_pairs(tmp_path / "pairs.tsv")
+    script = tmp_path / "after_openmp.py"
+    script.write_text(f"""
+import numpy as np
+import torch
+
+import harness
+from harness.method_api import EmbeddingMethod
+from harness.runner.settings.config import BenchConfig
+
+torch.set_num_threads(2)
+big = torch.randn(512, 4096)
+assert float((big * 2 + 1).exp().sum()) > 0  # the run's own OpenMP pool has run
+
+
+class Torchy(EmbeddingMethod):
+    name, summary = "torchy", "a parallel torch op in encode"
+
+    def encode(self, sentences):
+        (torch.randn(512, 4096) * 2 + 1).exp().sum()
+        return np.array([[len(s), s.count(" ") + 1.0] for s in sentences])
+
+
+harness.register_method(Torchy)
+cfg = BenchConfig(methods=("torchy",), tasks=("file:{tmp_path / "pairs.tsv"}",), cache_dir="{tmp_path / "c"}",
+                  output_dir="{tmp_path / "o"}", progress=False, plots=False, bootstrap=0)
+print(len(harness.run(cfg).records))
+""")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    code, _, err = run(embedding(body))
-    assert code == 0, err
-    assert sorted(records(tmp_path / "out")) == ["bad on pairs", "random on pairs"]
+    assert done.returncode == 0 and done.stdout.split() == ["1"], done.stderr
 
 
 def test_what_a_plugin_returns_crosses_the_wall_as_it_was(tmp_path):
