@@ -3,9 +3,11 @@
 :func:`guest` sends what the plugin prints to stderr (``plugin NAME: ...`` lines, never inside the
 table on stdout) and turns whatever it raises or exits with, except Ctrl-C, its own
 :class:`UserError` and the machine failing, into one :class:`PluginError` line naming the plugin and
-its file (exit 5). :func:`blame` does the same, from the traceback, for an exception that left a
-plugin's code through a call no guard wraps. Built-in methods are not guests: a bug in one is still
-a bug in sts-bench (exit 4, with the traceback). Loading a plugin is :mod:`methods.plugins`.
+its file (exit 5). A plugin method's calls run in a worker process of their own
+(:mod:`methods.wall`, which calls :func:`guest` there), so what it does to its process cannot end,
+hang or mislabel the run; an encoder object given from Python stays in the caller's process.
+Built-in methods are not guests: a bug in one is still a bug in sts-bench (exit 4, with the
+traceback). Loading a plugin is :mod:`methods.plugins`.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ import errno
 import io
 import os
 import sys
-import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn
 
-from harness.core.errors import PluginError, ResourceError, UserError
+from harness.core.errors import PluginError, ResourceError, UserError, is_out_of_memory
 
 # OSErrors that are the machine failing (disk full, a read-only or forbidden folder), whoever made
 # the call: they stay exit 3, like the same failure in the harness's own code (the cache a plugin
@@ -36,7 +37,6 @@ _MACHINE_ERRNOS = {
     errno.EMFILE,
     errno.ENFILE,
 }
-_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 def is_guest(cls: type) -> bool:
@@ -141,14 +141,14 @@ def misbehaved(cls: type, call: str, err: BaseException) -> str:
     )
 
 
-class _Lines(io.TextIOBase):
-    """A text stream that writes each line it is given to ``target``, after ``prefix``: a plugin's
-    prints, said on stderr as the plugin's (``plugin NAME: ...``), never inside the table on
-    stdout."""
+class Lines(io.TextIOBase):
+    """A text stream that hands each whole line it is given, after ``prefix``, to ``emit``: a
+    plugin's prints, said on stderr as the plugin's (``plugin NAME: ...``), never inside the table
+    on stdout (in a worker, ``emit`` sends them to the run, which writes them)."""
 
-    def __init__(self, prefix: str, target: TextIO) -> None:
+    def __init__(self, prefix: str, emit: Callable[[str], None]) -> None:
         super().__init__()
-        self.prefix, self.target, self.pending = prefix, target, ""
+        self.prefix, self.emit, self.pending = prefix, emit, ""
 
     def writable(self) -> bool:
         return True
@@ -156,32 +156,34 @@ class _Lines(io.TextIOBase):
     def fileno(self) -> int:
         """stderr's descriptor: a child process the plugin hands ``sys.stdout`` to writes there
         too."""
-        return self.target.fileno()
+        return 2
 
     def write(self, text: str) -> int:
         lines = (self.pending + text).split("\n")
         self.pending = lines.pop()
-        for line in lines:
-            self.target.write(f"{self.prefix}{line}\n")
-        if lines:
-            self.target.flush()  # a plugin that prints then blocks: its line is seen at once
+        for line in lines:  # each at once: a plugin that prints then blocks is seen printing
+            self.write_line(line)
         return len(text)
 
-    def flush(self) -> None:
-        self.target.flush()
+    def write_line(self, line: str) -> None:
+        self.emit(f"{self.prefix}{line}")
 
     def finish(self) -> None:
         """Write what is left of an unfinished last line."""
         if self.pending:
-            self.target.write(f"{self.prefix}{self.pending}\n")
+            self.write_line(self.pending)
             self.pending = ""
-        self.target.flush()
+
+
+def _to_stderr(line: str) -> None:
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 @contextlib.contextmanager
 def printing_as(prefix: str) -> Iterator[None]:
     """While the body runs, what it prints on stdout goes to stderr as ``prefix`` lines."""
-    lines = _Lines(prefix, sys.stderr)
+    lines = Lines(prefix, _to_stderr)
     try:
         with contextlib.redirect_stdout(lines):
             yield
@@ -210,11 +212,9 @@ def guest(cls: type, call: str) -> Iterator[None]:
     caught here, so the first press stops the run. A built-in class runs as it is (its bug is the
     harness's: exit 4, traceback).
 
-    The guest cannot decide how the run ends (docs/PLUGINS.md, "What a guest cannot do"): while it
-    runs, ``os._exit`` raises (:class:`CalledOsExit`) instead of ending the process; memory it
-    fails to allocate in its own code is its fault, not the machine's; a working directory it
-    changes is put back, and is its fault; a non-daemon thread it starts and leaves running is
-    noted (:func:`lingering`), so the process can end without it.
+    Memory it fails to allocate in its own code is its fault, not the machine's. What it does to
+    its process (``os._exit``, a signal handler, a thread, ``chdir``) is the worker's it runs in
+    (:mod:`methods.wall`; docs/PLUGINS.md, "What a guest cannot decide").
 
     >>> from harness.core.api import EmbeddingMethod
     >>> fields = {"name": "quits", "summary": "s", "__module__": "my_plugin"}
@@ -227,70 +227,47 @@ def guest(cls: type, call: str) -> Iterator[None]:
     if not is_guest(cls):
         yield
         return
-    folder = _cwd()
-    threads = set(threading.enumerate())
     try:
-        with _os_exit_raises(), printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
+        with printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
             yield
     except (
         BaseException
     ) as err:  # SystemExit too: a plugin must never end the run, least of all with 0
-        _back_to(folder)
         if is_out_of_memory(err) and _allocated_by(err, cls):
             raise PluginError(out_of_memory(cls, call, err)) from err
         if _stays(err):
             raise
         raise PluginError(misbehaved(cls, call, err)) from err
-    finally:
-        _note_threads(threads, cls, call)
-    moved = _back_to(folder)
-    if moved is not None:
-        raise PluginError(
-            f"{who(cls)}: {call} changed the working directory to {moved} (put back to {folder}); "
-            "a method must not change the process's folder, the run's relative paths depend on "
-            "it: open the plugin's files by absolute path (Path(__file__).parent / NAME)"
-        )
 
 
-# -- what a guest cannot decide: how the process ends, its folder, its memory, its threads ------
+# -- a plugin file's import: its exit and its folder; the memory a guest's own code fails to get --
 
 
 class CalledOsExit(SystemExit):
-    """A guest's ``os._exit(code)``, raised where it was called: while :func:`guest` runs a
-    plugin's call, ``os._exit`` is :func:`_raise_exit`, so the run can say who ended it and write
-    the other results, instead of ending at once with the plugin's code (often 0)."""
+    """A plugin file's ``os._exit(code)`` while it is imported (:func:`importing_as`), raised where
+    it was called, so the loader can say which file and line ended it."""
 
 
 _REAL_OS_EXIT = os._exit
-_held = 0  # guest calls running now (nested, or on several threads)
-_held_lock = threading.Lock()
-_held_pid = 0  # the process that holds os._exit: a child it forks exits for real
-
-
-def _raise_exit(code: int) -> NoReturn:
-    if os.getpid() != _held_pid:  # a forked child (multiprocessing, a data loader) ends as it asks
-        _REAL_OS_EXIT(code)
-    raise CalledOsExit(code)
 
 
 @contextlib.contextmanager
 def _os_exit_raises() -> Iterator[None]:
-    """While the body runs, ``os._exit`` raises :class:`CalledOsExit` in this process. Only the
-    name ``os._exit`` is replaced: ``posix._exit``, an alias bound before (``from os import
-    _exit``), a signal the plugin sends itself and a crash in native code still end the process."""
-    global _held, _held_pid
-    with _held_lock:
-        if _held == 0:
-            _held_pid = os.getpid()
-            setattr(os, "_exit", _raise_exit)  # noqa: B010 (mypy: a module's function, replaced)
-        _held += 1
+    """While the body runs, ``os._exit`` raises :class:`CalledOsExit` in this process (a child it
+    forks exits for real). Only the name is replaced: ``posix._exit``, an alias bound before
+    (``from os import _exit``) and a signal still end the process, as they would any import."""
+    pid = os.getpid()
+
+    def raise_exit(code: int) -> NoReturn:
+        if os.getpid() != pid:  # a forked child (multiprocessing, a data loader) ends as it asks
+            _REAL_OS_EXIT(code)
+        raise CalledOsExit(code)
+
+    setattr(os, "_exit", raise_exit)  # noqa: B010 (mypy: a module's function, replaced)
     try:
         yield
     finally:
-        with _held_lock:
-            _held -= 1
-            if _held == 0:
-                setattr(os, "_exit", _REAL_OS_EXIT)  # noqa: B010
+        setattr(os, "_exit", _REAL_OS_EXIT)  # noqa: B010
 
 
 def _cwd() -> str | None:
@@ -300,23 +277,11 @@ def _cwd() -> str | None:
         return None
 
 
-def _back_to(folder: str | None) -> str | None:
-    """Put the working directory back to ``folder`` if a guest changed it; returns where it had
-    gone (None when unchanged)."""
-    now = _cwd()
-    if folder is None or now == folder:
-        return None
-    with contextlib.suppress(OSError):
-        os.chdir(folder)
-    return now or "a folder that no longer exists"
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """MemoryError (numpy's too), torch's CUDA OOM, or the RuntimeError torch's CPU allocator
-    raises."""
-    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
-        return True
-    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
+def _back_to(folder: str | None) -> None:
+    """Put the working directory back to ``folder`` if the import changed it."""
+    if folder is not None and _cwd() != folder:
+        with contextlib.suppress(OSError):
+            os.chdir(folder)
 
 
 _OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "harness")
@@ -348,38 +313,3 @@ def out_of_memory(cls: type, call: str, err: BaseException) -> str:
         "plugin asked for more memory than the machine has: allocate in smaller pieces (a "
         "smaller batch), or run it where there is more memory"
     )
-
-
-# Non-daemon threads a guest call started and left running, with who started them (its line).
-_spawned: dict[threading.Thread, str] = {}
-
-
-def _note_threads(before: set[threading.Thread], cls: type, call: str) -> None:
-    for thread in threading.enumerate():
-        if thread not in before and not thread.daemon and thread.is_alive():
-            _spawned.setdefault(thread, f"{who(cls)}: {call}")
-
-
-def lingering() -> list[tuple[threading.Thread, str | None]]:
-    """The non-daemon threads still running besides the main one (they would keep the process
-    alive), each with the guest call that started it (None: not started by one)."""
-    main = threading.main_thread()
-    return [
-        (thread, _spawned.get(thread))
-        for thread in threading.enumerate()
-        if thread is not main and not thread.daemon and thread.is_alive()
-    ]
-
-
-def blame(err: BaseException, classes: Any) -> PluginError | None:
-    """A :class:`PluginError` for ``err`` when its deepest frame in a plugin's own code (a plugin of
-    ``classes``) raised it from a call the run does not guard one by one (a report's call of
-    ``label()``, ``--dry-run``'s ``describe_fit``); None when no plugin code is in its traceback."""
-    if _stays(err):
-        return None
-    homes = [(cls, home) for cls in classes if is_guest(cls) and (home := _home(cls)) is not None]
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        for cls, home in homes:
-            if _in_home(frame.filename, home):
-                return PluginError(misbehaved(cls, f"{frame.name}()", err))
-    return None

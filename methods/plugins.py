@@ -9,8 +9,8 @@ a :class:`UserError` (exit 2); its class breaks the method contract (harness.met
 :func:`check_class`, :func:`check_contract`) — a :class:`PluginError` naming the method and its
 file (exit 5), raised when the class is registered, before the run computes anything.
 
-Once loaded, a plugin is a guest of the run (:mod:`methods.guests`): what it prints goes to
-stderr, and whatever it does wrong is one :class:`PluginError` line (exit 5).
+Once loaded, a plugin method is a guest of the run in a worker process (:mod:`methods.wall`): what
+it prints goes to stderr, and whatever it does wrong is one :class:`PluginError` line (exit 5).
 
 A plugin file is imported as the module ``sts_bench_file_<stem>`` (``my-method.py`` →
 ``sts_bench_file_my_method``), registered in ``sys.modules`` with the file as its origin: that is

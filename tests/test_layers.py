@@ -179,7 +179,7 @@ def test_methods_never_see_the_run_config():
 ENGINE = "harness.core.encoding"
 # Registry machinery of the methods floor: how classes come in, not methods (they may use the core's
 # error types that method_api does not re-export).
-METHOD_REGISTRY = {"methods", "methods.plugins", "methods.guests"}
+METHOD_REGISTRY = {"methods", "methods.plugins", "methods.guests", "methods.wall"}
 
 
 def engine_imports(path: Path, source: str) -> list[str]:

@@ -62,6 +62,17 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """MemoryError (numpy's too), torch's CUDA OOM, or the RuntimeError torch's CPU allocator
+    raises: the exit code 3 of the machine, or the plugin's fault (methods/guests.py)."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
+
+
 # The Python spelling of each command-line flag, while a Python API call is running
 # (:func:`spelled`).
 _SPELLINGS: ContextVar[Mapping[str, str] | None] = ContextVar("sts_bench_spellings", default=None)

@@ -95,9 +95,6 @@ def _guarded(body: Callable[[], int], argv: Sequence[str] | None) -> int:
     with terminate_like_interrupt():
         code = guarded(body, debug=debug_requested(argv))
     if argv is None:  # the process's own command line: it ends after this return
-        from harness.runner.cli.exits import end_despite_threads
-
-        end_despite_threads(code)
         # Everything alive now lives until the process ends: moved out of the collector's reach,
         # the interpreter's teardown skips tracing millions of torch objects one last time (a
         # quarter second of a cold run). Threads, atexit handlers and finalizers still run.

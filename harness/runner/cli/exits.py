@@ -12,9 +12,9 @@ code   meaning
        ``MemoryError``)
 4      a bug in sts-bench: the traceback is printed, please report it
 5      a plugin method misbehaved (:class:`~harness.core.errors.PluginError`): it raised, exited
-       (``os._exit`` too), changed the working directory, failed to allocate memory in its own
-       code, left a thread running, or returned vectors or scores of the wrong shape, type or
-       count; the line names the plugin and its file, and the other methods' results are written
+       or ended its worker process (``os._exit``, a signal, a crash), failed to allocate memory in
+       its own code, or returned vectors or scores of the wrong shape, type or count; the line
+       names the plugin and its file, and the other methods' results are written
 6      an embeddings endpoint failed (:class:`~harness.core.errors.EndpointError`): unreachable,
        refused the request (key, model) or kept failing after its retries; what it returned is
        cached, and the other methods' results are written
@@ -36,7 +36,13 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 
-from harness.core.errors import EndpointError, PluginError, ResourceError, UserError
+from harness.core.errors import (
+    EndpointError,
+    PluginError,
+    ResourceError,
+    UserError,
+    is_out_of_memory,
+)
 from harness.runner.settings.console import describe_os_error
 
 OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, ENDPOINT, INTERRUPTED, TERMINATED = (
@@ -81,22 +87,11 @@ def terminate_like_interrupt() -> Iterator[None]:
 
 DEBUG_ENV = "STS_BENCH_DEBUG"
 
-_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
 
 def debug_requested(argv: Sequence[str] | None) -> bool:
     """``--debug`` on the command line or ``STS_BENCH_DEBUG`` set to anything but 0/empty."""
     args = sys.argv[1:] if argv is None else argv
     return "--debug" in args or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """MemoryError, torch's CUDA OOM, or the RuntimeError torch's CPU allocator raises."""
-    if isinstance(err, MemoryError):
-        return True
-    return type(err).__name__ == "OutOfMemoryError" or (
-        isinstance(err, RuntimeError) and any(word in str(err).lower() for word in _OOM_WORDS)
-    )
 
 
 def classify(err: BaseException) -> tuple[int, str | None]:
@@ -145,58 +140,6 @@ def stdout_closed() -> bool:
         AttributeError,
     ):  # no file descriptor (captured), or no poll (Windows)
         return False
-
-
-# How long the process may take to end once the command has returned, before threads still running
-# are named and left behind (a plugin's executor ends well within it: Python shuts it down first).
-THREAD_GRACE_S = 5.0
-
-
-def end_despite_threads(code: int, grace: float = THREAD_GRACE_S) -> None:
-    """Let the process end with ``code`` even if a thread is left running. Called as the command
-    returns: a daemon watchdog waits ``grace`` seconds while Python ends the process (joining every
-    non-daemon thread, after shutting down executors). If it is still alive then, a thread a
-    plugin's call started and left running (:func:`methods.guests.lingering`) is one ``error:``
-    line naming the plugin, exit 5 (or the run's own failing code); another thread is one warning
-    line and ``code``. Output is flushed, then ``os._exit``: nothing else was left to run."""
-    import threading
-
-    watchdog = threading.Thread(
-        target=_exit_after, args=(code, grace), name="sts-bench exit", daemon=True
-    )
-    watchdog.start()
-
-
-def _exit_after(code: int, grace: float) -> None:
-    import time
-
-    from methods.guests import lingering
-
-    time.sleep(grace)
-    left = lingering()
-    if not left:
-        return
-    names = ", ".join(f"'{thread.name}'" for thread, _ in left)
-    threads = f"thread {names}" if len(left) == 1 else f"{len(left)} threads ({names})"
-    owner = next((owner for _, owner in left if owner is not None), None)
-    if owner is None:
-        print(
-            f"warning: {threads} still running after the run ended; exiting without waiting",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"error: {owner} left {threads} running after the run ended; a method's threads "
-            "must end before it returns (join them) or be daemon threads; the results were "
-            "written, the process exits without waiting for it",
-            file=sys.stderr,
-        )
-        code = PLUGIN if code == OK else code
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
-    os._exit(code)
 
 
 def guarded(body: Callable[[], int], debug: bool = False) -> int:

@@ -13,6 +13,7 @@ process share none of them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -107,7 +108,10 @@ class RunContext:
     def sibling(self, name: str) -> Method:
         """The run's instance of method ``name``, or one configured from the run's settings."""
         if name not in self.methods:
-            self.methods[name] = self.registry.get(name).build(self.cfg.spec_request(), self)
+            from methods.wall import built
+
+            cls = self.registry.get(name)  # a plugin's is built in a worker (methods/wall.py)
+            self.methods[name] = built(cls, lambda: cls.build(self.cfg.spec_request(), self), self)
         return self.methods[name]
 
     def count_trained(self) -> None:
@@ -132,8 +136,12 @@ class RunContext:
 
         self._releases.enter_context(serving())
 
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Call ``release`` when the run closes (a plugin method's worker is stopped)."""
+        self._releases.callback(release)
+
     def close(self) -> None:
-        """Release what the run started (a plot worker, a dask client)."""
+        """Release what the run started (a plot worker, plugin workers, a dask client)."""
         try:
             self._releases.close()
         finally:

@@ -151,6 +151,9 @@ class ObjectEncoder(EmbeddingMethod):
     # module, not this module, where the class around it is built.
     plugin_source: ClassVar[str]
     plugin_module: ClassVar[str]
+    # The caller's own object stays in the caller's process (methods/wall.py): its model may be on
+    # the caller's GPU, and the process is the caller's anyway.
+    in_process: ClassVar[bool] = True
 
     def __init__(self, spec: MethodSpec, ctx: MethodContext) -> None:
         super().__init__(spec, ctx)

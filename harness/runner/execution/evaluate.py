@@ -2,7 +2,7 @@
 under the run's protocol, and assemble the result record (its schema:
 :mod:`harness.runner.records.schema`).
 
-A plugin method's calls run as a guest's (:func:`methods.guests.guest`) and what it returns is
+A plugin method's calls run in its worker (:mod:`methods.wall`) and what it returns is
 checked before it is used, with the checks ``harness.evaluate`` applies to an encoder object
 (:mod:`.encoders`): float32 (n, d) finite vectors, one finite score per pair, a JSON ``fit_info``
 and ``annotate`` result. A wrong one is one ``PluginError`` line. Built-in methods are trusted as
@@ -34,7 +34,8 @@ from harness.runner.execution.encoders import checked_scores, checked_vectors
 from harness.runner.records.schema import RESULT_SCHEMA_VERSION, Record, strict
 from harness.runner.records.store import environment, git_sha, now_iso
 from harness.runner.settings.console import say
-from methods.guests import guest, is_guest, who
+from methods.guests import is_guest, who
+from methods.wall import call_named
 
 if TYPE_CHECKING:
     from harness.core.api import Method
@@ -230,7 +231,7 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
     are checked (:func:`checked_sides`) before they are used.
     """
     kind = type(method)
-    call = encode_call(kind)
+    call = call_named(kind, "encode_sides")  # encode() unless the plugin reads the pairs itself
     if call == "encode()":
         (u1, rows1), (u2, rows2) = distinct_rows(s1), distinct_rows(s2)
     else:
@@ -241,7 +242,6 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
         "encode_sides",
         u1,
         u2,
-        said=call,
         check=lambda out: checked_sides(out, (len(u1), len(u2)), kind, call),
     )
     return PairSides(tuple(u1), tuple(u2), left, right, rows1, rows2)
@@ -519,24 +519,12 @@ def vector_record(
 # -- what a plugin method returns, checked before the run uses it ---------------------------------
 
 
-def called(method: Method, name: str, *args: Any, said: str = "", check: Any = None) -> Any:
+def called(method: Method, name: str, *args: Any, check: Any = None) -> Any:
     """``method.<name>(*args)``: the one place a call into a method is told a guest's (a plugin's,
-    run under :func:`methods.guests.guest`; its answer passed through ``check`` before the run
-    uses it) from a built-in's (trusted as it is). ``said``: the call an error line names."""
-    cls = type(method)
-    with guest(cls, said or f"{name}()"):
-        out = getattr(method, name)(*args)
-    return check(out) if check is not None and is_guest(cls) else out
-
-
-def encode_call(kind: type) -> str:
-    """``encode_sides()`` when the plugin's own code reads the two sides (it overrides it), else
-    ``encode()``: the call an error line names is the one the plugin wrote."""
-    definer = next(k for k in kind.__mro__ if "encode_sides" in vars(k))
-    own = is_guest(definer) and not definer.__module__.startswith(
-        "harness."
-    )  # not EmbeddingMethod's
-    return "encode_sides()" if own else "encode()"
+    made in its worker, :mod:`methods.wall`; its answer passed through ``check`` before the run
+    uses it) from a built-in's (trusted as it is)."""
+    out = getattr(method, name)(*args)
+    return check(out) if check is not None and is_guest(type(method)) else out
 
 
 def checked_sides(

@@ -1,43 +1,31 @@
-"""The run's calls into plugin methods (:mod:`methods.guests`): building them and asking their hooks
-once, up front; scoring them with the blame for what leaves their code unguarded; the one line that
-ends a run in which a plugin failed after every other result was written.
+"""The run's calls into plugin methods (each in its worker: :mod:`methods.wall`): building them and
+asking their hooks once, up front; the one line that ends a run in which a plugin failed after
+every other result was written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.core.data.splits import unique
 from harness.core.errors import EndpointError, PluginError
 from harness.runner.execution.context import RunContext
-from harness.runner.execution.evaluate import Scored, score
 from harness.runner.settings.config import BenchConfig
-
-if TYPE_CHECKING:
-    from harness.core.api import Method
-    from methods import Registry
 
 
 def build_methods(cfg: BenchConfig, ctx: RunContext) -> None:
-    """Build every method of the run into ``ctx`` (the plan takes them from there), a plugin's as a
-    guest; then ask each plugin, once, for what the plan and the records read of it (``label()``,
-    ``backbone_views()``, ``fit_set_name()``, ``inputs()``, ``selected_on()``), so a plugin that
-    raises there, or answers with the wrong type, is one line before anything is computed."""
-    from harness.core.api import EmbeddingMethod, PairScoringMethod
-    from methods.guests import guest, is_guest, who
+    """Build every method of the run into ``ctx`` (the plan takes them from there), a plugin's in
+    its worker; then ask each plugin, once, for what the plan and the records read of it
+    (``label()``, ``backbone_views()``, ``fit_set_name()``, ``inputs()``, ``selected_on()``), so a
+    plugin that raises there, or answers with the wrong type, is one line before anything is
+    computed."""
+    from methods.guests import is_guest, who
 
     for name in unique(cfg.methods):
-        cls = ctx.registry.get(name)
-        with guest(cls, "building the method (make_spec, create or __init__)"):
-            method = ctx.sibling(name)
-        if not (is_guest(cls) or is_guest(type(method))):
+        method = ctx.sibling(name)
+        if not is_guest(type(method)):
             continue
-        if not isinstance(method, EmbeddingMethod | PairScoringMethod):
-            raise PluginError(
-                f"{who(cls)}: create() returned {type(method).__name__}, not a method; return an "
-                "instance of the class (cls(spec, ctx))"
-            )
         kind = type(method)
         expected: list[tuple[str, Any, str]] = [
             ("label()", method.label, "a non-empty str"),
@@ -48,8 +36,7 @@ def build_methods(cfg: BenchConfig, ctx: RunContext) -> None:
         if method.uses_fit_set:
             expected.append(("fit_set_name()", method.fit_set_name, "a fit set's name (str)"))
         for call, hook, answer in expected:
-            with guest(kind, call):
-                got = hook()
+            got = hook()
             if not answers_as_read(call, got):
                 raise PluginError(
                     f"{who(kind)}: {call} returned {got!r:.80}; it must return {answer} "
@@ -76,49 +63,6 @@ Failure = PluginError | EndpointError
 def what_failed(err: Failure) -> str:
     """The error's line without the plugin's name and file (the console line shows the label)."""
     return str(err).partition("): ")[2] or str(err)
-
-
-def blame_run(err: BaseException, cfg: BenchConfig, registry: Registry) -> PluginError | None:
-    """``err`` as a PluginError when a plugin method of this run (known to ``registry``) raised it
-    (its traceback says so)."""
-    from harness.core.errors import UserError
-    from methods.guests import blame
-
-    if (
-        isinstance(err, KeyboardInterrupt | UserError) or not registry.plugins()
-    ):  # fast path: nothing to blame
-        return None
-    classes = []
-    for name in unique(cfg.methods):
-        try:
-            classes.append(registry.get(name))
-        except UserError:  # not a method at all: the run failed on it before any plugin ran
-            continue
-    return blame(err, classes)
-
-
-def scored_as_guest(
-    method: Method,
-    task: Any,
-    fit_set: Any,
-    cfg: BenchConfig,
-    ctx: RunContext,
-    leakage: dict[str, Any] | None,
-    calibration_set: Any = None,
-) -> list[Scored]:
-    """:func:`.evaluate.score`; for a plugin, an exception its own code raised from a call that
-    ``score`` does not guard one by one (``encoder_impl``) is blamed on it, as a PluginError."""
-    from methods.guests import blame, is_guest
-
-    try:
-        return score(method, task, fit_set, cfg, ctx, leakage, calibration_set)
-    except PluginError:
-        raise
-    except BaseException as err:
-        blamed = blame(err, [type(method)]) if is_guest(type(method)) else None
-        if blamed is None:
-            raise
-        raise blamed from err
 
 
 def plugin_failure(

@@ -122,7 +122,7 @@ def expand(
     instance per prompt of the set, each built as a run given that prompt alone would build it and
     marked with its :class:`~harness.core.api.PromptOfSet`. ``prompt_select`` without a set, or a
     set given to ``prompt2``, is one line."""
-    from methods.guests import guest
+    from methods.wall import built
 
     params = method.spec.params
     select = str(params.get("prompt_select", "none"))
@@ -144,17 +144,21 @@ def expand(
     for name, template in prompt_set.prompts:
         given = {**request.given(method.name), "prompt": template}
         one = replace(request, params={**request.params, method.name: given})
-        with guest(cls, "building the method (make_spec, create or __init__)"):
-            member = cls.build(one, ctx)
-        member.prompt_of_set = PromptOfSet(
+        of_set = PromptOfSet(
             prompt_set.source,
             prompt_set.sha256,
             name,
             prompt_set.names,
             select if select != "none" else None,
         )
-        members.append(member)
+        build = lambda one=one, of_set=of_set: marked(cls.build(one, ctx), of_set)  # noqa: E731
+        members.append(marked(built(cls, build, ctx), of_set))  # a plugin's in its worker too
     return members
+
+
+def marked(method: Method, of_set: PromptOfSet) -> Method:
+    method.prompt_of_set = of_set
+    return method
 
 
 def selections(methods: list[Method]) -> dict[str, list[Method]]:
@@ -232,7 +236,6 @@ def choose(
     from harness.core.api import EmbeddingMethod
     from harness.core.scoring import score_split
     from harness.runner.execution.evaluate import pair_sides
-    from methods.guests import guest
 
     full = cfg.vector_grid()[0]
     of_set = members[0].prompt_of_set
@@ -240,17 +243,14 @@ def choose(
     split_name = SELECTIONS[of_set.select]
     scores: dict[str, float | None] = {}
     for member in members:
-        kind = type(member)
         if not isinstance(member, EmbeddingMethod):
             raise UserError(
                 f"{member.name}.prompt_select={of_set.select}: chooses among sentence vectors; "
                 f"{member.name} scores pairs as a whole"
             )
-        with guest(kind, "begin_task()"):
-            member.begin_task(task.spec)
+        member.begin_task(task.spec)  # a plugin's in its worker: one line if it fails
         if member.uses_fit_set and fit_set is not None:
-            with guest(kind, "fit()"):
-                member.fit(fit_set)
+            member.fit(fit_set)
         similarity, _ = pair_sides(member, split.s1, split.s2).similarity(full, None)
         got = score_split(similarity, split.gold, split.subsets, cfg.aggregation, bootstrap=0)
         scores[member.prompt_of_set.name if member.prompt_of_set else member.label()] = got.spearman

@@ -6,14 +6,12 @@ per backbone (everything after it — pooling variants, whitening, flow, scoring
 scores every (task, method) into a record written as soon as it is made (:mod:`.evaluate`), then
 runs the report steps (:mod:`.reports`) and the gate (:mod:`harness.runner.tables.gate`).
 
-A plugin method is a guest (:func:`methods.guests.guest`): it is built, asked for its hooks,
-prepared and scored inside guards that turn whatever it does wrong into one ``PluginError`` line
-(exit 5). A plugin that fails on a (method, task) is left out of it and the run goes on: the other
-methods' records and the leaderboards are written, then the error is raised, as a score that is
-undefined is (exit 2). An endpoint that fails while a method encodes with it is handled the same
-way (``EndpointError``, exit 6). Anything else a plugin's code raises, from a call no guard wraps,
-is blamed on it by its traceback (:func:`methods.guests.blame`) rather than reported as a bug in
-sts-bench.
+A plugin method is a guest in a worker process of its own (:mod:`methods.wall`): it is built,
+asked for its hooks, prepared and scored there, and whatever it does wrong is one ``PluginError``
+line (exit 5). A plugin that fails on a (method, task) is left out of it and the run goes on: the
+other methods' records and the leaderboards are written, then the error is raised, as a score that
+is undefined is (exit 2). An endpoint that fails while a method encodes with it is handled the same
+way (``EndpointError``, exit 6).
 """
 
 from __future__ import annotations
@@ -27,14 +25,13 @@ from harness.core.errors import EndpointError, PluginError
 from harness.core.sparse import SPARSE
 from harness.core.stages import Stages, stage, start_clock, timing
 from harness.runner.execution.context import RunContext
+from harness.runner.execution.evaluate import score
 from harness.runner.execution.leakage import labelled_overlaps, warn_leakage
 from harness.runner.execution.plan import Plan, make_plan, single_subset_aggregation
 from harness.runner.execution.plugin_calls import (
     Failure,
-    blame_run,
     build_methods,
     plugin_failure,
-    scored_as_guest,
     what_failed,
 )
 from harness.runner.execution.prompt_sets import choose
@@ -136,8 +133,6 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, Failure]:
     """ONE forward pass per unique sentence per backbone, for every view any method reads; then the
     methods with a model of their own encode theirs. Returns the plugin methods whose ``prepare``
     failed, and the methods whose endpoint failed, by name: they are not scored, the others are."""
-    from methods.guests import guest
-
     for job in plan.encode_jobs:
         say(f"encode: {why_line(plan, job)}")  # what is encoded and which method needs it
         for sentences, views in job.parts():  # one part unless a method's prompt is per task
@@ -153,11 +148,10 @@ def encode_stage(plan: Plan, ctx: RunContext) -> dict[str, Failure]:
         if not method.backbone_views():
             sentences = plan.own_model_sentences[method.name]
             try:
-                with guest(type(method), "prepare()"):
-                    note = method.describe_encode(sentences)
-                    if note:  # what encodes it (sbert through sentence-transformers: and why)
-                        say(f"encode: {method.label()} (own model): {note}")
-                    method.prepare(sentences)
+                note = method.describe_encode(sentences)
+                if note:  # what encodes it (sbert through sentence-transformers: and why)
+                    say(f"encode: {method.label()} (own model): {note}")
+                method.prepare(sentences)
             except (PluginError, EndpointError) as err:
                 failed[method.name] = err
                 say(f"{method.label():>16} · not scored: {what_failed(err)}")
@@ -198,13 +192,6 @@ def run(cfg: BenchConfig, registry: Registry | None = None) -> RunOutcome:
         try:
             with ctx.hub_failures.current():  # hub calls of this run remember their failures there
                 return _run(cfg, ctx, clock)
-        except (
-            BaseException
-        ) as err:  # a plugin's exit or exception from a call no guard wraps: blamed on it
-            blamed = blame_run(err, cfg, ctx.registry)
-            if blamed is None:
-                raise
-            raise blamed from err
         finally:
             ctx.close()
 
@@ -400,7 +387,7 @@ def score_stage(
                 method = choice.method
                 say(f"{method.label():>16} · {task.spec.title:<7} {choice.selected_on}")
             try:
-                every_setting = scored_as_guest(
+                every_setting = score(
                     method,
                     task,
                     fit_set,

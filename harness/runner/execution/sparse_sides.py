@@ -14,7 +14,7 @@ import numpy as np
 from harness.core.compression import distinct_rows
 from harness.core.errors import PluginError
 from harness.core.sparse import SIMILARITIES, SparseVectors, pair_similarity
-from methods.guests import guest, is_guest, who
+from methods.guests import is_guest, who
 
 if TYPE_CHECKING:
     from harness.core.api import SparseEmbeddingMethod
@@ -36,8 +36,7 @@ class SparsePairs:
     ) -> SparsePairs:
         (u1, rows1), (u2, rows2) = distinct_rows(s1), distinct_rows(s2)
         kind = type(method)
-        with guest(kind, "encode_sparse()"):
-            left, right = method.encode_sparse(u1), method.encode_sparse(u2)
+        left, right = method.encode_sparse(u1), method.encode_sparse(u2)
         if is_guest(kind):
             for side, count in ((left, len(u1)), (right, len(u2))):
                 checked(side, count, kind)
@@ -51,9 +50,7 @@ class SparsePairs:
     @staticmethod
     def similarity_of(method: SparseEmbeddingMethod) -> str:
         """The method's ``sparse_similarity()``, a plugin's checked."""
-        kind = type(method)
-        with guest(kind, "sparse_similarity()"):
-            how = method.sparse_similarity()
+        kind, how = type(method), method.sparse_similarity()
         if how not in SIMILARITIES:
             raise PluginError(
                 f"{who(kind)}: sparse_similarity() returned {how!r}; sparse vectors are compared "
