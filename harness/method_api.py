@@ -180,14 +180,22 @@ from harness.core.encoding import (
     Prompt,
     View,
     ViewProvider,
+    read_model_json,
 )
 from harness.core.errors import EndpointError, UserError
-from harness.core.hashing import atomic_write_bytes, atomic_write_text, npy_bytes, read_table
+from harness.core.hashing import (
+    atomic_write_bytes,
+    atomic_write_text,
+    npy_bytes,
+    read_json,
+    read_table,
+)
 from harness.core.kinds import kind_of
 from harness.core.progress import progress_bar
 from harness.core.scoring import score_split, spearman
 from harness.core.sparse import SparseVectors
 from harness.core.sparse_store import SparseVectorStore
+from harness.core.typecheck import held_to
 from harness.core.vector_store import VectorStore
 from methods.pooling import BASE_VIEWS, PostProcessor, ViewMethod, base_view
 
@@ -227,9 +235,12 @@ __all__ = [
     "atomic_write_text",
     "base_view",
     "fingerprint_pairs",
+    "held_to",
     "kind_of",
     "npy_bytes",
     "progress_bar",
+    "read_json",
+    "read_model_json",
     "read_table",
     "score_split",
     "spearman",

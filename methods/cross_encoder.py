@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, PairScoringMethod, SpecRequest
-from harness.core.encoding import BackboneRef
-from harness.core.encoding.model_files import model_config
+from harness.core.encoding import BackboneRef, read_model_json
 from harness.core.errors import UserError
 from harness.core.kinds import kind_of
 from methods.trained import TRAINING_PRECISION, TrainedMethod
@@ -62,7 +61,7 @@ def check_classes(task: TaskSpec, classes: Sequence[str]) -> None:
 
 def published_activation(folder: Path) -> str:
     """sentence-transformers' cross-encoders apply a sigmoid to their single logit by default."""
-    config = model_config(folder)
+    config = read_model_json(Path(folder) / "config.json")
     name = str(config.get("sbert_ce_default_activation_function", "Sigmoid"))
     return "identity" if "Identity" in name else "sigmoid"
 

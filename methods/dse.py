@@ -443,8 +443,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
         """``--cost``: the teacher over all Q·C pairs against this student encoding Q + C
         sentences."""
         from harness.core.cost_model import CostSubjects, ModelShape
-        from harness.core.encoding import ForwardPass
-        from harness.core.encoding.model_files import model_config
+        from harness.core.encoding import ForwardPass, read_model_json
         from methods.training.pair_training import PairScorer
 
         if self._trained is None:
@@ -476,7 +475,7 @@ class DSE(TrainedMethod, EmbeddingMethod):
             return np.concatenate([arrays[v] for v in views], axis=1)
 
         def shape(folder: Path) -> ModelShape:
-            return ModelShape.from_config(model_config(folder))
+            return ModelShape.from_config(read_model_json(Path(folder) / "config.json"))
 
         return CostSubjects(
             title=f"{teacher.label()} vs {self.label()}, {device}, {settings.dtype}, both sides "

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.api import MethodContext, MethodSpec, Option, SpecRequest
-from harness.core.encoding import Prompt
-from harness.core.encoding.model_files import read_model_json
+from harness.core.encoding import Prompt, read_model_json
 from harness.core.errors import UserError
 from methods.pooling import SAME, ViewMethod
 from methods.st_pipeline import Pipeline, read_pipeline

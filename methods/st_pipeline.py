@@ -24,7 +24,7 @@ from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
-from harness.core.encoding.model_files import read_model_json
+from harness.core.encoding import read_model_json
 from harness.core.errors import UserError
 
 # sentence-transformers' pooling mode → the pooling table's name (harness.core.encoding.pooling)

@@ -14,6 +14,8 @@ batching, windows, shared prefixes) are private to the engine and may move.
 ``ForwardPass``               one pass without the cache (benchmarks, a student's dropout pass)
 ``WindowTask``                encode work a worker runs (several GPUs, dask, ray)
 ``Checkpoint``                the model and tokenizer for trainers, batched and pooled as here
+``read_model_json``           a JSON file of a model's folder, read through the intake and held
+                              to its declared schema (``config.json``: ``ModelConfig``)
 ============================  ===============================================================
 
 Importing it loads neither torch nor transformers; the pass imports them when it first runs.
@@ -28,6 +30,7 @@ from __future__ import annotations
 from harness.core.encoding.backbone import BackboneRef, resolve_backbone
 from harness.core.encoding.checkpoint import Checkpoint
 from harness.core.encoding.forward import ForwardPass
+from harness.core.encoding.model_files import read_model_json
 from harness.core.encoding.pooling import View
 from harness.core.encoding.prompts import Prompt
 from harness.core.encoding.provider import ViewProvider
@@ -43,5 +46,6 @@ __all__ = [
     "View",
     "ViewProvider",
     "WindowTask",
+    "read_model_json",
     "resolve_backbone",
 ]

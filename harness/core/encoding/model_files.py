@@ -78,10 +78,12 @@ class AdapterConfig(TypedDict):  # peft's fields checked before a LoRA is merged
     modules_to_save: NotRequired[list[str] | None]
 
 
-def read_model_json(path: Path, schema: Any) -> Any:
-    """``path``, a file of a model's folder, held to ``schema``: one ``error:`` line otherwise."""
+def read_model_json(path: Path, schema: Any = None) -> Any:
+    """``path``, a file of a model's folder, held to ``schema`` (by default the one its name
+    declares: ``config.json`` to :class:`ModelConfig`): one ``error:`` line otherwise."""
     limit = TOKENIZER_BYTES if path.name == "tokenizer.json" else JSON_BYTES
-    return read_json(path, schema, FIX, limit)
+    declared = {"config.json": ModelConfig, "adapter_config.json": AdapterConfig}
+    return read_json(path, schema or declared.get(path.name, dict[str, Any]), FIX, limit)
 
 
 def model_config(folder: str | Path) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def check_field(owner: type, name: str, value: Any, where: str) -> None:
     dataclass ``owner`` (``BenchConfig``)."""
     hint = annotations_of(owner).get(name)
     if hint is not None and not fits(value, hint):
-        beyond = isinstance(value, int) and not isinstance(value, bool) and fits(0, hint)
+        beyond = isinstance(value, int) and fits(0, hint) and not fits(0.5, hint)
         within = " within 64 bits" if beyond else ""  # an integer, but wider than any dtype
         raise UserError(f"{where}: {name} = {value!r}: expected {describe(hint)}{within}")
 
