@@ -230,9 +230,8 @@ def guest(cls: type, call: str) -> Iterator[None]:
     try:
         with printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
             yield
-    except (
-        BaseException
-    ) as err:  # SystemExit too: a plugin must never end the run, least of all with 0
+    # SystemExit too: a plugin must never end the run, least of all with 0
+    except BaseException as err:
         if is_out_of_memory(err) and _allocated_by(err, cls):
             raise PluginError(out_of_memory(cls, call, err)) from err
         if _stays(err):

@@ -310,18 +310,16 @@ def _import_file(path: Path, where: str) -> object:
     if spec is None or spec.loader is None:
         raise UserError(f"{where}: {path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = (
-        module  # before running it: dataclasses and codekeys look the module up
-    )
+    # before running it: dataclasses and codekeys look the module up
+    sys.modules[module_name] = module
     try:
         with importing_as(f"plugin {path.name}: "):
             spec.loader.exec_module(module)
     except KeyboardInterrupt:
         del sys.modules[module_name]
         raise
-    except (
-        BaseException
-    ) as err:  # SystemExit too: a file that exits on import must not end the run with 0
+    # SystemExit too: a file that exits on import must not end the run with 0
+    except BaseException as err:
         del sys.modules[module_name]
         if isinstance(err, SystemExit):
             raise UserError(

@@ -107,9 +107,8 @@ def once(
             return call()
     except UserError:
         raise
-    except (
-        Exception
-    ) as err:  # the hub libraries raise many types; the user needs the cause, in one line
+    # the hub libraries raise many types; the user needs the cause, in one line
+    except Exception as err:
         failed[key] = functools.partial(message, err)  # err itself is unbound after the except
         if unreachable(err):
             go_offline()

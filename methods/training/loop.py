@@ -227,9 +227,8 @@ class LoopResult:
     resumed_from_step: int
     precision: str
     recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
-    selection: dict[str, Any] | None = (
-        None  # dev selection: the chosen step, its dev score, every evaluation
-    )
+    # dev selection: the chosen step, its dev score, every evaluation
+    selection: dict[str, Any] | None = None
 
 
 def loop_recipe(

@@ -200,9 +200,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     from harness.runner.execution.preflight import check_cache_writable, preflight
 
     baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
-    if (
-        cfg.history
-    ):  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+    # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+    if cfg.history:
         from harness.runner.page.build import history_pages
 
         pages, text = history_pages(cfg)
@@ -214,9 +213,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
         # keys on it
         cfg = single_subset_aggregation(cfg, plan.tasks)
         ctx.cfg, ctx.aggregation = cfg, cfg.aggregation
-        if (
-            baseline is not None
-        ):  # a baseline that cannot match this run's cells fails before the compute
+        # a baseline that cannot match this run's cells fails before the compute
+        if baseline is not None:
             from harness.runner.tables.gate import check_planned
 
             check_planned(baseline, planned_cells(plan, cfg), cfg.baseline_partial)

@@ -315,9 +315,8 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
         return []
     entries: list[dict[str, Any]] = []
     skipped, secret = 0, authenticity.secret_from_env()
-    for number, raw in enumerate(
-        text.split("\n"), 1
-    ):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
+    # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
+    for number, raw in enumerate(text.split("\n"), 1):
         try:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:

@@ -62,9 +62,8 @@ def build_series(entries: list[dict[str, Any]]) -> tuple[list[Series], list[str]
         label = commit_label(entry)
         if label not in commits:
             commits.append(label)
-        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = (
-            entry  # latest run per commit
-        )
+        # latest run per commit
+        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = entry
     series = []
     for key, per_commit in by_key.items():
         ordered = sorted(per_commit.items(), key=lambda item: commits.index(item[0]))

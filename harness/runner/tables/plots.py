@@ -37,9 +37,8 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
     from harness.core.hashing import atomic_write_bytes
 
     try:
-        if (
-            fig.get_layout_engine() is None
-        ):  # a figure drawn with layout="constrained" lays itself out
+        # a figure drawn with layout="constrained" lays itself out
+        if fig.get_layout_engine() is None:
             fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(
