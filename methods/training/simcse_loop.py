@@ -113,9 +113,8 @@ class SimCSETrainer:
             return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
 
         def batch_loss(indices: list[int]) -> torch.Tensor:
-            doubled = [
-                sentences[i] for i in indices for _ in (0, 1)
-            ]  # each twice: two dropout masks
+            # each twice: two dropout masks
+            doubled = [sentences[i] for i in indices for _ in (0, 1)]
             z = mlp(cls_vectors(doubled, config.max_length)).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 

@@ -141,9 +141,8 @@ def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
 
     out = torch.zeros_like(attention_mask)
     for row, values in enumerate(rows):
-        real = (
-            attention_mask[row].nonzero().flatten()
-        )  # the positions of the row's own tokens, in order
+        # the positions of the row's own tokens, in order
+        real = attention_mask[row].nonzero().flatten()
         out[row, real[: len(values)]] = torch.tensor(
             list(values)[: len(real)], dtype=out.dtype, device=out.device
         )
@@ -185,9 +184,8 @@ class ForwardPass:
             from harness.core.encoding.memory import check_weights_fit
 
             weights = self.ref.weight_dtype(self.settings.dtype)
-            check_weights_fit(
-                self.ref, weights, self.device
-            )  # before loading: one line, not an OOM kill
+            # before loading: one line, not an OOM kill
+            check_weights_fit(self.ref, weights, self.device)
             engine_class: type[TransformersEngine | NativeEngine | NativeDecoderEngine]
             engine_class = TransformersEngine
             if self.impl == "native":
@@ -309,9 +307,8 @@ class ForwardPass:
                                 (len(window), arrays[view].shape[1]), np.float32
                             )
                         filled[view][ids] = arrays[view]
-                    self.sentences_forwarded += len(
-                        ids
-                    )  # a sentence under two prompts is two passes
+                    # a sentence under two prompts is two passes
+                    self.sentences_forwarded += len(ids)
                     bar.update(len(ids))
         release_free_memory()
         return filled

@@ -134,11 +134,8 @@ def stdout_closed() -> bool:
         if closed:
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         return closed
-    except (
-        OSError,
-        ValueError,
-        AttributeError,
-    ):  # no file descriptor (captured), or no poll (Windows)
+    # no file descriptor (captured), or no poll (Windows)
+    except (OSError, ValueError, AttributeError):
         return False
 
 

@@ -89,9 +89,8 @@ def evaluate(
                 f"harness.evaluate: unknown setting '{key}'{did_you_mean(key, names)}; "
                 f"settings are: {', '.join(names)}"
             )
-    settings = {
-        k: str(v) if isinstance(v, Path) else v for k, v in settings.items()
-    }  # folders as paths
+    # folders as paths
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
     check_fields(BenchConfig, settings, "harness.evaluate")  # by type, as a config file's are
     builtins = [methods] if isinstance(methods, str) else list(methods)
     task_names = (tasks,) if isinstance(tasks, str) else tuple(tasks)

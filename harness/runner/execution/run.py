@@ -237,9 +237,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     say(summary(plan, ctx))
     say(clock.line())
     if broken:  # after the other methods' records and the reports: what finished is kept
-        raise plugin_failure(broken, refused, Path(cfg.output_dir), bool(paths)) from broken[0][
-            2
-        ]  # --debug: its traceback
+        # --debug: its traceback
+        raise plugin_failure(broken, refused, Path(cfg.output_dir), bool(paths)) from broken[0][2]
     if refused:
         from harness.core.errors import UserError
 

@@ -190,9 +190,8 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         "task": record["task"]["title"],
         "fingerprint": record["task"]["fingerprint"],
         "n_pairs": int(record["task"]["n_pairs"]),
-        "task_source": record["task"].get(
-            "source", ""
-        ),  # file/hf: a task that brought its own data
+        # file/hf: a task that brought its own data
+        "task_source": record["task"].get("source", ""),
         # the caller keeps undefined scores out; "metric" (a key) names the score
         "score": float(cast(float, main_value(record))),
         "ci95": main_ci(record),

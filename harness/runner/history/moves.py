@@ -35,9 +35,8 @@ SERIES_KEYS = (*GROUP_KEYS, *ROW_KEYS, "task", "fingerprint")
 @dataclass
 class Series:
     key: dict[str, str]
-    points: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # one history entry per commit, in commit order
+    # one history entry per commit, in commit order
+    points: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label(self) -> str:

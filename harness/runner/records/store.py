@@ -184,9 +184,8 @@ class Superseded:
     tables."""
 
     task: str  # the task's title: its column
-    group: tuple[
-        str, ...
-    ]  # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    group: tuple[str, ...]
     newest: str  # the fingerprint of the task's most recently created record
     older: tuple[str, ...]  # the other fingerprints, oldest data first
     records: int  # how many records are left out

@@ -86,9 +86,8 @@ def measure(
         candidates = pool[:size]
         c_tokens = tokens(candidates)
         pairs = len(queries) * len(candidates)
-        cross_flops = cross_shape.forward_flops(
-            [a + b - 1 for a in q_tokens for b in c_tokens]
-        )  # one [CLS]
+        # one [CLS]
+        cross_flops = cross_shape.forward_flops([a + b - 1 for a in q_tokens for b in c_tokens])
         measured = pairs <= max_pairs or rate is None
         cross_scores = None
         if measured or rate is None:
