@@ -155,8 +155,7 @@ def go_offline() -> None:
         pass
     logging.getLogger("sts_bench.hub").warning(
         "the HuggingFace hub is unreachable: the rest of this run reads models and datasets from "
-        "the local "
-        "caches only (set HF_HUB_OFFLINE=1 to start that way)"
+        "the local caches only (set HF_HUB_OFFLINE=1 to start that way)"
     )
 
 

@@ -122,8 +122,7 @@ def warn_emulated_half(dtype: str) -> None:
         _WARNED.add(dtype)
         log.warning(
             "--dtype %s: this CPU has no %s instructions (AVX512-%s, AMX or AVX-NE-CONVERT), so "
-            "torch "
-            "emulates it, slower than fp32; use --dtype fp32 here",
+            "torch emulates it, slower than fp32; use --dtype fp32 here",
             dtype,
             dtype,
             dtype.upper(),
@@ -326,8 +325,7 @@ class ForwardPass:
             self._cut_warned.add(prompt)
             log.warning(
                 "prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt "
-                "may be cut "
-                "off them; raise --max-length",
+                "may be cut off them; raise --max-length",
                 prompt,
                 cut,
                 limit,

@@ -153,8 +153,7 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
             what = "terminated (SIGTERM)" if code == TERMINATED else "interrupted"
             print(
                 f"\n{what}: vectors encoded so far are cached and result files written so far are "
-                "kept; "
-                "run the same command again to resume",
+                "kept; run the same command again to resume",
                 file=sys.stderr,
             )
             return code
@@ -163,8 +162,7 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
         if code == BUG:
             print(
                 f"error: internal error, a bug in sts-bench ({type(err).__name__}: "
-                f"{str(err)[:200]}); "
-                "please report it with the traceback above",
+                f"{str(err)[:200]}); please report it with the traceback above",
                 file=sys.stderr,
             )
         else:

@@ -137,8 +137,7 @@ def claim_cache_key(cfg: BenchConfig, name: str, cache_key: str | None, encoder:
         if owner != who:
             raise UserError(
                 f"harness.evaluate: cache_key={cache_key!r} of '{name}' holds the vectors of "
-                f"{owner}, "
-                f"not of {who}; give this encoder its own cache_key (or name)"
+                f"{owner}, not of {who}; give this encoder its own cache_key (or name)"
             )
         return
     # A cache that takes no claim takes no vectors either: the run's own cache check says why, in

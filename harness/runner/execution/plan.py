@@ -130,8 +130,7 @@ def single_subset_aggregation(cfg: BenchConfig, tasks: list[LoadedTask]) -> Benc
     logging.getLogger("sts_bench.plan").warning(
         "--aggregation %s: %s %s a single subset, where %s equals all; scored and recorded as "
         "aggregation=all (drop --aggregation; it changes only tasks with subsets, e.g. sts12-sts16 "
-        "with --source "
-        "senteval)",
+        "with --source senteval)",
         cfg.aggregation,
         titles,
         "has" if len(tasks) == 1 else "each have",

@@ -118,8 +118,7 @@ class RunOutcome:
         if found:
             raise UserError(
                 f"embeddings of {method} on {task}: {len(found)} exports match (several backbones "
-                "or "
-                "splits); name the split, or read the folders in outcome.embedding_dirs"
+                "or splits); name the split, or read the folders in outcome.embedding_dirs"
             )
         raise UserError(
             f"no embeddings of {method} on {task} in this run (exported: "

@@ -262,8 +262,7 @@ def _open_for_append(path: Path) -> int:
         log.warning(
             "history: %s was a symbolic link (to %s); nothing is written through a link in the "
             "output folder: the link is replaced by a new history (the target is untouched, and "
-            "its lines are not "
-            "read)",
+            "its lines are not read)",
             path,
             link_target(path),
         )

@@ -214,8 +214,7 @@ def problems(
     if secret and not authenticity.valid(secret, _authenticated_body(record), record.get("auth")):
         return (
             f"not authenticated by ${authenticity.SECRET_ENV} (written without the secret, or by "
-            "someone else); "
-            "run the benchmark again with the secret to rewrite it"
+            "someone else); run the benchmark again with the secret to rewrite it"
         )
     n = record["task"]["n_pairs"]
     if len(record["pairs"]["similarity"]) != n or len(record["pairs"]["gold"]) != n:

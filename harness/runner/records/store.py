@@ -166,8 +166,7 @@ def load_results(runs_dir: Path, memo: ResampleMemo | None = None) -> list[Recor
     if older:
         log.warning(
             "results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run "
-            "the "
-            "benchmark again to rewrite them",
+            "the benchmark again to rewrite them",
             len(older),
             runs_dir,
             RESULT_SCHEMA_VERSION,

@@ -163,8 +163,7 @@ def markdown(rows: list[CostRow], title: str) -> str:
             "",
             "(a) cross-encoder over all Q·C pairs; (b) student encodes Q + C sentences and one "
             "matrix product; (c) the same with the candidates' embeddings cached. Wall seconds; "
-            "GFLOP estimated "
-            "from the model shapes (2·P·n + 4·L·n²·H per sequence).",
+            "GFLOP estimated from the model shapes (2·P·n + 4·L·n²·H per sequence).",
             "",
             tabulate(table, headers=headers, tablefmt="pipe"),
             "",
