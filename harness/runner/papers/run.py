@@ -219,19 +219,9 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
         for option, s in options.items()
     ]
 
-    rows = [
-        [
-            line["model"],
-            line["setting"],
-            line["task"],
-            line["metric"],
-            figure(line["published"]),
-            figure(line["measured"]),
-            "—" if line["delta"] is None else f"{line['delta']:+.2f}",
-            line["status"],
-        ]
-        for line in lines
-    ]
+    # the CSV's columns from the model on, each figure with 2 decimals, the delta signed
+    shown = {"published": figure, "measured": figure, "delta": _signed}
+    rows = [[shown.get(c, str)(line[c]) for c in PAPER_COLUMNS[2:]] for line in lines]
     return "\n".join(
         [
             f"# {paper.title}",
@@ -258,6 +248,10 @@ def paper_markdown(paper: Paper, lines: list[dict[str, Any]]) -> str:
             "",
         ]
     )
+
+
+def _signed(delta: float | None) -> str:
+    return "—" if delta is None else f"{delta:+.2f}"
 
 
 def write_paper(paper: Paper, lines: list[dict[str, Any]], table: str, out: Path) -> list[Path]:
