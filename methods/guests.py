@@ -161,17 +161,13 @@ class Lines(io.TextIOBase):
         lines = (self.pending + text).split("\n")
         self.pending = lines.pop()
         for line in lines:  # each at once: a plugin that prints then blocks is seen printing
-            self.write_line(line)
+            self.emit(f"{self.prefix}{line}")
         return len(text)
-
-    def write_line(self, line: str) -> None:
-        self.emit(f"{self.prefix}{line}")
 
     def finish(self) -> None:
         """Write what is left of an unfinished last line."""
         if self.pending:
-            self.write_line(self.pending)
-            self.pending = ""
+            self.write("\n")
 
 
 def to_stderr(line: str) -> None:

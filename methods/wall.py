@@ -284,7 +284,7 @@ def _serve(
 
     # What the plugin prints goes to the run, which writes it on its stderr (captured or not).
     sys.stderr = Lines("", lambda line: send({"print": line}))
-    sys.stdout = Lines(f"plugin {getattr(cls, 'name', cls.__name__)}: ", sys.stderr.write_line)
+    sys.stdout = Lines(f"plugin {getattr(cls, 'name', cls.__name__)}: ", sys.stderr.emit)
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # a child process or C code writing to stdout writes to stderr
     method: Any = None
