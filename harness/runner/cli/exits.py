@@ -45,17 +45,15 @@ from harness.core.errors import (
 )
 from harness.runner.settings.console import describe_os_error
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, ENDPOINT, INTERRUPTED, TERMINATED = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    130,
-    143,
-)
+OK = 0
+REGRESSION = 1
+BAD_INPUT = 2
+ENVIRONMENT = 3
+BUG = 4
+PLUGIN = 5
+ENDPOINT = 6
+INTERRUPTED = 130
+TERMINATED = 143
 STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a C tool killed by the broken pipe exits with
 
 

@@ -104,10 +104,8 @@ class RunOutcome:
         for folder in self.embedding_dirs:
             rows = read_embeddings(folder)
             meta = rows.meta
-            names, tasks = (
-                (meta["method"], meta["method_name"]),
-                (meta["task"], meta["task_title"].lower()),
-            )
+            names = (meta["method"], meta["method_name"])
+            tasks = (meta["task"], meta["task_title"].lower())
             if method in names and task.lower() in tasks and split in (None, meta["split"]):
                 found.append(rows)
         if len(found) == 1:

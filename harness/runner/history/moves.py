@@ -79,10 +79,8 @@ def compare(
 
     change = after["score"] - before["score"]
     n = after["n_pairs"]
-    a, b = (
-        read_similarity(blobs, after["similarity"], n),
-        read_similarity(blobs, before["similarity"], n),
-    )
+    a = read_similarity(blobs, after["similarity"], n)
+    b = read_similarity(blobs, before["similarity"], n)
     gold = read_gold(blobs, after["gold"], n) if after["gold"] == before["gold"] else None
     # a labelled-pairs score (ap, roc_auc...) is compared by its intervals: the paired test below
     # resamples Spearman
