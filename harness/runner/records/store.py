@@ -47,22 +47,16 @@ _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
 def git_sha() -> str | None:
     """The harness's own commit (with ``+dirty`` if the tree has changes), or None outside git."""
     root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str, check: bool = False) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=5, check=check
+        )
+        return done.stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        sha = git("rev-parse", "HEAD", check=True)
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{sha}+dirty" if dirty else sha
