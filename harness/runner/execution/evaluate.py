@@ -276,16 +276,9 @@ def score(
     extras = extra_splits(task, cfg)
     if kind_of(task).labelled and classifies(method):  # its own classes: nothing else is read
         margin, predicted = classified(method, split.s1, split.s2, task)
-        record = scored_record(
-            method,
-            task,
-            fit_set,
-            cfg,
-            ctx,
-            leakage,
-            Similarities(margin, {}, 0, predicted),
-            (t0, t1, time.perf_counter()),
-        )
+        sims = Similarities(margin, {}, 0, predicted)
+        clock = (t0, t1, time.perf_counter())
+        record = scored_record(method, task, fit_set, cfg, ctx, leakage, sims, clock)
         record["protocol"]["similarity"] = "classify_pairs"  # the positive class's logit margin
         return [Scored(record)]
     if isinstance(method, PairScoringMethod):

@@ -381,15 +381,9 @@ def score_stage(
                 method = choice.method
                 say(f"{method.label():>16} · {task.spec.title:<7} {choice.selected_on}")
             try:
-                every_setting = score(
-                    method,
-                    task,
-                    fit_set,
-                    cfg,
-                    ctx,
-                    leaks.get((method.name, task.spec.name)),
-                    plan.calibration(task),
-                )
+                leaked = leaks.get((method.name, task.spec.name))
+                calibration = plan.calibration(task)
+                every_setting = score(method, task, fit_set, cfg, ctx, leaked, calibration)
             except PluginError as err:  # this (method, task) only: the other cells are still scored
                 broken.append((method.label(), task.spec.title, err))
                 say(f"{method.label():>16} · {task.spec.title:<7} not scored: {what_failed(err)}")
