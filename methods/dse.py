@@ -218,9 +218,8 @@ class DSE(TrainedMethod, EmbeddingMethod):
         n_cross = round(self.spec.params["cross_pairs"] * len(train))
         if n_cross and len(pool) > 1:
             first = rng.integers(0, len(pool), n_cross)
-            second = (first + rng.integers(1, len(pool), n_cross)) % len(
-                pool
-            )  # never a sentence with itself
+            # never a sentence with itself
+            second = (first + rng.integers(1, len(pool), n_cross)) % len(pool)
             s1 += [pool[i] for i in first]
             s2 += [pool[i] for i in second]
             gold += [None] * n_cross

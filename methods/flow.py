@@ -181,9 +181,8 @@ class BertFlow(TrainedMethod, PostProcessor):
 
         dim = self.ctx.backbone(self.spec.backbone, self.spec.revision).hidden_size
         if not self.spec.params["fit_dropout"]:
-            dim = int(
-                cached.shape[1]
-            )  # the view's own width (OPT-350m projects its last layer to 512)
+            # the view's own width (OPT-350m projects its last layer to 512)
+            dim = int(cached.shape[1])
         flow, stats = train_flow(
             epoch_vectors,
             dim,

@@ -94,14 +94,15 @@ def _location(err: BaseException, cls: type) -> str:
     """`` at file.py:LINE``: the deepest frame of ``err`` in the plugin's own code ("" when
     none)."""
     home = _home(cls)
-    if home is None:
-        return ""
-    frames = [
-        f
-        for f in traceback.extract_tb(err.__traceback__)
-        if _in_home(f.filename, home) and f.filename != __file__
-    ]  # not guest()'s own frame
-    return f" at {_shown(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    frame = _deepest(err, [home]) if home else None
+    return f" at {_shown(frame.filename)}:{frame.lineno}" if frame else ""
+
+
+def _deepest(err: BaseException, places: list[Path]) -> traceback.FrameSummary | None:
+    """The deepest frame of ``err`` in one of ``places`` (not guest()'s own frame)."""
+    frames = reversed(traceback.extract_tb(err.__traceback__))
+    inside = (f for f in frames if any(_in_home(f.filename, p) for p in places))
+    return next((f for f in inside if f.filename != __file__), None)
 
 
 def what_happened(err: BaseException) -> str:
@@ -131,13 +132,11 @@ def misbehaved(cls: type, call: str, err: BaseException) -> str:
     if isinstance(err, SystemExit):
         return (
             f"{who(cls)}: {call} {what_happened(err)}{_location(err, cls)}; a method returns its "
-            "result or "
-            "raises an exception, it never ends the process: remove the exit"
+            "result or raises an exception, it never ends the process: remove the exit"
         )
     return (
         f"{who(cls)}: {call} raised {what_happened(err)}{_location(err, cls)}; fix the plugin "
-        "(--debug prints the "
-        "traceback)"
+        "(--debug prints the traceback)"
     )
 
 
@@ -162,20 +161,16 @@ class Lines(io.TextIOBase):
         lines = (self.pending + text).split("\n")
         self.pending = lines.pop()
         for line in lines:  # each at once: a plugin that prints then blocks is seen printing
-            self.write_line(line)
+            self.emit(f"{self.prefix}{line}")
         return len(text)
-
-    def write_line(self, line: str) -> None:
-        self.emit(f"{self.prefix}{line}")
 
     def finish(self) -> None:
         """Write what is left of an unfinished last line."""
         if self.pending:
-            self.write_line(self.pending)
-            self.pending = ""
+            self.write("\n")
 
 
-def _to_stderr(line: str) -> None:
+def to_stderr(line: str) -> None:
     sys.stderr.write(f"{line}\n")
     sys.stderr.flush()
 
@@ -183,7 +178,7 @@ def _to_stderr(line: str) -> None:
 @contextlib.contextmanager
 def printing_as(prefix: str) -> Iterator[None]:
     """While the body runs, what it prints on stdout goes to stderr as ``prefix`` lines."""
-    lines = Lines(prefix, _to_stderr)
+    lines = Lines(prefix, to_stderr)
     try:
         with contextlib.redirect_stdout(lines):
             yield
@@ -230,9 +225,8 @@ def guest(cls: type, call: str) -> Iterator[None]:
     try:
         with printing_as(f"plugin {getattr(cls, 'name', cls.__name__)}: "):
             yield
-    except (
-        BaseException
-    ) as err:  # SystemExit too: a plugin must never end the run, least of all with 0
+    # SystemExit too: a plugin must never end the run, least of all with 0
+    except BaseException as err:
         if is_out_of_memory(err) and _allocated_by(err, cls):
             raise PluginError(out_of_memory(cls, call, err)) from err
         if _stays(err):
@@ -293,16 +287,8 @@ def _allocated_by(err: BaseException, cls: type) -> bool:
     called between are its own). Memory the harness failed to get, even on the plugin's behalf
     (``ctx.views(...).get``), stays the machine's (exit 3)."""
     home = _home(cls)
-    if home is None:
-        return False
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        if frame.filename == __file__:
-            continue
-        if _in_home(frame.filename, home):
-            return True
-        if any(_in_home(frame.filename, ours) for ours in _OURS):
-            return False
-    return False
+    frame = _deepest(err, [home, *_OURS]) if home else None
+    return frame is not None and home is not None and _in_home(frame.filename, home)
 
 
 def out_of_memory(cls: type, call: str, err: BaseException) -> str:

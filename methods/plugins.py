@@ -65,8 +65,7 @@ def check_class(cls: object, where: str) -> type[Method]:
     if not (isinstance(cls, type) and issubclass(cls, EmbeddingMethod | PairScoringMethod)):
         what = (
             f"{cls!r} is not a method class; derive it from EmbeddingMethod (encode) or "
-            "PairScoringMethod "
-            "(score_pairs) of harness.method_api (docs/PLUGINS.md)"
+            "PairScoringMethod (score_pairs) of harness.method_api (docs/PLUGINS.md)"
         )
         raise broken(cls, where, what) if isinstance(cls, type) else UserError(f"{where}: {what}")
     name = getattr(cls, "name", None)
@@ -246,8 +245,7 @@ def _check_contract(cls: type[Method], where: str) -> None:
         view = next((o for o in cls.options if o.name == "view"), None)
         fix = (
             'add Option("view", "avg", "pooled view to transform", choices=BASE_VIEWS) to its '
-            "options "
-            f"(BASE_VIEWS from harness.method_api: {', '.join(BASE_VIEWS)})"
+            f"options (BASE_VIEWS from harness.method_api: {', '.join(BASE_VIEWS)})"
         )
         if view is None:
             raise broken(
@@ -310,23 +308,20 @@ def _import_file(path: Path, where: str) -> object:
     if spec is None or spec.loader is None:
         raise UserError(f"{where}: {path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = (
-        module  # before running it: dataclasses and codekeys look the module up
-    )
+    # before running it: dataclasses and codekeys look the module up
+    sys.modules[module_name] = module
     try:
         with importing_as(f"plugin {path.name}: "):
             spec.loader.exec_module(module)
     except KeyboardInterrupt:
         del sys.modules[module_name]
         raise
-    except (
-        BaseException
-    ) as err:  # SystemExit too: a file that exits on import must not end the run with 0
+    # SystemExit too: a file that exits on import must not end the run with 0
+    except BaseException as err:
         del sys.modules[module_name]
         if isinstance(err, SystemExit):
             raise UserError(
-                f"{where}: importing {path} {what_happened(err)} at "
-                f"{_failing_line(err, path)}; "
+                f"{where}: importing {path} {what_happened(err)} at {_failing_line(err, path)}; "
                 "a plugin file only defines its classes: move the exit under "
                 'if __name__ == "__main__":'
             ) from None
@@ -346,8 +341,7 @@ def _import_module(name: str, where: str) -> object:
         if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
             raise UserError(
                 f"{where}: no module {name} on the Python path; install its package, add its "
-                "folder "
-                "to PYTHONPATH, or give a file: path/to/file.py:ClassName"
+                "folder to PYTHONPATH, or give a file: path/to/file.py:ClassName"
             ) from None
         raise UserError(
             f"{where}: importing {name} failed: {type(err).__name__}: {err}; install what it needs"

@@ -250,9 +250,8 @@ class ViewMethod(EmbeddingMethod):
 
     def encode_sides(self, s1: Sequence[str], s2: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if self.side_prompt(1) == self.side_prompt(2):
-            return self.encode(s1), self.encode(
-                s2
-            )  # a subclass's own encode (a plugin's) is honoured
+            # a subclass's own encode (a plugin's) is honoured
+            return self.encode(s1), self.encode(s2)
         if type(self).encode is not ViewMethod.encode:
             raise UserError(
                 f"{self.name}: prompt2 (a prompt per side) needs the method to encode as "

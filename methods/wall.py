@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core.errors import EndpointError, PluginError, ResourceError, UserError
-from methods.guests import Lines, guest, is_guest, misbehaved, who
+from methods.guests import Lines, guest, is_guest, misbehaved, to_stderr, who
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -123,8 +123,7 @@ class Worker:
             self.busy = True  # until answered: a call Ctrl-C or SIGTERM interrupts stays so
             self.conn.send((name, args))
             while "print" in (answer := self._receive()):
-                sys.stderr.write(f"{answer['print']}\n")
-                sys.stderr.flush()
+                to_stderr(answer["print"])
             self.busy = False
         except (EOFError, OSError):
             self.ended = self._end()
@@ -285,7 +284,7 @@ def _serve(
 
     # What the plugin prints goes to the run, which writes it on its stderr (captured or not).
     sys.stderr = Lines("", lambda line: send({"print": line}))
-    sys.stdout = Lines(f"plugin {getattr(cls, 'name', cls.__name__)}: ", sys.stderr.write_line)
+    sys.stdout = Lines(f"plugin {getattr(cls, 'name', cls.__name__)}: ", sys.stderr.emit)
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # a child process or C code writing to stdout writes to stderr
     method: Any = None

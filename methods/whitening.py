@@ -110,9 +110,8 @@ class Whitening(PostProcessor):
             return  # already fitted on exactly these sentences (e.g. a corpus shared by all tasks)
         x = self.fit_vectors(fit_set.sentences)
         k = self.spec.params["k"]
-        if (
-            k is not None and not 1 <= k <= x.shape[1]
-        ):  # the label says k=N: it must not stand for "all" in effect
+        # the label says k=N: it must not stand for "all" in effect
+        if k is not None and not 1 <= k <= x.shape[1]:
             raise UserError(
                 f"whitening: k={k} is outside 1..{x.shape[1]}, the dimension of the vectors; use "
                 f"--set whitening.k=N with 1 ≤ N ≤ {x.shape[1]}, or leave k unset for all"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core import bootstrap
 from harness.core.data.tasks import TASKS
 
 WORDS = (
@@ -416,3 +417,23 @@ def write_labelled_glue(root, senteval_root):
             encoding="utf-8",
         )
     return root, task
+
+
+def resample_plan(
+    gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int
+) -> dict[str, tuple]:
+    """The whole draw plan of a split (:mod:`harness.core.bootstrap` streams it in chunks and never
+    builds this): {group: (indices, counts (rounds, len(indices)), ranks of gold within each
+    resample)}; the key ``ALL`` (every pair, stratified by subset) is present as well."""
+    gold = np.frombuffer(gold_bytes, dtype=np.float64)
+    groups = bootstrap.subset_indices(labels)
+    chunks = list(
+        bootstrap._count_chunks(list(groups.values()), rounds, seed, bootstrap.chunk_rounds(len(gold), rounds))
+    )
+    plan: dict[str, tuple] = {}
+    counts = np.zeros((rounds, len(gold)), dtype=np.int32)
+    for k, (name, idx) in enumerate(groups.items()):
+        counts[:, idx] = np.concatenate([parts[k] for _, parts in chunks])
+        plan[name] = (idx, counts[:, idx], bootstrap._resample_ranks(gold[idx], counts[:, idx]))
+    plan[bootstrap.ALL] = (np.arange(len(gold)), counts, bootstrap._resample_ranks(gold, counts))
+    return plan

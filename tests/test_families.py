@@ -134,10 +134,10 @@ def test_a_family_registered_from_outside_runs_end_to_end(toy_family, tiny_bert,
 def test_the_vector_digest_covers_every_family_and_its_loader():
     """The vectors' code digest follows imports, those inside functions too: every built-in family
     module, the native modules its loader imports, and the tokenizer are in it."""
-    from harness.core.codekeys import code_modules
+    from harness.core.codekeys import CodeDigests
     from harness.core.encoding.windows import ENCODER_CODE
 
-    covered = set(code_modules(*ENCODER_CODE))
+    covered = set(CodeDigests(None).modules(*ENCODER_CODE))
     families = {family.load.__module__ for _, family in FAMILIES.items() if family.load is not None}
     expected = {
         *(f"harness.core.encoding.families.{name}" for name in

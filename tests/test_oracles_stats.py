@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 import pytest
+from fixtures import resample_plan
 from scipy.stats import pearsonr, spearmanr
 from scipy.stats import t as student_t
 
-from harness.core.bootstrap import ALL, _resample_plan, percentile_interval, resampled_scores
+from harness.core.bootstrap import ALL, percentile_interval, resampled_scores
 from harness.core.scoring import aggregate, cosine_rows, pearson, score_split, spearman, undefined_reason
 from harness.core.significance import Scored, paired_bootstrap, scored, williams, williams_t
 
@@ -35,7 +36,7 @@ def split(seed: int = 0, sizes=(30, 12, 21)):
 
 def explicit_resamples(cos, gold, labels, aggregation, rounds, seed) -> np.ndarray:
     """Each resample rebuilt from the plan's draw counts and scored with scipy, subset by subset."""
-    plan = _resample_plan(np.asarray(gold, dtype=np.float64).tobytes(), tuple(labels), rounds, seed)
+    plan = resample_plan(np.asarray(gold, dtype=np.float64).tobytes(), tuple(labels), rounds, seed)
     names = list(dict.fromkeys(labels))
     out = []
     for b in range(rounds):
@@ -56,7 +57,7 @@ def explicit_resamples(cos, gold, labels, aggregation, rounds, seed) -> np.ndarr
 
 def test_the_plan_resamples_each_subset_to_its_own_size_with_replacement():
     _, gold, labels = split()
-    plan = _resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 5)
+    plan = resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 5)
     for name, size in (("A", 30), ("B", 12), ("C", 21)):
         idx, counts, _ = plan[name]
         np.testing.assert_array_equal(idx, np.flatnonzero(np.asarray(labels) == name))
@@ -259,7 +260,7 @@ def test_pearson_rows_are_vectorised_along_the_last_axis():
 
 def test_every_pair_is_drawn_by_some_resample():
     _, gold, labels = split(11)
-    counts = _resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 8)[ALL][1]
+    counts = resample_plan(gold.tobytes(), tuple(labels), ROUNDS, 8)[ALL][1]
     assert (counts.sum(axis=0) > 0).all()  # P(a pair is never drawn in 40 resamples of ≥ 12) < e^-38
     assert counts.mean() == pytest.approx(1.0)
 

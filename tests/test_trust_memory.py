@@ -18,6 +18,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from fixtures import resample_plan
 from scipy.stats import spearmanr
 
 from harness.core import bootstrap
@@ -161,7 +162,7 @@ def test_a_chunk_boundary_that_does_not_divide_the_rounds_reads_the_same_draws()
     counts of every chunk are the rows of the whole matrix's counts, subset by subset."""
     cos, gold, labels = case(22, (40, 3, 25))
     rounds, seed = 50, 3
-    plan = bootstrap._resample_plan(gold.tobytes(), tuple(labels), rounds, seed)
+    plan = resample_plan(gold.tobytes(), tuple(labels), rounds, seed)
     groups = list(bootstrap.subset_indices(labels).values())
     chunks = list(bootstrap._count_chunks(groups, rounds, seed, 7))
     assert [r0 for r0, _ in chunks] == list(range(0, 50, 7)) and len(chunks[-1][1][0]) == 1

@@ -42,9 +42,8 @@ class Option:
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[Any, ...] | None = None
-    in_label: bool = (
-        True  # False when another leaderboard column already shows it (e.g. the fit set)
-    )
+    # False when another leaderboard column already shows it (e.g. the fit set)
+    in_label: bool = True
 
 
 @dataclass(frozen=True)
@@ -138,12 +137,10 @@ class MethodContext(Protocol):
     small fake (``tests/fakes.py``) to build a method with no CLI and no config."""
 
     seed: int
-    fit_set: (
-        str  # the run's --fit-set: what methods that fit use unless they have their own setting
-    )
-    aggregation: (
-        str  # the run's aggregation, for methods that report a second score (DSE's teacher)
-    )
+    # the run's --fit-set: what methods that fit use unless they have their own setting
+    fit_set: str
+    # the run's aggregation, for methods that report a second score (DSE's teacher)
+    aggregation: str
     # resolved: dtype, device as requested, threads, batching, max_length, progress
     encode: EncodeSettings
     artifacts: ArtifactStore

@@ -172,9 +172,8 @@ class ArtifactDir:
         folder not authenticated by the cache secret says so in one warning; the caller computes it
         again."""
         intact, reason = self.verify()
-        if (
-            reason and UNAUTHENTICATED in reason
-        ):  # a planted folder is worth a line; a damaged memo is just redone
+        # a planted folder is worth a line; a damaged memo is just redone
+        if reason and UNAUTHENTICATED in reason:
             log.warning("artifact: %s; computing it again", reason)
         return intact
 

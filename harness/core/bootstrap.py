@@ -312,27 +312,6 @@ def subset_indices(labels: Sequence[str]) -> dict[str, np.ndarray]:
     return {name: np.flatnonzero(codes == k) for name, k in names.items()}
 
 
-def _resample_plan(
-    gold_bytes: bytes, labels: tuple[str, ...], rounds: int, seed: int
-) -> dict[str, tuple]:
-    """The whole draw plan of a split, for tests and small inspections (the scoring streams it in
-    chunks and never builds this): {group: (indices, counts (rounds, len(indices)), ranks of gold
-    within each resample)}; the key ``ALL`` (every pair, stratified by subset) is present as
-    well."""
-    gold = np.frombuffer(gold_bytes, dtype=np.float64)
-    groups = subset_indices(labels)
-    chunks = list(
-        _count_chunks(list(groups.values()), rounds, seed, chunk_rounds(len(gold), rounds))
-    )
-    plan: dict[str, tuple] = {}
-    counts = np.zeros((rounds, len(gold)), dtype=np.int32)
-    for k, (name, idx) in enumerate(groups.items()):
-        counts[:, idx] = np.concatenate([parts[k] for _, parts in chunks])
-        plan[name] = (idx, counts[:, idx], _resample_ranks(gold[idx], counts[:, idx]))
-    plan[ALL] = (np.arange(len(gold)), counts, _resample_ranks(gold, counts))
-    return plan
-
-
 @dataclass(frozen=True)
 class ResampleMemo:
     """Resampled scores already computed (``entries``, in memory), where they are kept on disk

@@ -177,7 +177,7 @@ class CodeDigests:
             log.debug("code digests: cannot write %s (%s)", self.memo, err)
 
 
-# The convenience digests of code_digest/code_modules: in memory only, never a file. A pure memo
+# The convenience digests of code_digest: in memory only, never a file. A pure memo
 # of parsed sources (the same bytes always give the same entry), so sharing it changes no value.
 _IN_MEMORY = CodeDigests(None)
 
@@ -187,11 +187,6 @@ def code_digest(*modules: str) -> str:
     with no :class:`~harness.core.artifacts.ArtifactStore` at hand; cache folders take theirs from
     the store's own :class:`CodeDigests`."""
     return _IN_MEMORY.digest(*modules)
-
-
-def code_modules(*modules: str) -> list[str]:
-    """The modules :func:`code_digest` covers for ``modules``, sorted: they and what they import."""
-    return _IN_MEMORY.modules(*modules)
 
 
 @functools.lru_cache(maxsize=4096)

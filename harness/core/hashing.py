@@ -271,9 +271,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as err:
-        if (
-            err.filename is None
-        ):  # a failed write (disk full) names no file; the user needs to know which
+        # a failed write (disk full) names no file; the user needs to know which
+        if err.filename is None:
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     finally:

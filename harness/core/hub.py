@@ -107,9 +107,8 @@ def once(
             return call()
     except UserError:
         raise
-    except (
-        Exception
-    ) as err:  # the hub libraries raise many types; the user needs the cause, in one line
+    # the hub libraries raise many types; the user needs the cause, in one line
+    except Exception as err:
         failed[key] = functools.partial(message, err)  # err itself is unbound after the except
         if unreachable(err):
             go_offline()
@@ -156,8 +155,7 @@ def go_offline() -> None:
         pass
     logging.getLogger("sts_bench.hub").warning(
         "the HuggingFace hub is unreachable: the rest of this run reads models and datasets from "
-        "the local "
-        "caches only (set HF_HUB_OFFLINE=1 to start that way)"
+        "the local caches only (set HF_HUB_OFFLINE=1 to start that way)"
     )
 
 

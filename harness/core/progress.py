@@ -53,14 +53,12 @@ class LineProgress:
         interval: float,
         initial: int = 0,
     ) -> None:
-        self.total, self.desc, self.unit, self.write, self.now, self.interval = (
-            total,
-            desc,
-            unit,
-            write,
-            now,
-            interval,
-        )
+        self.total = total
+        self.desc = desc
+        self.unit = unit
+        self.write = write
+        self.now = now
+        self.interval = interval
         self.n = self.start_n = initial
         self.started = self.last = now()
         self.postfix = ""

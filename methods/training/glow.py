@@ -121,9 +121,8 @@ class Coupling(nn.Module):
     def __init__(self, channels: int, width: int, kind: str, generator: torch.Generator) -> None:
         super().__init__()
         self.kind = kind
-        self.keep = (
-            channels - channels // 2
-        )  # x1: the half that conditions; x2: the half that moves
+        # x1: the half that conditions; x2: the half that moves
+        self.keep = channels - channels // 2
         moved = channels // 2
         self.net = CouplingNet(self.keep, width, moved * (2 if kind == "affine" else 1), generator)
 

@@ -92,9 +92,8 @@ class TrainState:
         self.blob = Path(workdir) / "partial" / "state.safetensors"
         self.meta = Path(workdir) / "partial" / "state.json"
         self.identity = json.loads(json.dumps(identity))
-        self.kept: dict[
-            str, torch.Tensor
-        ] = {}  # tensors a loop keeps aside (the best dev weights), restored by load
+        # tensors a loop keeps aside (the best dev weights), restored by load
+        self.kept: dict[str, torch.Tensor] = {}
 
     def save(
         self,
@@ -166,9 +165,8 @@ class TrainState:
                 state.setdefault(int(index), {})[name] = value
         optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
         scheduler.last_epoch = info["scheduler_last_epoch"]
-        scheduler._last_lr = [
-            group["lr"] for group in optimizer.param_groups
-        ]  # LambdaLR keeps the lr here
+        # LambdaLR keeps the lr here
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
         torch.set_rng_state(tensors["rng"])
         self.kept = {k[5:]: v for k, v in tensors.items() if k.startswith("keep.")}
         return info["step"], info["extra"]
@@ -227,9 +225,8 @@ class LoopResult:
     resumed_from_step: int
     precision: str
     recipe: dict[str, Any]  # every optimiser setting that changes the result, for the record
-    selection: dict[str, Any] | None = (
-        None  # dev selection: the chosen step, its dev score, every evaluation
-    )
+    # dev selection: the chosen step, its dev score, every evaluation
+    selection: dict[str, Any] | None = None
 
 
 def loop_recipe(

@@ -44,12 +44,10 @@ class SimCSEConfig:
     epochs: float = 1.0
     precision: str = "auto"  # "auto" | "fp32" | "bf16"
     save_every: int = 50
-    select_every: int = (
-        0  # > 0: score STS-B dev every this many steps and keep the best weights (SimCSE: 125)
-    )
-    eval_max_length: int = (
-        128  # truncation when scoring dev: the evaluation's, not training's max_length
-    )
+    # > 0: score STS-B dev every this many steps and keep the best weights (SimCSE: 125)
+    select_every: int = 0
+    # truncation when scoring dev: the evaluation's, not training's max_length
+    eval_max_length: int = 128
     # SimCSE's HF Trainer run: no warm-up, no weight decay (class constants, so they stay out of
     # the training identity, asdict())
     warmup: ClassVar[float] = 0.0
@@ -115,9 +113,8 @@ class SimCSETrainer:
             return cls_of(model(**inputs).last_hidden_state, inputs["attention_mask"])
 
         def batch_loss(indices: list[int]) -> torch.Tensor:
-            doubled = [
-                sentences[i] for i in indices for _ in (0, 1)
-            ]  # each twice: two dropout masks
+            # each twice: two dropout masks
+            doubled = [sentences[i] for i in indices for _ in (0, 1)]
             z = mlp(cls_vectors(doubled, config.max_length)).float()
             return simcse_loss(z[0::2], z[1::2], config.temperature)
 

@@ -74,9 +74,8 @@ def caches_under(store: ArtifactStore) -> Iterator[dict[str, Path]]:
         if config is not None:
             for name, value in saved_config.items():
                 setattr(config, name, value)
-        elif (
-            loaded := sys.modules.get("datasets.config")
-        ) is not None:  # imported inside: back to its default
+        # imported inside: back to its default
+        elif (loaded := sys.modules.get("datasets.config")) is not None:
             default = Path(os.environ.get("HF_DATASETS_CACHE") or loaded.DEFAULT_HF_DATASETS_CACHE)
             for name, parts in _DATASETS_PATHS.items():
                 setattr(loaded, name, default.joinpath(*parts))

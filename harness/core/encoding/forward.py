@@ -122,8 +122,7 @@ def warn_emulated_half(dtype: str) -> None:
         _WARNED.add(dtype)
         log.warning(
             "--dtype %s: this CPU has no %s instructions (AVX512-%s, AMX or AVX-NE-CONVERT), so "
-            "torch "
-            "emulates it, slower than fp32; use --dtype fp32 here",
+            "torch emulates it, slower than fp32; use --dtype fp32 here",
             dtype,
             dtype,
             dtype.upper(),
@@ -141,9 +140,8 @@ def _right_padded(rows: Sequence[Sequence[int]], attention_mask):
 
     out = torch.zeros_like(attention_mask)
     for row, values in enumerate(rows):
-        real = (
-            attention_mask[row].nonzero().flatten()
-        )  # the positions of the row's own tokens, in order
+        # the positions of the row's own tokens, in order
+        real = attention_mask[row].nonzero().flatten()
         out[row, real[: len(values)]] = torch.tensor(
             list(values)[: len(real)], dtype=out.dtype, device=out.device
         )
@@ -185,9 +183,8 @@ class ForwardPass:
             from harness.core.encoding.memory import check_weights_fit
 
             weights = self.ref.weight_dtype(self.settings.dtype)
-            check_weights_fit(
-                self.ref, weights, self.device
-            )  # before loading: one line, not an OOM kill
+            # before loading: one line, not an OOM kill
+            check_weights_fit(self.ref, weights, self.device)
             engine_class: type[TransformersEngine | NativeEngine | NativeDecoderEngine]
             engine_class = TransformersEngine
             if self.impl == "native":
@@ -309,9 +306,8 @@ class ForwardPass:
                                 (len(window), arrays[view].shape[1]), np.float32
                             )
                         filled[view][ids] = arrays[view]
-                    self.sentences_forwarded += len(
-                        ids
-                    )  # a sentence under two prompts is two passes
+                    # a sentence under two prompts is two passes
+                    self.sentences_forwarded += len(ids)
                     bar.update(len(ids))
         release_free_memory()
         return filled
@@ -329,8 +325,7 @@ class ForwardPass:
             self._cut_warned.add(prompt)
             log.warning(
                 "prompt %s: %d text(s) reached --max-length %d tokens, so the end of the prompt "
-                "may be cut "
-                "off them; raise --max-length",
+                "may be cut off them; raise --max-length",
                 prompt,
                 cut,
                 limit,

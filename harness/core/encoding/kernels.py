@@ -294,9 +294,8 @@ class Packing:
         lengths = mask.sum(1)
         order = torch.argsort(lengths, descending=True, stable=True)
         positions = torch.arange(batch * width, device=mask.device).view(batch, width)
-        self.flat = positions[order][
-            mask[order]
-        ]  # packed row → flat (row, column) of the padded batch
+        # packed row → flat (row, column) of the padded batch
+        self.flat = positions[order][mask[order]]
         self.columns = self.flat % width
         self.batch, self.width = batch, width
         counts = torch.unique_consecutive(lengths[order], return_counts=True)
@@ -367,9 +366,8 @@ def short_attention(
     hidden = qkv.shape[-1] // 3
     d = hidden // heads
     x = torch.empty((3, count, heads, length, d), dtype=torch.float32, device=qkv.device)
-    x.copy_(
-        qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4)
-    )  # one pass: split heads and cast
+    # one pass: split heads and cast
+    x.copy_(qkv.view(count, length, 3, heads, d).permute(2, 0, 3, 1, 4))
     q, k, v = x.view(3, count * heads, length, d).unbind(0)
     scores = torch.bmm(q, k.transpose(1, 2)).mul_(d**-0.5 if scale is None else scale)
     if bias is not None:

@@ -75,9 +75,8 @@ def load_native_bert(folder: Path, position_offset: int = 0) -> NativeBert:
     RoBERTa's ``pad_token_id + 1``, as its family says:
     :mod:`harness.core.encoding.families.roberta`)."""
     config = model_config(folder)
-    hf = read_weights(
-        folder, ("bert.", "roberta.")
-    )  # checkpoints saved from BertFor* / RobertaFor* heads
+    # checkpoints saved from BertFor* / RobertaFor* heads
+    hf = read_weights(folder, ("bert.", "roberta."))
     model = NativeBert(config, "pooler.dense.weight" in hf, position_offset)
     embeddings = {
         "word.weight": "embeddings.word_embeddings.weight",

@@ -166,9 +166,8 @@ class NativeDeberta(NativeEncoder):
                 total = total + per_sentence(q, keys[:, low:high]).gather(
                     -1, c2p_index.expand(shape)
                 )
-            if (
-                queries is not None
-            ):  # k_j · P_q[r'(j, i)], gathered per key j then transposed to (i, j)
+            # k_j · P_q[r'(j, i)], gathered per key j then transposed to (i, j)
+            if queries is not None:
                 by_key = per_sentence(k, queries[:, low:high]).gather(-1, p2c_index.expand(shape))
                 total = total + by_key.transpose(-1, -2)
             return total * self.scale

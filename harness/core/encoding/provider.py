@@ -214,9 +214,8 @@ class ViewProvider:
         sample = random.SystemRandom().sample(pool, min(self.settings.verify_cache, len(pool)))
         before = self.forward.sentences_forwarded
         fresh = self.forward.encode_all(sample, pending)
-        self.verify_forwarded += (
-            self.forward.sentences_forwarded - before
-        )  # checks, not the run's encoding
+        # checks, not the run's encoding
+        self.verify_forwarded += self.forward.sentences_forwarded - before
         for view in pending:
             texts = [text for text in sample if text in present[view]]
             rows = [sample.index(text) for text in texts]

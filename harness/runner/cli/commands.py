@@ -137,8 +137,7 @@ def run_config(cfg: BenchConfig) -> int:
             verdict = "REGRESSION" if outcome.exit_code else "drops, none a regression"
             print(
                 f"\n{verdict} vs {cfg.baseline}: a regression is a drop larger than "
-                f"{cfg.tolerance} points "
-                "(--tolerance) whose 95 % interval excludes the baseline:"
+                f"{cfg.tolerance} points (--tolerance) whose 95 % interval excludes the baseline:"
             )
             print(tabulate(drops, headers="keys", tablefmt="pipe", showindex=False, floatfmt=".2f"))
         else:

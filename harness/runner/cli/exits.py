@@ -45,17 +45,15 @@ from harness.core.errors import (
 )
 from harness.runner.settings.console import describe_os_error
 
-OK, REGRESSION, BAD_INPUT, ENVIRONMENT, BUG, PLUGIN, ENDPOINT, INTERRUPTED, TERMINATED = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    130,
-    143,
-)
+OK = 0
+REGRESSION = 1
+BAD_INPUT = 2
+ENVIRONMENT = 3
+BUG = 4
+PLUGIN = 5
+ENDPOINT = 6
+INTERRUPTED = 130
+TERMINATED = 143
 STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a C tool killed by the broken pipe exits with
 
 
@@ -134,11 +132,8 @@ def stdout_closed() -> bool:
         if closed:
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
         return closed
-    except (
-        OSError,
-        ValueError,
-        AttributeError,
-    ):  # no file descriptor (captured), or no poll (Windows)
+    # no file descriptor (captured), or no poll (Windows)
+    except (OSError, ValueError, AttributeError):
         return False
 
 
@@ -156,8 +151,7 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
             what = "terminated (SIGTERM)" if code == TERMINATED else "interrupted"
             print(
                 f"\n{what}: vectors encoded so far are cached and result files written so far are "
-                "kept; "
-                "run the same command again to resume",
+                "kept; run the same command again to resume",
                 file=sys.stderr,
             )
             return code
@@ -166,8 +160,7 @@ def guarded(body: Callable[[], int], debug: bool = False) -> int:
         if code == BUG:
             print(
                 f"error: internal error, a bug in sts-bench ({type(err).__name__}: "
-                f"{str(err)[:200]}); "
-                "please report it with the traceback above",
+                f"{str(err)[:200]}); please report it with the traceback above",
                 file=sys.stderr,
             )
         else:

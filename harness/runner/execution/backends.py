@@ -27,9 +27,8 @@ class Backend:
             raise UserError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
         self.backend, self.devices, self.address = backend, device_list(device), address
         self._client: Any = None
-        self._ray_started: bool | None = (
-            None  # None: ray not used; True: this run started ray and stops it
-        )
+        # None: ray not used; True: this run started ray and stops it
+        self._ray_started: bool | None = None
 
     def executor(self) -> Executor | None:
         if self.backend == "local":

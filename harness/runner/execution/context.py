@@ -53,12 +53,10 @@ class RunContext:
         self.methods: dict[str, Method] = {}  # name → the run's instance (siblings share it)
         self.other_forwarded = 0  # sentences encoded by methods with their own model (sbert)
         self.devices: set[str] = set()  # devices those methods ran on
-        self.trained = (
-            0  # models fitted by training in this run (flow, ...): 0 when all came from cache
-        )
-        self.pairs_scored = (
-            0  # sentence pairs run through a pair scorer (cross-encoder) in this run
-        )
+        # models fitted by training in this run (flow, ...): 0 when all came from cache
+        self.trained = 0
+        # sentence pairs run through a pair scorer (cross-encoder) in this run
+        self.pairs_scored = 0
         self._backbones: dict[tuple[str, str | None], BackboneRef] = {}
         self._providers: dict[tuple[str, str | None, int, str], ViewProvider] = {}
         self._releases = contextlib.ExitStack()  # what the run started besides the backend

@@ -25,8 +25,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
     cfg = ctx.cfg
     lines = [
         f"plan (dry run): {len(plan.methods)} method(s) × {len(plan.tasks)} task(s); backend "
-        f"{cfg.backend}, "
-        f"device {cfg.device}, dtype {cfg.dtype}",
+        f"{cfg.backend}, device {cfg.device}, dtype {cfg.dtype}",
         "",
         "encode jobs (one forward pass per sentence per backbone):",
     ]
@@ -48,8 +47,7 @@ def describe(plan: Plan, ctx: RunContext) -> str:
         )
         lines += [
             f"  {job.provider.ref.name} ({job.provider.impl}): {len(job.sentences)} unique "
-            "sentences in "
-            f"{len(windows)} window(s); cached per view: {cached}",
+            f"sentences in {len(windows)} window(s); cached per view: {cached}",
             f"    why: {why_line(plan, job)}",
             f"    to encode: {len(todo)} sentences (≈{approx_tokens(prompted)} tokens"
             f"{f', {len(prompted)} passes' if len(prompted) != len(todo) else ''})",

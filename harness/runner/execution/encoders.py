@@ -201,9 +201,8 @@ class ObjectEncoder(EmbeddingMethod):
         who = f"encoder '{self.name}' ({describe(self.encoder)})"
         for start in range(0, len(todo), CHUNK):
             texts = todo[start : start + CHUNK]
-            with guest(
-                type(self), "encode()"
-            ):  # the object's own call: its exit or exception named as its
+            # the object's own call: its exit or exception named as its
+            with guest(type(self), "encode()"):
                 output = self.encoder.encode(list(texts))
             # PluginError (a UserError): the object is the caller's code; the run keeps the other
             # results

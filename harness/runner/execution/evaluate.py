@@ -247,19 +247,6 @@ def pair_sides(method: EmbeddingMethod, s1: Sequence[str], s2: Sequence[str]) ->
     return PairSides(tuple(u1), tuple(u2), left, right, rows1, rows2)
 
 
-def evaluate(
-    method: Method,
-    task: LoadedTask,
-    fit_set: FitSet | None,
-    cfg: BenchConfig,
-    ctx: RunContext,
-    leakage: dict[str, Any] | None = None,
-) -> Record:
-    """Fit (if the method fits), encode both sides, score; return the record of the full vector
-    (the first of :func:`score`'s)."""
-    return score(method, task, fit_set, cfg, ctx, leakage)[0].record
-
-
 def score(
     method: Method,
     task: LoadedTask,
@@ -269,9 +256,10 @@ def score(
     leakage: dict[str, Any] | None = None,
     calibration_set: FitSet | None = None,
 ) -> list[Scored]:
-    """:func:`evaluate`, keeping the vectors that were scored: one :class:`Scored` per vector
-    setting of the run (``--dims`` × ``--precision`` × ``--similarity``, the full vector first) for
-    an embedding method, all from the one encode; one for a method that scores pairs.
+    """Fit (if the method fits), encode both sides, score, keeping the vectors that were scored:
+    one :class:`Scored` per vector setting of the run (``--dims`` × ``--precision`` ×
+    ``--similarity``, the full vector first) for an embedding method, all from the one encode; one
+    for a method that scores pairs.
     ``calibration_set``: the sentences int8/uint8 ranges are calibrated on (the run's --fit-set).
 
     A scored split is the task's kind × the method's output, each asked once: the output gives
@@ -288,16 +276,9 @@ def score(
     extras = extra_splits(task, cfg)
     if kind_of(task).labelled and classifies(method):  # its own classes: nothing else is read
         margin, predicted = classified(method, split.s1, split.s2, task)
-        record = scored_record(
-            method,
-            task,
-            fit_set,
-            cfg,
-            ctx,
-            leakage,
-            Similarities(margin, {}, 0, predicted),
-            (t0, t1, time.perf_counter()),
-        )
+        sims = Similarities(margin, {}, 0, predicted)
+        clock = (t0, t1, time.perf_counter())
+        record = scored_record(method, task, fit_set, cfg, ctx, leakage, sims, clock)
         record["protocol"]["similarity"] = "classify_pairs"  # the positive class's logit margin
         return [Scored(record)]
     if isinstance(method, PairScoringMethod):

@@ -51,9 +51,8 @@ if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
 EXPORT_SCHEMA = 1
-MAX_PART = (
-    120  # characters of a folder name kept (file systems stop at 255 bytes; the slug is ASCII)
-)
+# characters of a folder name kept (file systems stop at 255 bytes; the slug is ASCII)
+MAX_PART = 120
 # Line breaks of str.splitlines that JSON keeps raw in a string (json.dumps escapes the others).
 _RAW_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
@@ -183,9 +182,8 @@ def read_embeddings(folder: str | Path) -> SentenceVectors:
 
     vectors = np.load(io.BytesIO(vectors_bytes), allow_pickle=False)
     sentences = []
-    for number, line in enumerate(
-        lines_bytes.decode("utf-8").split("\n"), 1
-    ):  # \n only: see the docstring
+    # \n only: see the docstring
+    for number, line in enumerate(lines_bytes.decode("utf-8").split("\n"), 1):
         try:
             sentences += [json.loads(line)["sentence"]] if line else []
         except (ValueError, KeyError, TypeError):

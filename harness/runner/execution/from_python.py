@@ -89,9 +89,8 @@ def evaluate(
                 f"harness.evaluate: unknown setting '{key}'{did_you_mean(key, names)}; "
                 f"settings are: {', '.join(names)}"
             )
-    settings = {
-        k: str(v) if isinstance(v, Path) else v for k, v in settings.items()
-    }  # folders as paths
+    # folders as paths
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
     check_fields(BenchConfig, settings, "harness.evaluate")  # by type, as a config file's are
     builtins = [methods] if isinstance(methods, str) else list(methods)
     task_names = (tasks,) if isinstance(tasks, str) else tuple(tasks)
@@ -138,8 +137,7 @@ def claim_cache_key(cfg: BenchConfig, name: str, cache_key: str | None, encoder:
         if owner != who:
             raise UserError(
                 f"harness.evaluate: cache_key={cache_key!r} of '{name}' holds the vectors of "
-                f"{owner}, "
-                f"not of {who}; give this encoder its own cache_key (or name)"
+                f"{owner}, not of {who}; give this encoder its own cache_key (or name)"
             )
         return
     # A cache that takes no claim takes no vectors either: the run's own cache check says why, in

@@ -33,9 +33,8 @@ class EncodeJob:
     provider: ViewProvider
     views: set[View] = field(default_factory=set)  # read on every sentence of the job
     sentences: list[str] = field(default_factory=list)  # every sentence the job encodes
-    methods: list[Method] = field(
-        default_factory=list
-    )  # the methods reading it (for the console's why-line)
+    # the methods reading it (for the console's why-line)
+    methods: list[Method] = field(default_factory=list)
     # Views only some tasks read (per-task prompts), each with those tasks' sentences: a task's
     # prompt is not run on the other tasks' sentences.
     only: dict[View, list[str]] = field(default_factory=dict)
@@ -131,8 +130,7 @@ def single_subset_aggregation(cfg: BenchConfig, tasks: list[LoadedTask]) -> Benc
     logging.getLogger("sts_bench.plan").warning(
         "--aggregation %s: %s %s a single subset, where %s equals all; scored and recorded as "
         "aggregation=all (drop --aggregation; it changes only tasks with subsets, e.g. sts12-sts16 "
-        "with --source "
-        "senteval)",
+        "with --source senteval)",
         cfg.aggregation,
         titles,
         "has" if len(tasks) == 1 else "each have",

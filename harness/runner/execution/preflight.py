@@ -103,9 +103,8 @@ def applied_max_length(cfg: BenchConfig) -> int:
             f"sentence, so it leaves no room for a word; use at least {specials + 1}"
         )
     if ref.max_positions and cfg.max_length > ref.max_positions:
-        if (
-            "max_length" not in cfg.given()
-        ):  # the default, above a small model's reach: its maximum, quietly
+        # the default, above a small model's reach: its maximum, quietly
+        if "max_length" not in cfg.given():
             return ref.max_positions
         logging.getLogger("sts_bench.settings").warning(
             "--max-length %d: %s reads at most %d tokens; using %d (recorded with every score)",

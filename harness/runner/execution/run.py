@@ -104,10 +104,8 @@ class RunOutcome:
         for folder in self.embedding_dirs:
             rows = read_embeddings(folder)
             meta = rows.meta
-            names, tasks = (
-                (meta["method"], meta["method_name"]),
-                (meta["task"], meta["task_title"].lower()),
-            )
+            names = (meta["method"], meta["method_name"])
+            tasks = (meta["task"], meta["task_title"].lower())
             if method in names and task.lower() in tasks and split in (None, meta["split"]):
                 found.append(rows)
         if len(found) == 1:
@@ -118,8 +116,7 @@ class RunOutcome:
         if found:
             raise UserError(
                 f"embeddings of {method} on {task}: {len(found)} exports match (several backbones "
-                "or "
-                "splits); name the split, or read the folders in outcome.embedding_dirs"
+                "or splits); name the split, or read the folders in outcome.embedding_dirs"
             )
         raise UserError(
             f"no embeddings of {method} on {task} in this run (exported: "
@@ -200,9 +197,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     from harness.runner.execution.preflight import check_cache_writable, preflight
 
     baseline = preflight(cfg)  # baseline read now (before anything is written), writable folders
-    if (
-        cfg.history
-    ):  # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+    # --history: rebuild history and report pages from disk; like a dry run, nothing runs
+    if cfg.history:
         from harness.runner.page.build import history_pages
 
         pages, text = history_pages(cfg)
@@ -214,9 +210,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
         # keys on it
         cfg = single_subset_aggregation(cfg, plan.tasks)
         ctx.cfg, ctx.aggregation = cfg, cfg.aggregation
-        if (
-            baseline is not None
-        ):  # a baseline that cannot match this run's cells fails before the compute
+        # a baseline that cannot match this run's cells fails before the compute
+        if baseline is not None:
             from harness.runner.tables.gate import check_planned
 
             check_planned(baseline, planned_cells(plan, cfg), cfg.baseline_partial)
@@ -239,9 +234,8 @@ def _run(cfg: BenchConfig, ctx: RunContext, clock: Stages) -> RunOutcome:
     say(summary(plan, ctx))
     say(clock.line())
     if broken:  # after the other methods' records and the reports: what finished is kept
-        raise plugin_failure(broken, refused, Path(cfg.output_dir), bool(paths)) from broken[0][
-            2
-        ]  # --debug: its traceback
+        # --debug: its traceback
+        raise plugin_failure(broken, refused, Path(cfg.output_dir), bool(paths)) from broken[0][2]
     if refused:
         from harness.core.errors import UserError
 
@@ -387,15 +381,9 @@ def score_stage(
                 method = choice.method
                 say(f"{method.label():>16} · {task.spec.title:<7} {choice.selected_on}")
             try:
-                every_setting = score(
-                    method,
-                    task,
-                    fit_set,
-                    cfg,
-                    ctx,
-                    leaks.get((method.name, task.spec.name)),
-                    plan.calibration(task),
-                )
+                leaked = leaks.get((method.name, task.spec.name))
+                calibration = plan.calibration(task)
+                every_setting = score(method, task, fit_set, cfg, ctx, leaked, calibration)
             except PluginError as err:  # this (method, task) only: the other cells are still scored
                 broken.append((method.label(), task.spec.title, err))
                 say(f"{method.label():>16} · {task.spec.title:<7} not scored: {what_failed(err)}")

@@ -190,9 +190,8 @@ def history_line(record: Record, run: str, blobs: Path) -> dict[str, Any]:
         "task": record["task"]["title"],
         "fingerprint": record["task"]["fingerprint"],
         "n_pairs": int(record["task"]["n_pairs"]),
-        "task_source": record["task"].get(
-            "source", ""
-        ),  # file/hf: a task that brought its own data
+        # file/hf: a task that brought its own data
+        "task_source": record["task"].get("source", ""),
         # the caller keeps undefined scores out; "metric" (a key) names the score
         "score": float(cast(float, main_value(record))),
         "ci95": main_ci(record),
@@ -263,8 +262,7 @@ def _open_for_append(path: Path) -> int:
         log.warning(
             "history: %s was a symbolic link (to %s); nothing is written through a link in the "
             "output folder: the link is replaced by a new history (the target is untouched, and "
-            "its lines are not "
-            "read)",
+            "its lines are not read)",
             path,
             link_target(path),
         )
@@ -315,9 +313,8 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
         return []
     entries: list[dict[str, Any]] = []
     skipped, secret = 0, authenticity.secret_from_env()
-    for number, raw in enumerate(
-        text.split("\n"), 1
-    ):  # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
+    # \n only: see the module docstring ("\r\n" leaves a "\r" json ignores)
+    for number, raw in enumerate(text.split("\n"), 1):
         try:
             line = json.loads(raw) if raw.strip() else None
         except ValueError:

@@ -35,9 +35,8 @@ SERIES_KEYS = (*GROUP_KEYS, *ROW_KEYS, "task", "fingerprint")
 @dataclass
 class Series:
     key: dict[str, str]
-    points: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # one history entry per commit, in commit order
+    # one history entry per commit, in commit order
+    points: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -62,9 +61,8 @@ def build_series(entries: list[dict[str, Any]]) -> tuple[list[Series], list[str]
         label = commit_label(entry)
         if label not in commits:
             commits.append(label)
-        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = (
-            entry  # latest run per commit
-        )
+        # latest run per commit
+        by_key.setdefault(tuple(entry[k] for k in SERIES_KEYS), {})[label] = entry
     series = []
     for key, per_commit in by_key.items():
         ordered = sorted(per_commit.items(), key=lambda item: commits.index(item[0]))
@@ -81,10 +79,8 @@ def compare(
 
     change = after["score"] - before["score"]
     n = after["n_pairs"]
-    a, b = (
-        read_similarity(blobs, after["similarity"], n),
-        read_similarity(blobs, before["similarity"], n),
-    )
+    a = read_similarity(blobs, after["similarity"], n)
+    b = read_similarity(blobs, before["similarity"], n)
     gold = read_gold(blobs, after["gold"], n) if after["gold"] == before["gold"] else None
     # a labelled-pairs score (ap, roc_auc...) is compared by its intervals: the paired test below
     # resamples Spearman

@@ -57,8 +57,7 @@ def _config(
         if key not in names:
             raise UserError(
                 f"mteb_model: unknown setting '{key}'{did_you_mean(key, sorted(names))}; method "
-                "options "
-                "go as keyword arguments, run-wide settings in settings={...}"
+                "options go as keyword arguments, run-wide settings in settings={...}"
             )
     from methods import method_name
 

@@ -52,9 +52,8 @@ class MtebEncoder(AbsEncoder):
             self.ctx.backbone(method.spec.backbone, method.spec.revision)
         self._custom = custom_fit_set
         self._tasks = {task.metadata.name: task for task in tasks}
-        self._fitted_on: str | None = (
-            None  # the task (or "*" for a task-free fit set) the method is fitted for
-        )
+        # the task (or "*" for a task-free fit set) the method is fitted for
+        self._fitted_on: str | None = None
         self._dim: int | None = None  # the width of the vectors, once encoded
         self._n_parameters: int | None = None
 

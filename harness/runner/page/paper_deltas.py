@@ -115,16 +115,8 @@ def papers(out_dir: Path, records: Iterable[Record] = ()) -> list[PaperFile]:
             )
         lines = verified.lines
         ran = [row for row in lines if not str(row["status"]).startswith(NOT_RUN)]
-        found.append(
-            PaperFile(
-                path.name,
-                [],
-                paper_table(ran),
-                not_run_lines(lines),
-                len(lines),
-                verified.left_out,
-            )
-        )
+        table, not_run = paper_table(ran), not_run_lines(lines)
+        found.append(PaperFile(path.name, [], table, not_run, len(lines), verified.left_out))
     return found
 
 

@@ -24,9 +24,8 @@ PAPERS = tuple(sorted(path.stem for path in PAPER_DIR.glob("*.toml")))
 class Setting:
     value: Any
     source: str = ""
-    model: bool = (
-        False  # a model choice: --backbone replaces it, as it replaces the paper's backbone
-    )
+    # a model choice: --backbone replaces it, as it replaces the paper's backbone
+    model: bool = False
 
 
 @dataclass(frozen=True)

@@ -146,8 +146,7 @@ def _open_lock(path: Path) -> int:
                     raise
         log.warning(
             "output folder: %s was a symbolic link (to %s); replaced by a lock file of its own "
-            "(the "
-            "target is untouched)",
+            "(the target is untouched)",
             path,
             link_target(path),
         )

@@ -119,9 +119,8 @@ class SubsetScores(TypedDict):
 
 
 class Pairs(TypedDict):
-    similarity: list[
-        float | None
-    ]  # None only where a method gave a non-finite score (then undefined)
+    # None only where a method gave a non-finite score (then undefined)
+    similarity: list[float | None]
     gold: list[float]
     subset: list[str] | None
     predicted: NotRequired[list[int]]  # a classifier's argmax class per pair (classify_pairs)
@@ -156,9 +155,8 @@ class Record(TypedDict):
     pairs: Pairs
     env: dict[str, Any]
     timings: dict[str, float]
-    columns: NotRequired[
-        dict[str, float]
-    ]  # leaderboard columns a method declares (DSE's "vs teacher (%)")
+    # leaderboard columns a method declares (DSE's "vs teacher (%)")
+    columns: NotRequired[dict[str, float]]
     diagnostics: NotRequired[dict[str, Any]]
     embed_dim: NotRequired[int]  # the width of the vectors scored (embedding methods)
     vector: NotRequired[VectorInfo]  # embedding methods: the setting (--dims/--precision/...)
@@ -216,15 +214,13 @@ def problems(
     if secret and not authenticity.valid(secret, _authenticated_body(record), record.get("auth")):
         return (
             f"not authenticated by ${authenticity.SECRET_ENV} (written without the secret, or by "
-            "someone else); "
-            "run the benchmark again with the secret to rewrite it"
+            "someone else); run the benchmark again with the secret to rewrite it"
         )
     n = record["task"]["n_pairs"]
     if len(record["pairs"]["similarity"]) != n or len(record["pairs"]["gold"]) != n:
         return f"pairs do not match n_pairs {n}"
-    return evidence_problem(
-        typing.cast("Record", record), memo
-    )  # the type check above has just said it is one
+    # the type check above has just said it is one
+    return evidence_problem(typing.cast("Record", record), memo)
 
 
 def protocol_group(record: Mapping[str, Any]) -> dict[str, str]:

@@ -47,22 +47,16 @@ _PACKAGES = ("torch", "transformers", "sentence-transformers", "numpy", "scipy")
 def git_sha() -> str | None:
     """The harness's own commit (with ``+dirty`` if the tree has changes), or None outside git."""
     root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str, check: bool = False) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=5, check=check
+        )
+        return done.stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        sha = git("rev-parse", "HEAD", check=True)
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{sha}+dirty" if dirty else sha
@@ -166,8 +160,7 @@ def load_results(runs_dir: Path, memo: ResampleMemo | None = None) -> list[Recor
     if older:
         log.warning(
             "results: skipping %d record(s) in %s written by an older sts-bench (schema < %d); run "
-            "the "
-            "benchmark again to rewrite them",
+            "the benchmark again to rewrite them",
             len(older),
             runs_dir,
             RESULT_SCHEMA_VERSION,
@@ -184,9 +177,8 @@ class Superseded:
     tables."""
 
     task: str  # the task's title: its column
-    group: tuple[
-        str, ...
-    ]  # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    # the protocol group's values (:data:`harness.runner.records.schema.PROTOCOL_GROUP`)
+    group: tuple[str, ...]
     newest: str  # the fingerprint of the task's most recently created record
     older: tuple[str, ...]  # the other fingerprints, oldest data first
     records: int  # how many records are left out

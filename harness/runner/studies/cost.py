@@ -86,9 +86,8 @@ def measure(
         candidates = pool[:size]
         c_tokens = tokens(candidates)
         pairs = len(queries) * len(candidates)
-        cross_flops = cross_shape.forward_flops(
-            [a + b - 1 for a in q_tokens for b in c_tokens]
-        )  # one [CLS]
+        # one [CLS]
+        cross_flops = cross_shape.forward_flops([a + b - 1 for a in q_tokens for b in c_tokens])
         measured = pairs <= max_pairs or rate is None
         cross_scores = None
         if measured or rate is None:
@@ -164,8 +163,7 @@ def markdown(rows: list[CostRow], title: str) -> str:
             "",
             "(a) cross-encoder over all Q·C pairs; (b) student encodes Q + C sentences and one "
             "matrix product; (c) the same with the candidates' embeddings cached. Wall seconds; "
-            "GFLOP estimated "
-            "from the model shapes (2·P·n + 4·L·n²·H per sequence).",
+            "GFLOP estimated from the model shapes (2·P·n + 4·L·n²·H per sequence).",
             "",
             tabulate(table, headers=headers, tablefmt="pipe"),
             "",

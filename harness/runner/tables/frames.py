@@ -30,9 +30,8 @@ from harness.runner.records.store import current_data
 if TYPE_CHECKING:
     from harness.runner.records.schema import Record
 
-GROUP_KEYS = (
-    PROTOCOL_GROUP  # one definition: the records supersede within the groups the tables show
-)
+# one definition: the records supersede within the groups the tables show
+GROUP_KEYS = PROTOCOL_GROUP
 ROW_KEYS = ("method", "backbone", "kind", "fit_set")
 
 
@@ -84,9 +83,8 @@ def long_columns() -> tuple[str, ...]:
     return (*LONG_COLUMNS, *dict.fromkeys(n for n in names if n not in LONG_COLUMNS), "decision")
 
 
-UNDEFINED = (
-    "undefined"  # a wide table's column: the tasks (comma-separated) whose score is undefined
-)
+# a wide table's column: the tasks (comma-separated) whose score is undefined
+UNDEFINED = "undefined"
 # Each row's average as an estimate and its rank (harness.runner.tables.comparisons.averages):
 # leaderboard.csv's numbers; the markdown, the console and the page show RANK as "1" or "1–2".
 RANK = "rank"

@@ -177,9 +177,8 @@ class Baseline:
     """A baseline leaderboard as read before the run: its path, key columns and rows."""
 
     path: str
-    keys: list[
-        str
-    ]  # the key columns the file has (a subset of GROUP_KEYS + ROW_KEYS, with "method")
+    # the key columns the file has (a subset of GROUP_KEYS + ROW_KEYS, with "method")
+    keys: list[str]
     rows: list[dict[str, Any]]  # keys normalised, task cells float or NaN
     # per row, {task: sha256 of the pairs its score was computed on}; {} where the file does not say
     # (a hand-made baseline, a leaderboard.csv written before the column existed)

@@ -37,9 +37,8 @@ def save_figure(fig, path: Path, input_key: str | None = None) -> Path:
     from harness.core.hashing import atomic_write_bytes
 
     try:
-        if (
-            fig.get_layout_engine() is None
-        ):  # a figure drawn with layout="constrained" lays itself out
+        # a figure drawn with layout="constrained" lays itself out
+        if fig.get_layout_engine() is None:
             fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(
@@ -110,10 +109,8 @@ def diagnostics_png(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
         label = record["method"]["label"]
         values = np.asarray(diag["singular_values"])
         spectrum.plot(np.arange(1, len(values) + 1), values / values[0], label=label, linewidth=1.4)
-        edges, counts = (
-            np.asarray(diag["cosine_histogram"]["edges"]),
-            np.asarray(diag["cosine_histogram"]["counts"]),
-        )
+        edges = np.asarray(diag["cosine_histogram"]["edges"])
+        counts = np.asarray(diag["cosine_histogram"]["counts"])
         histogram.stairs(counts / counts.sum(), edges, label=label, linewidth=1.4)
     # Below 1e-3 sits at most a null direction (e.g. LayerNorm outputs lie on a hyperplane): cut it
     # off so the shapes that matter stay readable.

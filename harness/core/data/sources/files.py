@@ -76,9 +76,8 @@ def _pick(row: Any, roles: dict[str, Any], where: str, own: OwnSource) -> dict[s
             )
         for role, side in (("s1", "sentence 1"), ("s2", "sentence 2")):
             value = row[roles[role]]
-            if not isinstance(
-                value, str
-            ):  # str() would score 5, {"a": 1} or [..] as their Python text
+            # str() would score 5, {"a": 1} or [..] as their Python text
+            if not isinstance(value, str):
                 raise UserError(
                     f"{where}: {side} ('{roles[role]}') is {_json_kind(value)}, not text; a "
                     "sentence must be a JSON string in quotes"

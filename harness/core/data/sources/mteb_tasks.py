@@ -202,9 +202,8 @@ def _load_local(task: Any, root: Path) -> None:
             task.hf_subsets = [s for s in task.hf_subsets if s in task.dataset]
         else:
             task.dataset = load_dataset(str(folder))
-    except (
-        Exception
-    ) as err:  # missing folder, unreadable files: one line naming the layout expected
+    # missing folder, unreadable files: one line naming the layout expected
+    except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         layout = "<subset>/<split>.jsonl" if multilingual else "<split>.jsonl"
         columns = "sent1, sent2, labels" if _is_pairs(task) else "sentence1, sentence2, score"

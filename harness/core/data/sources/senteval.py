@@ -118,9 +118,8 @@ def _read_sts_year(folder: Path, subsets: Sequence[str], root: Path) -> SplitDat
             gold.append(parse_score(score.strip(), f"{gold_path}:{lineno}"))
             labels.append(subset)
             wheres.append(f"{gold_path}:{lineno}")
-        if (
-            len(gold) == before
-        ):  # an empty subset would be scored on the others, silently, like a missing one
+        # an empty subset would be scored on the others, silently, like a missing one
+        if len(gold) == before:
             raise UserError(
                 f"SentEval dir {root}: {input_path.relative_to(root)} and {gold_path.name} hold no "
                 f"scored pair (empty files?); {GET_DATA_HINT}"
