@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -205,4 +207,41 @@ def forget_plugins():
     methods.REGISTERED.update(held)
     for name in set(sys.modules) - modules:
         if name.startswith(plugins.FILE_PREFIX):
+            del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def example_plugin(tmp_path_factory) -> Iterator[EntryPoint]:
+    """The example plugin package, installed here for these tests only: `make bench` installs no
+    example into a user's environment (issue 52). Its wheel is built by its own build backend (PEP 517,
+    called as a frontend would: uv-made venvs have no pip) and installed as an installer installs a pure
+    wheel, unpacked into a folder, which goes first on ``sys.path`` while the module that asked for it
+    runs (test_plugins, and test_readme for the docs' commands that name ``randproj``)."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    from methods import plugins
+
+    root = tmp_path_factory.mktemp("randproj")
+    skipped = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    source = shutil.copytree(ROOT / "examples" / "sts-bench-plugin", root / "source", ignore=skipped)
+    (root / "dist").mkdir()
+    done = subprocess.run([sys.executable, "-c", "import sys, setuptools.build_meta as backend; "
+                           "backend.build_wheel(sys.argv[1])", str(root / "dist")],
+                          cwd=source, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (root / "dist").glob("sts_bench_randproj-*.whl")
+    site = root / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    sys.path.insert(0, str(site))
+    try:
+        found = plugins.entry_points().get("randproj")
+        assert found is not None and found.dist is not None and found.dist.name == "sts-bench-randproj"
+        assert Path(str(found.dist.locate_file(""))) == site  # this install, not one the environment holds
+        yield found
+    finally:
+        sys.path.remove(str(site))
+        for name in [n for n in sys.modules if n.partition(".")[0] == "sts_bench_randproj"]:
             del sys.modules[name]

@@ -8,12 +8,8 @@ one ``error:`` line with exit 2.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import zipfile
-from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -42,33 +38,9 @@ pytestmark = pytest.mark.usefixtures("forget_plugins")  # conftest: plugins a te
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Iterator[EntryPoint]:
-    """The example plugin package, installed here for these tests only: `make bench` installs no
-    example into a user's environment (issue 52). Its wheel is built by its own build backend (PEP 517,
-    called as a frontend would: uv-made venvs have no pip) and installed as an installer installs a pure
-    wheel, unpacked into a folder, which goes first on ``sys.path`` while this module runs."""
-    root = tmp_path_factory.mktemp("randproj")
-    skipped = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    source = shutil.copytree(PLUGIN, root / "source", ignore=skipped)
-    (root / "dist").mkdir()
-    done = subprocess.run([sys.executable, "-c", "import sys, setuptools.build_meta as backend; "
-                           "backend.build_wheel(sys.argv[1])", str(root / "dist")],
-                          cwd=source, capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    (wheel,) = (root / "dist").glob("sts_bench_randproj-*.whl")
-    site = root / "site"
-    zipfile.ZipFile(wheel).extractall(site)
-    sys.path.insert(0, str(site))
-    try:
-        found = plugins.entry_points().get("randproj")
-        assert found is not None and found.dist is not None and found.dist.name == "sts-bench-randproj"
-        assert Path(str(found.dist.locate_file(""))) == site  # this install, not one the environment holds
-        yield found
-    finally:
-        sys.path.remove(str(site))
-        for name in [n for n in sys.modules if n.partition(".")[0] == "sts_bench_randproj"]:
-            del sys.modules[name]
+def installed(example_plugin: EntryPoint) -> EntryPoint:
+    """The example plugin package, installed for this module only (conftest's ``example_plugin``)."""
+    return example_plugin
 
 
 def test_make_bench_installs_no_example_plugin(tmp_path):

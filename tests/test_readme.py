@@ -161,6 +161,8 @@ def dask_address():
 def test_every_readme_command_runs(command, bench, tiny_st, senteval_root, tmp_path, request, capsys):
     console_script = command.startswith("sts-bench ")
     argv = [a for a in shlex.split(command)[1 if console_script else 2:] if a != "..."]
+    if "randproj" in command:  # the example plugin package, installed as the docs' pip line installs it
+        request.getfixturevalue("example_plugin")
     if argv[:1] == ["list"]:  # `sts-bench list [METHOD]` takes no run flags
         assert commands_main(argv) == 0 and capsys.readouterr().out.strip()
         return
