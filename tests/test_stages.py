@@ -102,8 +102,10 @@ def test_the_command_line_prints_stages_that_add_up_to_the_run(bench, senteval_r
     shown = sum(v for k, v in seconds.items() if k not in ("total", "start"))
     # each shown to 0.1 s, and the stages under 5 ms left out
     assert shown == pytest.approx(seconds["total"] - seconds["start"], abs=0.05 * len(seconds) + 0.1)
-    # the run within the test's own wall time (start is the test process's age: not comparable)
-    assert seconds["total"] - seconds["start"] <= wall + 0.05
+    # the run within the test's own wall time (start is the test process's age: not comparable); both
+    # are printed to 0.1 s, so their difference may exceed the true one by up to 0.1 s (0.4 printed for
+    # a 0.348 s run once in CI)
+    assert seconds["total"] - seconds["start"] <= wall + 0.1 + 1e-9
 
 
 def test_a_run_from_python_has_no_start_stage(senteval_root, tiny_bert, tmp_path):
