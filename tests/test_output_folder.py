@@ -106,3 +106,18 @@ def test_the_lock_and_temporary_files_of_results_are_ignored_by_git():
     assert shown.stdout.split() == paths
     kept = subprocess.run(["git", "check-ignore", "--no-index", "results/baselines/embedded-default.csv"], cwd=ROOT)
     assert kept.returncode == 1  # the committed baselines are not ignored
+
+
+def test_the_folder_is_walked_for_temporary_files_once_a_process_not_once_a_record(tmp_path, monkeypatch):
+    """The run takes the lock for each record it writes: walking runs/ every time grew with the folder's
+    history. The first holder in a process clears; later ones in that process do not walk again."""
+    out = tmp_path / "results"
+    stale = planted(out)
+    walked: list[str] = []
+    real_walk = lock.os.walk
+    monkeypatch.setattr(lock.os, "walk", lambda top, *a, **k: walked.append(str(top)) or real_walk(top, *a, **k))
+    for _ in range(3):
+        with lock.output_lock(out):
+            pass
+    assert not stale & files(out)
+    assert len(walked) == len(lock.FOLDERS)  # one walk of each tool folder, for three holders

@@ -155,11 +155,18 @@ def _open_lock(path: Path) -> int:
     raise ResourceError(f"{path}: keeps being replaced by a symbolic link; remove it and run again")
 
 
+_cleared: set[str] = set()  # output folders this process has cleared (the lock is taken per record)
+
+
 def _clear_temporaries(out_dir: Path) -> None:
     """Remove the temporary files of writes that never finished (a run killed by SIGKILL or a power
     cut: nothing renamed or removed them) from the folder and its tool folders (:data:`FOLDERS`):
     only regular files named as :func:`harness.core.hashing.atomic_write_bytes` names them. Called
-    with the lock held: every writer of the folder writes under it, so such a file is stale."""
+    with the lock held: every writer of the folder writes under it, so such a file is stale. Once a
+    folder and process: the walk of ``runs/`` would otherwise repeat for each record written."""
+    if (key := os.path.realpath(out_dir)) in _cleared:
+        return
+    _cleared.add(key)
     folders = [(str(out_dir), os.listdir(out_dir))]
     folders += [(path, names) for n in FOLDERS for path, _, names in os.walk(out_dir / n)]
     for folder, names in folders:
